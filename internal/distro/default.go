@@ -1,0 +1,103 @@
+package distro
+
+import (
+	_ "embed"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"text/template"
+	"time"
+)
+
+//go:embed default.yaml.tmpl
+var defaultTemplate string
+
+var tmpl = template.Must(template.New("default").Parse(defaultTemplate))
+
+// Options are what `doubletake run`'s flags change in the default config.
+type Options struct {
+	GRPCEndpoint      string        // OTLP/gRPC listen address
+	HTTPEndpoint      string        // OTLP/HTTP listen address
+	Upstream          string        // forward all signals here over OTLP; empty: write locally
+	UpstreamProtocol  string        // grpc or http
+	DataDir           string        // where local files and the persistent queue live
+	MetricsEndpoint   string        // where metrics are served without an upstream
+	TelemetryEndpoint string        // where the gateway's own metrics are served
+	HealthEndpoint    string        // health_check extension
+	SummaryInterval   time.Duration // how often the dedup summary is logged
+}
+
+// DefaultOptions are the defaults of `doubletake run`: everything on
+// loopback.
+func DefaultOptions() Options {
+	return Options{
+		GRPCEndpoint:      "127.0.0.1:4317",
+		HTTPEndpoint:      "127.0.0.1:4318",
+		UpstreamProtocol:  "grpc",
+		DataDir:           "./doubletake-data",
+		MetricsEndpoint:   "127.0.0.1:8889",
+		TelemetryEndpoint: "127.0.0.1:8888",
+		HealthEndpoint:    "127.0.0.1:13133",
+		SummaryInterval:   time.Minute,
+	}
+}
+
+type view struct {
+	Options
+	UpstreamExporter string
+	UpstreamInsecure bool
+	TelemetryHost    string
+	TelemetryPort    int
+}
+
+// DefaultConfig renders the embedded default config with o.
+func DefaultConfig(o Options) (string, error) {
+	v := view{Options: o}
+	for name, addr := range map[string]string{
+		"--grpc-endpoint": o.GRPCEndpoint, "--http-endpoint": o.HTTPEndpoint,
+		"--metrics-endpoint": o.MetricsEndpoint, "--telemetry-endpoint": o.TelemetryEndpoint,
+		"--health-endpoint": o.HealthEndpoint,
+	} {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return "", fmt.Errorf("%s %q: want host:port: %w", name, addr, err)
+		}
+	}
+	host, port, _ := net.SplitHostPort(o.TelemetryEndpoint)
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return "", fmt.Errorf("--telemetry-endpoint %q: port must be a number", o.TelemetryEndpoint)
+	}
+	v.TelemetryHost, v.TelemetryPort = host, p
+	if strings.ContainsAny(o.DataDir, "\n\"'") {
+		return "", fmt.Errorf("--data-dir %q: quotes and newlines are not allowed", o.DataDir)
+	}
+	if o.SummaryInterval < 0 {
+		return "", fmt.Errorf("--summary-interval must not be negative, got %s", o.SummaryInterval)
+	}
+	if o.Upstream != "" {
+		u, err := url.Parse(o.Upstream)
+		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+			return "", fmt.Errorf("--upstream %q: want http://host:port or https://host:port", o.Upstream)
+		}
+		switch o.UpstreamProtocol {
+		case "grpc":
+			// The OTLP/gRPC exporter takes host:port; the scheme says
+			// whether to use TLS.
+			v.UpstreamExporter = "otlp"
+			v.Upstream = u.Host
+			v.UpstreamInsecure = u.Scheme == "http"
+		case "http":
+			v.UpstreamExporter = "otlphttp"
+			v.Upstream = strings.TrimSuffix(u.String(), "/")
+		default:
+			return "", fmt.Errorf("--upstream-protocol %q: want grpc or http", o.UpstreamProtocol)
+		}
+	}
+	var b strings.Builder
+	if err := tmpl.Execute(&b, v); err != nil {
+		return "", err
+	}
+	return b.String(), nil
+}

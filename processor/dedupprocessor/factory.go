@@ -1,0 +1,141 @@
+package dedupprocessor
+
+import (
+	"context"
+	"sync"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/processor"
+)
+
+// Type is the processor's component type in collector configs.
+var Type = component.MustNewType("dedup")
+
+const stability = component.StabilityLevelAlpha
+
+// NewFactory returns the dedup processor's factory. Processors made by one
+// factory for one component ID share their windows, whatever pipelines and
+// signals they serve.
+func NewFactory() processor.Factory {
+	f := &factory{states: make(map[component.ID]*state)}
+	return processor.NewFactory(
+		Type,
+		func() component.Config { return createDefaultConfig() },
+		processor.WithTraces(f.createTraces, stability),
+		processor.WithLogs(f.createLogs, stability),
+	)
+}
+
+type factory struct {
+	mu     sync.Mutex
+	states map[component.ID]*state
+}
+
+// stateFor returns the state shared by set.ID's processors, making it on
+// first use. The state is dropped when the last processor using it shuts
+// down, so a reloaded config starts afresh with its own settings.
+func (f *factory) stateFor(set processor.Settings, cfg *Config) (*state, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if st, ok := f.states[set.ID]; ok {
+		st.users++
+		return st, nil
+	}
+	st, err := newState(set.TelemetrySettings, cfg)
+	if err != nil {
+		return nil, err
+	}
+	st.users = 1
+	f.states[set.ID] = st
+	return st, nil
+}
+
+// release is called once by every processor at Shutdown; started says
+// whether that processor had been started.
+func (f *factory) release(id component.ID, st *state, started bool) error {
+	if started {
+		st.shutdown()
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st.users--
+	if st.users > 0 {
+		return nil
+	}
+	if f.states[id] == st {
+		delete(f.states, id)
+	}
+	return st.tel.shutdown()
+}
+
+// lifecycle gives each processor a Start and an idempotent Shutdown that is
+// safe without Start.
+type lifecycle struct {
+	f  *factory
+	id component.ID
+	st *state
+
+	mu       sync.Mutex
+	started  bool
+	released bool
+}
+
+func (l *lifecycle) Start(context.Context, component.Host) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.started && !l.released {
+		l.started = true
+		l.st.start()
+	}
+	return nil
+}
+
+func (l *lifecycle) Shutdown(context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.released {
+		return nil
+	}
+	l.released = true
+	return l.f.release(l.id, l.st, l.started)
+}
+
+func capabilities(cfg *Config) consumer.Capabilities {
+	return consumer.Capabilities{MutatesData: cfg.Mode == ModeDrop}
+}
+
+func (f *factory) createTraces(_ context.Context, set processor.Settings, cfg component.Config, next consumer.Traces) (processor.Traces, error) {
+	c := cfg.(*Config)
+	st, err := f.stateFor(set, c)
+	if err != nil {
+		return nil, err
+	}
+	l := &lifecycle{f: f, id: set.ID, st: st}
+	return &tracesProcessor{
+		StartFunc:    l.Start,
+		ShutdownFunc: l.Shutdown,
+		st:           st,
+		next:         next,
+		drop:         c.Mode == ModeDrop,
+		keepFirst:    c.Traces.OnConflict == ConflictKeepFirst,
+		capabilities: capabilities(c),
+	}, nil
+}
+
+func (f *factory) createLogs(_ context.Context, set processor.Settings, cfg component.Config, next consumer.Logs) (processor.Logs, error) {
+	c := cfg.(*Config)
+	st, err := f.stateFor(set, c)
+	if err != nil {
+		return nil, err
+	}
+	l := &lifecycle{f: f, id: set.ID, st: st}
+	return &logsProcessor{
+		StartFunc:    l.Start,
+		ShutdownFunc: l.Shutdown,
+		st:           st,
+		next:         next,
+		drop:         c.Mode == ModeDrop,
+		capabilities: capabilities(c),
+	}, nil
+}

@@ -1,0 +1,69 @@
+package window
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// BenchmarkObserve measures one Observe in steady state: the set is full, so
+// every new key also evicts the oldest one.
+func BenchmarkObserve(b *testing.B) {
+	const capacity = 1 << 21
+	for _, dup := range []struct {
+		name  string
+		every int // every n-th key repeats an earlier one; 0 for none
+	}{{"dup=0%", 0}, {"dup=50%", 2}} {
+		b.Run(dup.name, func(b *testing.B) {
+			s := newSet(b, capacity, 1<<62)
+			r := rand.New(rand.NewPCG(3, 4))
+			keys := make([][24]byte, 1<<16)
+			for i := range keys {
+				for j := range keys[i] {
+					keys[i][j] = byte(r.Uint32())
+				}
+			}
+			next := uint64(0)
+			fresh := func() [24]byte {
+				next++
+				k := keys[next&(1<<16-1)]
+				k[0] ^= byte(next >> 16)
+				k[1] ^= byte(next >> 24)
+				k[2] ^= byte(next >> 32)
+				return k
+			}
+			for range capacity + capacity/2 {
+				s.Observe(fresh(), 0, 0)
+			}
+			var last [24]byte
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				k := fresh()
+				if dup.every > 0 && i%dup.every == 1 {
+					k = last
+				}
+				s.Observe(k, 0, 0)
+				last = k
+			}
+			b.ReportMetric(float64(s.Bytes())/float64(s.Capacity()), "bytes/entry")
+		})
+	}
+}
+
+// BenchmarkMapFloor is the floor to compare with: a probe of Go's own map
+// with a 24-byte key.
+func BenchmarkMapFloor(b *testing.B) {
+	m := make(map[[24]byte]uint32, 1<<21)
+	for i := range uint64(1 << 21) {
+		m[key(i)] = uint32(i)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	var hits int
+	for i := range b.N {
+		if _, ok := m[key(uint64(i)*7919&(1<<22-1))]; ok {
+			hits++
+		}
+	}
+	_ = hits
+}

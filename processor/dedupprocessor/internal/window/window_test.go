@@ -1,0 +1,221 @@
+package window
+
+import (
+	"encoding/binary"
+	"math/rand/v2"
+	"testing"
+)
+
+func key(i uint64) [24]byte {
+	var k [24]byte
+	binary.LittleEndian.PutUint64(k[0:], i)
+	binary.LittleEndian.PutUint64(k[8:], i*0x9e3779b97f4a7c15)
+	binary.LittleEndian.PutUint64(k[16:], ^i)
+	return k
+}
+
+func newSet(t testing.TB, capacity int, window int64) *Set[[24]byte, uint64] {
+	t.Helper()
+	s, err := New[[24]byte, uint64](capacity, window, NewSeed().Hash24)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestNewRejectsBadBounds(t *testing.T) {
+	for _, tc := range []struct {
+		capacity int
+		window   int64
+		want     error
+	}{
+		{0, 1, errCapacity},
+		{-1, 1, errCapacity},
+		{MaxCapacity + 1, 1, errCapacity},
+		{1, 0, errWindow},
+		{1, -5, errWindow},
+	} {
+		if _, err := New[[24]byte, uint64](tc.capacity, tc.window, NewSeed().Hash24); err != tc.want {
+			t.Errorf("New(%d, %d) = %v, want %v", tc.capacity, tc.window, err, tc.want)
+		}
+	}
+}
+
+func TestObserveFirstCopyThenDuplicate(t *testing.T) {
+	s := newSet(t, 8, 100)
+	if _, seen := s.Observe(key(1), 11, 0); seen {
+		t.Fatal("first copy reported as seen")
+	}
+	v, seen := s.Observe(key(1), 99, 1)
+	if !seen || v != 11 {
+		t.Fatalf("second copy: seen=%v v=%d, want seen with the first value 11", seen, v)
+	}
+	if s.Len() != 1 {
+		t.Fatalf("Len = %d, want 1", s.Len())
+	}
+}
+
+func TestCapacityEvictsOldestFirst(t *testing.T) {
+	s := newSet(t, 4, 1<<60)
+	for i := range uint64(6) {
+		s.Observe(key(i), i, int64(i))
+	}
+	if got := s.Stats().Evicted; got != 2 {
+		t.Fatalf("Evicted = %d, want 2", got)
+	}
+	for i := range uint64(6) {
+		_, held := s.Lookup(key(i))
+		if want := i >= 2; held != want {
+			t.Errorf("key %d held = %v, want %v", i, held, want)
+		}
+	}
+}
+
+func TestExpireByWindow(t *testing.T) {
+	s := newSet(t, 1024, 100)
+	// Two full blocks at t=0 and t=50, a partial one at t=200.
+	for i := range uint64(256) {
+		s.Observe(key(i), 0, 0)
+	}
+	for i := uint64(256); i < 512; i++ {
+		s.Observe(key(i), 0, 50)
+	}
+	s.Observe(key(1000), 0, 200)
+	if first, _ := s.Oldest(); first != 0 {
+		t.Fatalf("Oldest = %d, want 0", first)
+	}
+	s.Expire(120) // cutoff 20: the t=0 block goes
+	if _, held := s.Lookup(key(5)); held {
+		t.Error("key from t=0 still held after its window")
+	}
+	if _, held := s.Lookup(key(300)); !held {
+		t.Error("key from t=50 expired inside its window")
+	}
+	if first, _ := s.Oldest(); first != 50 {
+		t.Errorf("Oldest = %d, want 50", first)
+	}
+	s.Expire(301)
+	if s.Len() != 0 {
+		t.Errorf("Len = %d after every window passed, want 0", s.Len())
+	}
+	if got := s.Stats().Expired; got != 513 {
+		t.Errorf("Expired = %d, want 513", got)
+	}
+	if s.Stats().Evicted != 0 {
+		t.Errorf("Evicted = %d, want 0", s.Stats().Evicted)
+	}
+}
+
+func TestForgetMakesNextArrivalNew(t *testing.T) {
+	s := newSet(t, 4, 1<<60)
+	s.Observe(key(1), 1, 0)
+	if !s.Forget(key(1)) {
+		t.Fatal("Forget of a held key returned false")
+	}
+	if s.Forget(key(1)) {
+		t.Fatal("second Forget returned true")
+	}
+	if _, seen := s.Observe(key(1), 2, 1); seen {
+		t.Fatal("forgotten key reported as seen")
+	}
+	// The first, forgotten, ring entry must not take the new one with it
+	// when it is evicted.
+	for i := uint64(10); i < 13; i++ {
+		s.Observe(key(i), 0, 2)
+	}
+	if v, held := s.Lookup(key(1)); !held || v != 2 {
+		t.Fatalf("re-stored key lost when its forgotten copy was evicted: held=%v v=%d", held, v)
+	}
+}
+
+func TestShrinkRemovesOldest(t *testing.T) {
+	s := newSet(t, 16, 1<<60)
+	for i := range uint64(10) {
+		s.Observe(key(i), 0, 0)
+	}
+	if got := s.Shrink(4); got != 4 {
+		t.Fatalf("Shrink = %d, want 4", got)
+	}
+	if _, held := s.Lookup(key(3)); held {
+		t.Error("key 3 survived Shrink")
+	}
+	if _, held := s.Lookup(key(4)); !held {
+		t.Error("key 4 removed by Shrink(4)")
+	}
+	if s.Stats().Shrunk != 4 || s.Len() != 6 {
+		t.Errorf("Shrunk=%d Len=%d, want 4 and 6", s.Stats().Shrunk, s.Len())
+	}
+}
+
+// TestAgainstModel drives a small Set with random operations, with many
+// keys sharing probe runs, and checks it against a plain map and slice.
+func TestAgainstModel(t *testing.T) {
+	const capacity = 37
+	r := rand.New(rand.NewPCG(1, 2))
+	// A weak hash so that probe runs are long and deletion shifts often.
+	s, err := New[[24]byte, uint64](capacity, 1<<60, func(k [24]byte) uint64 { return uint64(k[0]) << 58 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order [][24]byte // model: arrival order of live ring entries
+	held := map[[24]byte]uint64{}
+	for step := range 20000 {
+		k := key(uint64(r.IntN(80)))
+		switch r.IntN(4) {
+		case 0:
+			got := s.Forget(k)
+			_, want := held[k]
+			if got != want {
+				t.Fatalf("step %d: Forget = %v, want %v", step, got, want)
+			}
+			delete(held, k)
+		default:
+			v := uint64(step)
+			prev, seen := s.Observe(k, v, int64(step))
+			mv, want := held[k]
+			if seen != want || (seen && prev != mv) {
+				t.Fatalf("step %d: Observe = (%d, %v), want (%d, %v)", step, prev, seen, mv, want)
+			}
+			if !seen {
+				if len(order) == capacity {
+					old := order[0]
+					order = order[1:]
+					// The oldest ring entry goes; its key only if it was
+					// not forgotten and stored again since.
+					if still, ok := held[old]; ok && !newerCopy(order, old) {
+						_ = still
+						delete(held, old)
+					}
+				}
+				order = append(order, k)
+				held[k] = v
+			}
+		}
+		if s.Len() != len(held) {
+			t.Fatalf("step %d: Len = %d, want %d", step, s.Len(), len(held))
+		}
+	}
+	for k, v := range held {
+		if got, ok := s.Lookup(k); !ok || got != v {
+			t.Fatalf("final: key %x = (%d, %v), want %d", k[:1], got, ok, v)
+		}
+	}
+}
+
+func newerCopy(order [][24]byte, k [24]byte) bool {
+	for _, o := range order {
+		if o == k {
+			return true
+		}
+	}
+	return false
+}
+
+func TestBytesPerEntry(t *testing.T) {
+	s := newSet(t, 1<<20, 1)
+	per := float64(s.Bytes()) / float64(s.Capacity())
+	if per > 40 {
+		t.Errorf("%.1f bytes per tracked span, want at most 40", per)
+	}
+	t.Logf("%.2f bytes per tracked span", per)
+}

@@ -1,0 +1,201 @@
+package dedupprocessor
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
+
+	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/window"
+)
+
+// windowSet is what every signal's window offers to telemetry and lifecycle.
+type windowSet interface {
+	Len() int
+	Capacity() int
+	Oldest() (int64, bool)
+	Stats() window.Stats
+	Expire(now int64)
+	Shrink(n int) int
+}
+
+// signalWindow is one signal's window behind its lock, with what it has
+// reported to telemetry so far.
+type signalWindow struct {
+	signal      string
+	signalAttrs attribute.Set
+	signalOpt   metric.MeasurementOption
+	capacityOpt metric.MeasurementOption
+	shrinkOpt   metric.MeasurementOption
+
+	mu       sync.Mutex
+	set      windowSet
+	reported window.Stats // counted into telemetry already; guarded by mu
+}
+
+func newSignalWindow(signal string, set windowSet) *signalWindow {
+	sig := attribute.String("signal", signal)
+	return &signalWindow{
+		signal:      signal,
+		signalAttrs: attribute.NewSet(sig),
+		signalOpt:   metric.WithAttributeSet(attribute.NewSet(sig)),
+		capacityOpt: metric.WithAttributeSet(attribute.NewSet(sig, attribute.String("reason", "capacity"))),
+		shrinkOpt:   metric.WithAttributeSet(attribute.NewSet(sig, attribute.String("reason", "shrink"))),
+		set:         set,
+	}
+}
+
+type windowSnapshot struct {
+	entries, limit int
+	effective      time.Duration
+	stats          window.Stats
+}
+
+func (w *signalWindow) snapshot(now int64) windowSnapshot {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := windowSnapshot{entries: w.set.Len(), limit: w.set.Capacity(), stats: w.set.Stats()}
+	if oldest, ok := w.set.Oldest(); ok && now > oldest {
+		s.effective = time.Duration(now - oldest)
+	}
+	return s
+}
+
+// evictionsLocked returns the evictions not yet reported and marks them
+// reported. Call with mu held.
+func (w *signalWindow) evictionsLocked() (capacity, shrunk int64) {
+	s := w.set.Stats()
+	capacity = int64(s.Evicted - w.reported.Evicted)
+	shrunk = int64(s.Shrunk - w.reported.Shrunk)
+	w.reported = s
+	return capacity, shrunk
+}
+
+func (w *signalWindow) reportEvictions(ctx context.Context, t *telemetry, capacity, shrunk int64) {
+	if capacity > 0 {
+		t.evicted.Add(ctx, capacity, w.capacityOpt)
+	}
+	if shrunk > 0 {
+		t.evicted.Add(ctx, shrunk, w.shrinkOpt)
+	}
+}
+
+// state is shared by every processor created for one component ID, across
+// signals and pipelines, so that a copy is caught whichever pipeline it
+// arrives through.
+type state struct {
+	cfg    *Config
+	logger *zap.Logger
+	tel    *telemetry
+	traces *spanWindow
+	logs   *logWindow
+
+	spanSvcs *services
+	logSvcs  *services
+
+	users int // processors holding this state; guarded by factory.mu
+
+	mu      sync.Mutex
+	running int
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+func newState(set component.TelemetrySettings, cfg *Config) (*state, error) {
+	tel, err := newTelemetry(set)
+	if err != nil {
+		return nil, err
+	}
+	seed := window.NewSeed()
+	traces, err := newSpanWindow(cfg, seed)
+	if err != nil {
+		return nil, err
+	}
+	logs, err := newLogWindow(cfg, seed)
+	if err != nil {
+		return nil, err
+	}
+	st := &state{
+		cfg:      cfg,
+		logger:   set.Logger,
+		tel:      tel,
+		traces:   traces,
+		logs:     logs,
+		spanSvcs: newServices("traces", cfg.Telemetry.MaxServices, cfg.Telemetry.WarnInterval, set.Logger),
+		logSvcs:  newServices("logs", cfg.Telemetry.MaxServices, cfg.Telemetry.WarnInterval, set.Logger),
+	}
+	if err := tel.observe(set, []*signalWindow{&traces.signalWindow, &logs.signalWindow}); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// start is called by every processor sharing the state; the first starts
+// the summary loop.
+func (s *state) start() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.running++
+	if s.running > 1 || s.cfg.Telemetry.SummaryInterval <= 0 {
+		return
+	}
+	s.stop, s.done = make(chan struct{}), make(chan struct{})
+	go s.summaryLoop(s.cfg.Telemetry.SummaryInterval, s.stop, s.done)
+}
+
+// shutdown is called by every started processor sharing the state; the
+// last one stops the summary loop.
+func (s *state) shutdown() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running == 0 {
+		return
+	}
+	s.running--
+	if s.running == 0 && s.stop != nil {
+		close(s.stop)
+		<-s.done
+		s.stop, s.done = nil, nil
+	}
+}
+
+func (s *state) summaryLoop(every time.Duration, stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	var prevSpans, prevLogs totals
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		now := time.Now().UnixNano()
+		spans, logs := s.traces.totals.load(), s.logs.totals.load()
+		ts, ls := s.traces.snapshot(now), s.logs.snapshot(now)
+		ds, dl := spans.sub(prevSpans), logs.sub(prevLogs)
+		prevSpans, prevLogs = spans, logs
+		if ds.received == 0 && dl.received == 0 {
+			continue // quiet: nothing to say
+		}
+		s.logger.Info("dedup summary",
+			zap.Duration("interval", every),
+			zap.Int64("spans_received", ds.received),
+			zap.Int64("spans_duplicate", ds.duplicates),
+			zap.Int64("spans_conflict", ds.conflicts),
+			zap.Int64("spans_invalid_id", ds.invalid),
+			zap.Int64("logs_received", dl.received),
+			zap.Int64("logs_duplicate", dl.duplicates),
+			zap.String("mode", string(s.cfg.Mode)),
+			zap.Int("span_entries", ts.entries),
+			zap.Duration("span_window_effective", ts.effective.Round(time.Second)),
+			zap.Uint64("span_entries_evicted", ts.stats.Evicted),
+			zap.Int("log_entries", ls.entries),
+			zap.Uint64("log_entries_evicted", ls.stats.Evicted),
+		)
+	}
+}
