@@ -20,6 +20,8 @@ type logWindow struct {
 	seed    uint64 // keys the digest, so that no client can aim a collision
 	totals  atomicTotals
 
+	now func() int64 // the clock, in Unix nanoseconds; tests replace it
+
 	scratch sync.Pool // *logScratch
 }
 
@@ -35,6 +37,7 @@ func newLogWindow(cfg *Config, seed window.Seed) (*logWindow, error) {
 		return nil, err
 	}
 	w := &logWindow{signalWindow: *newSignalWindow("logs", set), records: set, seed: seed[2] ^ seed[3]}
+	w.now = func() int64 { return time.Now().UnixNano() }
 	w.scratch.New = func() any { return &logScratch{} }
 	return w, nil
 }
@@ -81,7 +84,7 @@ func (p *logsProcessor) ConsumeLogs(ctx context.Context, ld plog.Logs) error {
 	sc.inserted, sc.counts = sc.inserted[:0], sc.counts[:0]
 	defer w.scratch.Put(sc)
 
-	now := time.Now().UnixNano()
+	now := w.now()
 	var total, kept int64
 	rls := ld.ResourceLogs()
 	w.mu.Lock()

@@ -24,6 +24,8 @@ type spanWindow struct {
 	spans  *window.Set[[24]byte, uint64]
 	totals atomicTotals
 
+	now func() int64 // the clock, in Unix nanoseconds; tests replace it
+
 	scratch sync.Pool // *spanScratch
 }
 
@@ -40,6 +42,7 @@ func newSpanWindow(cfg *Config, seed window.Seed) (*spanWindow, error) {
 		return nil, err
 	}
 	w := &spanWindow{signalWindow: *newSignalWindow("traces", set), spans: set}
+	w.now = func() int64 { return time.Now().UnixNano() }
 	w.scratch.New = func() any { return &spanScratch{} }
 	return w, nil
 }
@@ -94,7 +97,7 @@ func (p *tracesProcessor) ConsumeTraces(ctx context.Context, td ptrace.Traces) e
 	sc.inserted, sc.counts = sc.inserted[:0], sc.counts[:0]
 	defer w.scratch.Put(sc)
 
-	now := time.Now().UnixNano()
+	now := w.now()
 	var total, kept int64
 	rss := td.ResourceSpans()
 	w.mu.Lock()
