@@ -85,11 +85,11 @@ func DefaultConfig(o Options) (string, error) {
 		case "grpc":
 			// The OTLP/gRPC exporter takes host:port; the scheme says
 			// whether to use TLS.
-			v.UpstreamExporter = "otlp"
+			v.UpstreamExporter = "otlp_grpc"
 			v.Upstream = u.Host
 			v.UpstreamInsecure = u.Scheme == "http"
 		case "http":
-			v.UpstreamExporter = "otlphttp"
+			v.UpstreamExporter = "otlp_http"
 			v.Upstream = strings.TrimSuffix(u.String(), "/")
 		default:
 			return "", fmt.Errorf("--upstream-protocol %q: want grpc or http", o.UpstreamProtocol)
