@@ -64,6 +64,7 @@ service:
 }
 
 type sideBySide struct {
+	g                  *gateway
 	grpcAddr, httpAddr string
 	plain, dedup       *sink
 }
@@ -72,7 +73,7 @@ func startSideBySide(t *testing.T) *sideBySide {
 	t.Helper()
 	s := &sideBySide{grpcAddr: freePort(t), httpAddr: freePort(t), plain: newSink(t), dedup: newSink(t)}
 	health := freePort(t)
-	startGatewayConfig(t, health, sideBySideConfig(health, s.grpcAddr, s.httpAddr, s.plain.srv.Addr(), s.dedup.srv.Addr()))
+	s.g = startGatewayConfig(t, health, sideBySideConfig(health, s.grpcAddr, s.httpAddr, s.plain.srv.Addr(), s.dedup.srv.Addr()))
 	return s
 }
 
@@ -96,6 +97,7 @@ func (s *sideBySide) check(t *testing.T, spans int) {
 		dedupCalls, ok2 = s.dedup.sumOf(calls, arrived)
 		return ok1 && ok2 && plainCalls >= float64(2*spans) && dedupCalls >= float64(spans)
 	})
+	s.g.stop(t) // flush what the gateway still holds before counting
 	pt, pu := s.plain.counts()
 	dt, du := s.dedup.counts()
 	t.Logf("without dedup: %d spans (%d distinct), calls=%v; with dedup: %d spans (%d distinct), calls=%v", pt, pu, plainCalls, dt, du, dedupCalls)
