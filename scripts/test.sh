@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The test command: installs what the tests use when it is absent
+# (Prometheus from Debian's package, Node.js, the JS SDK client's npm
+# packages), then runs every Go test. Under CI=true a dependency that cannot
+# be installed fails the run; tests never skip for it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+missing=()
+command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
+if ((${#missing[@]})); then
+  if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "test.sh: installing ${missing[*]} from Debian's packages" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  else
+    echo "test.sh: missing ${missing[*]}; install them (apt-get install -y ${missing[*]})" >&2
+    [ "${CI:-}" = true ] && exit 1
+  fi
+fi
+
+if command -v npm >/dev/null 2>&1; then
+  (cd test/jsclient && npm ci --no-audit --no-fund --loglevel=error)
+elif [ "${CI:-}" = true ]; then
+  echo "test.sh: npm is required under CI=true" >&2
+  exit 1
+fi
+
+go vet ./...
+go test -count=1 -timeout 40m ./... "$@"
