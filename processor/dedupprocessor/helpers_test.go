@@ -231,3 +231,5 @@ func (f *failingTraces) ConsumeTraces(ctx context.Context, td ptrace.Traces) err
 func (f *failingTraces) Capabilities() consumer.Capabilities { return consumer.Capabilities{} }
 
 var errDownstream = errors.New("downstream unavailable")
+
+type consumerCapabilities = consumer.Capabilities
