@@ -68,7 +68,7 @@ checks one.`
 	cmd.SetOut(s.Out)
 	cmd.SetErr(s.Err)
 
-	f := cmd.Flags()
+	f := cmd.PersistentFlags() // default-config renders with them too
 	f.StringVar(&opts.GRPCEndpoint, "grpc-endpoint", opts.GRPCEndpoint, "OTLP/gRPC listen address of the default config (0.0.0.0:4317 listens on every interface)")
 	f.StringVar(&opts.HTTPEndpoint, "http-endpoint", opts.HTTPEndpoint, "OTLP/HTTP listen address of the default config")
 	f.StringVar(&opts.Upstream, "upstream", "", "forward traces, metrics and logs after dedup to this OTLP endpoint (http://host:port or https://host:port)")
