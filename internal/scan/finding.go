@@ -1,0 +1,156 @@
+package scan
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+)
+
+// Kind says how a file lets a hazardous release in.
+type Kind string
+
+const (
+	// KindInstalled: an installed distribution (site-packages METADATA) is an
+	// affected release. Processes using this environment export twice now.
+	KindInstalled Kind = "installed"
+	// KindLocked: a uv.lock entry or an == pin in a requirements file is an
+	// affected release. The next install from it exports twice.
+	KindLocked Kind = "locked"
+	// KindAdmits: a manifest specifier (pyproject.toml, or an unpinned
+	// requirements line) allows an affected release, which the next resolve
+	// may pick.
+	KindAdmits Kind = "admits"
+)
+
+// Finding is one file location that installs, locks or admits a hazard.
+type Finding struct {
+	Kind    Kind   `json:"kind"`
+	Path    string `json:"path"`
+	Line    int    `json:"line,omitempty"`
+	Package string `json:"package"`
+	// Version is the installed or locked version (installed, locked).
+	Version string `json:"version,omitempty"`
+	// Requirement is the requirement as written (locked from a requirements
+	// pin, admits), Section where in a pyproject.toml it is.
+	Requirement string `json:"requirement,omitempty"`
+	Section     string `json:"section,omitempty"`
+	// Admits is an affected version the requirement allows (admits).
+	Admits string `json:"admits,omitempty"`
+
+	Affected  string `json:"affected"`
+	Effect    string `json:"effect"`
+	Reference string `json:"reference"`
+
+	// Suggest is the requirement to use instead (e.g.
+	// fastapi>=0.135,!=0.142.*), Fix says what to do.
+	Suggest string `json:"suggest,omitempty"`
+	Fix     string `json:"fix"`
+}
+
+// Problem is a file the scan could not read or understand. The scan goes on.
+type Problem struct {
+	Path    string `json:"path"`
+	Line    int    `json:"line,omitempty"`
+	Message string `json:"message"`
+}
+
+// Result is the outcome of a scan.
+type Result struct {
+	Findings  []Finding `json:"findings"`
+	Problems  []Problem `json:"problems"`
+	FilesRead int       `json:"files_read"`
+}
+
+func (r *Result) sort() {
+	slices.SortStableFunc(r.Findings, func(a, b Finding) int {
+		return cmp.Or(cmp.Compare(a.Path, b.Path), cmp.Compare(a.Line, b.Line),
+			cmp.Compare(a.Package, b.Package), cmp.Compare(a.Kind, b.Kind),
+			cmp.Compare(a.Reference, b.Reference))
+	})
+	slices.SortStableFunc(r.Problems, func(a, b Problem) int {
+		return cmp.Or(cmp.Compare(a.Path, b.Path), cmp.Compare(a.Line, b.Line))
+	})
+}
+
+func (h *Hazard) finding(kind Kind, path string, line int) Finding {
+	return Finding{
+		Kind:      kind,
+		Path:      path,
+		Line:      line,
+		Package:   h.name,
+		Affected:  h.Affected,
+		Effect:    h.Effect,
+		Reference: h.Reference,
+	}
+}
+
+// installed returns the finding for an installed distribution.
+func (h *Hazard) installed(path string, line int, version string) Finding {
+	f := h.finding(KindInstalled, path, line)
+	f.Version = version
+	if h.fixed != nil {
+		f.Suggest = fmt.Sprintf("%s>=%s", h.Package, h.Fixed)
+	} else {
+		f.Suggest = h.Package + h.Exclusion
+	}
+	f.Fix = fmt.Sprintf("install %s into this environment (e.g. pip install '%s') and restart its processes; until then they export twice", f.Suggest, f.Suggest)
+	return f
+}
+
+// lockedInUV returns the finding for a uv.lock entry.
+func (h *Hazard) lockedInUV(path string, line int, version string) Finding {
+	f := h.finding(KindLocked, path, line)
+	f.Version = version
+	f.Suggest = h.Package + h.Exclusion
+	f.Fix = fmt.Sprintf("add %q to the project's dependencies (or [tool.uv] constraint-dependencies), run uv lock --upgrade-package %s, then uv sync", f.Suggest, h.Package)
+	return f
+}
+
+// pinned returns the finding for an == pin in a requirements file.
+func (h *Hazard) pinned(path string, line int, r Requirement, version string) Finding {
+	f := h.finding(KindLocked, path, line)
+	f.Version = version
+	f.Requirement = r.String()
+	if h.fixed != nil {
+		spec, _ := ParseSpecifier("==" + h.Fixed)
+		f.Suggest = r.withSpecifier(spec)
+		f.Fix = fmt.Sprintf("pin %s and reinstall", f.Suggest)
+	} else {
+		f.Suggest = r.withSpecifier(h.exclusion)
+		f.Fix = fmt.Sprintf("pin a release that satisfies %s and reinstall", h.Exclusion)
+	}
+	return f
+}
+
+// admits returns the finding for a specifier that allows version v.
+func (h *Hazard) admits(path string, line int, r Requirement, section string, v Version) Finding {
+	f := h.finding(KindAdmits, path, line)
+	f.Requirement = r.String()
+	f.Section = section
+	f.Admits = v.String()
+	switch {
+	case hasGoodVersion(r.Specifier.And(h.exclusion), h):
+		f.Suggest = r.withSpecifier(r.Specifier.And(h.exclusion))
+		f.Fix = fmt.Sprintf("require %s, then re-lock and reinstall", f.Suggest)
+	case h.fixed != nil:
+		// Adding the exclusion would leave nothing: the specifier only
+		// allows affected releases.
+		spec, _ := ParseSpecifier(">=" + h.Fixed)
+		f.Suggest = r.withSpecifier(spec)
+		f.Fix = fmt.Sprintf("%s allows only affected releases: require %s, then re-lock and reinstall", r.Specifier, f.Suggest)
+	default:
+		f.Suggest = r.withSpecifier(h.exclusion)
+		f.Fix = fmt.Sprintf("%s allows only affected releases: require %s, then re-lock and reinstall", r.Specifier, f.Suggest)
+	}
+	return f
+}
+
+// hasGoodVersion reports whether s allows some release.
+func hasGoodVersion(s Specifier, h *Hazard) bool {
+	var prefer []Version
+	if h.fixed != nil {
+		prefer = append(prefer, *h.fixed)
+	}
+	_, ok := satisfiable(s, prefer...)
+	return ok
+}
