@@ -124,7 +124,7 @@ type callbackTraces struct {
 }
 
 func (c *callbackTraces) ConsumeTraces(_ context.Context, td ptrace.Traces) error { return c.fn(td) }
-func (c *callbackTraces) Capabilities() consumerCapabilities                    { return consumerCapabilities{} }
+func (c *callbackTraces) Capabilities() consumerCapabilities                      { return consumerCapabilities{} }
 
 // TestWarningIsRateLimited: one warning per service per interval, naming the
 // service and the likely cause.

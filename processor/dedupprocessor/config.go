@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/doubletake/doubletake/internal/streams"
 	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/window"
 )
 
@@ -30,6 +31,20 @@ const (
 	ConflictPass ConflictPolicy = "pass"
 )
 
+// OverlapPolicy says what happens to the points of a metric stream's
+// writers that were not elected.
+type OverlapPolicy string
+
+const (
+	// OverlapKeepOne keeps the elected writer's points only (the data
+	// model's choice: presume a single writer and eliminate overlap).
+	OverlapKeepOne OverlapPolicy = "keep_one"
+	// OverlapSplit keeps every writer's points as its own series, told
+	// apart by metrics.split_attribute on the points of the writers that
+	// were not elected.
+	OverlapSplit OverlapPolicy = "split"
+)
+
 const (
 	defaultWindow          = 5 * time.Minute // exporterhelper's retry horizon (max_elapsed_time)
 	defaultMaxSpans        = 2_000_000       // about 76 MB at 38 bytes per tracked span
@@ -37,6 +52,10 @@ const (
 	defaultMaxServices     = 200
 	defaultWarnInterval    = time.Minute
 	defaultSummaryInterval = 0 // off
+
+	defaultMaxStreams     = streams.DefaultMaxStreams // about 15 MB at 150 bytes per tracked stream
+	defaultMaxStale       = streams.DefaultMaxStale
+	defaultSplitAttribute = "service.instance.id"
 )
 
 var (
@@ -45,6 +64,8 @@ var (
 	errMaxServices = errors.New("telemetry.max_services must be at least 1")
 	errWarn        = errors.New("telemetry.warn_interval must be positive")
 	errSummary     = errors.New("telemetry.summary_interval must not be negative")
+	errOverlap     = errors.New(`metrics.overlap must be "keep_one" or "split"`)
+	errSplitAttr   = errors.New("metrics.split_attribute must not be empty")
 )
 
 // Config is the dedup processor's configuration.
@@ -55,6 +76,8 @@ type Config struct {
 	Traces TracesConfig `mapstructure:"traces"`
 	// Logs configures log record deduplication.
 	Logs LogsConfig `mapstructure:"logs"`
+	// Metrics configures one writer per metric stream.
+	Metrics MetricsConfig `mapstructure:"metrics"`
 	// Telemetry configures the processor's own metrics and logs.
 	Telemetry TelemetryConfig `mapstructure:"telemetry"`
 
@@ -80,6 +103,35 @@ type LogsConfig struct {
 	MaxRecords int `mapstructure:"max_records"`
 }
 
+// MetricsConfig bounds the per-stream state and sets the election rules.
+type MetricsConfig struct {
+	// MaxStreams is the most streams tracked; points of further new streams
+	// pass unjudged, counted.
+	MaxStreams int `mapstructure:"max_streams"`
+	// MaxStale is how long a stream is remembered after its newest point.
+	MaxStale time.Duration `mapstructure:"max_stale"`
+	// FailoverAfter is how long, in point time, the elected writer of a
+	// cumulative stream may send nothing before the next writer is elected.
+	// Zero derives it per stream: 3 times the writer's observed interval,
+	// at least 1s.
+	FailoverAfter time.Duration `mapstructure:"failover_after"`
+	// Overlap is keep_one (default) or split.
+	Overlap OverlapPolicy `mapstructure:"overlap"`
+	// SplitAttribute is the point attribute that tells the writers apart
+	// with overlap: split.
+	SplitAttribute string `mapstructure:"split_attribute"`
+}
+
+// policy is the streams.Policy the config asks for.
+func (m MetricsConfig) policy() streams.Policy {
+	p := streams.DefaultPolicy()
+	p.MaxStreams = m.MaxStreams
+	p.MaxStale = m.MaxStale
+	p.FailoverAfter = m.FailoverAfter
+	p.Split = m.Overlap == OverlapSplit
+	return p
+}
+
 // TelemetryConfig configures the processor's self-telemetry.
 type TelemetryConfig struct {
 	// MaxServices caps the distinct service.name values on its metrics.
@@ -102,6 +154,13 @@ func createDefaultConfig() *Config {
 		Logs: LogsConfig{
 			Window:     defaultWindow,
 			MaxRecords: defaultMaxLogRecords,
+		},
+		Metrics: MetricsConfig{
+			MaxStreams:     defaultMaxStreams,
+			MaxStale:       defaultMaxStale,
+			FailoverAfter:  0, // derived per stream
+			Overlap:        OverlapKeepOne,
+			SplitAttribute: defaultSplitAttribute,
 		},
 		Telemetry: TelemetryConfig{
 			MaxServices:     defaultMaxServices,
@@ -135,6 +194,23 @@ func (c *Config) Validate() error {
 	}
 	if c.Logs.MaxRecords < 1 || c.Logs.MaxRecords > window.MaxCapacity {
 		errs = append(errs, fmt.Errorf("logs.max_records must be between 1 and %d, got %d", window.MaxCapacity, c.Logs.MaxRecords))
+	}
+	if c.Metrics.MaxStreams < 1 || c.Metrics.MaxStreams > streams.MaxStreamsLimit {
+		errs = append(errs, fmt.Errorf("metrics.max_streams must be between 1 and %d, got %d", streams.MaxStreamsLimit, c.Metrics.MaxStreams))
+	}
+	if c.Metrics.MaxStale <= 0 {
+		errs = append(errs, fmt.Errorf("metrics.max_stale must be positive, got %s", c.Metrics.MaxStale))
+	}
+	if c.Metrics.FailoverAfter < 0 {
+		errs = append(errs, fmt.Errorf("metrics.failover_after must not be negative (0 derives it from each stream's interval), got %s", c.Metrics.FailoverAfter))
+	}
+	switch c.Metrics.Overlap {
+	case OverlapKeepOne, OverlapSplit:
+	default:
+		errs = append(errs, fmt.Errorf("%w, got %q", errOverlap, c.Metrics.Overlap))
+	}
+	if c.Metrics.SplitAttribute == "" {
+		errs = append(errs, errSplitAttr)
 	}
 	if c.Telemetry.MaxServices < 1 {
 		errs = append(errs, fmt.Errorf("%w, got %d", errMaxServices, c.Telemetry.MaxServices))

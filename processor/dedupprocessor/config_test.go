@@ -8,8 +8,8 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
-	"go.opentelemetry.io/collector/confmap/confmaptest"
 	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/confmap/confmaptest"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -30,6 +30,14 @@ func TestConfigValidate(t *testing.T) {
 		{"zero max_services", func(c *Config) { c.Telemetry.MaxServices = 0 }, "telemetry.max_services"},
 		{"zero warn_interval", func(c *Config) { c.Telemetry.WarnInterval = 0 }, "telemetry.warn_interval"},
 		{"negative summary", func(c *Config) { c.Telemetry.SummaryInterval = -1 }, "telemetry.summary_interval"},
+		{"split", func(c *Config) { c.Metrics.Overlap = OverlapSplit }, ""},
+		{"fixed failover", func(c *Config) { c.Metrics.FailoverAfter = time.Minute }, ""},
+		{"zero max_streams", func(c *Config) { c.Metrics.MaxStreams = 0 }, "metrics.max_streams must be between 1 and"},
+		{"huge max_streams", func(c *Config) { c.Metrics.MaxStreams = 1 << 40 }, "metrics.max_streams must be between 1 and"},
+		{"zero max_stale", func(c *Config) { c.Metrics.MaxStale = 0 }, "metrics.max_stale must be positive, got 0s"},
+		{"negative failover_after", func(c *Config) { c.Metrics.FailoverAfter = -time.Second }, "metrics.failover_after must not be negative"},
+		{"bad overlap", func(c *Config) { c.Metrics.Overlap = "merge" }, `metrics.overlap must be "keep_one" or "split", got "merge"`},
+		{"empty split_attribute", func(c *Config) { c.Metrics.SplitAttribute = "" }, "metrics.split_attribute must not be empty"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := createDefaultConfig()
@@ -67,5 +75,35 @@ func TestConfigLoadsFromYAML(t *testing.T) {
 	}
 	if err := componenttest.CheckConfigStruct(cfg); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestConfigMetricsFromYAML(t *testing.T) {
+	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "metrics", "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := cm.Sub(component.NewIDWithName(Type, "fleet").String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := createDefaultConfig()
+	if err := sub.Unmarshal(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := confmap.Validate(cfg); err != nil {
+		t.Fatal(err)
+	}
+	want := MetricsConfig{MaxStreams: 5000, MaxStale: 10 * time.Minute, FailoverAfter: 90 * time.Second, Overlap: OverlapSplit, SplitAttribute: "writer"}
+	if cfg.Metrics != want {
+		t.Fatalf("metrics config %+v, want %+v", cfg.Metrics, want)
+	}
+	p := cfg.Metrics.policy()
+	if p.MaxStreams != 5000 || p.MaxStale != 10*time.Minute || p.FailoverAfter != 90*time.Second || !p.Split {
+		t.Fatalf("policy %+v", p)
+	}
+	def := createDefaultConfig().Metrics
+	if def.MaxStreams != 100_000 || def.MaxStale != 5*time.Minute || def.FailoverAfter != 0 || def.Overlap != OverlapKeepOne || def.SplitAttribute != "service.instance.id" {
+		t.Fatalf("defaults %+v", def)
 	}
 }

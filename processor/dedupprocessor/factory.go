@@ -24,6 +24,7 @@ func NewFactory() processor.Factory {
 		func() component.Config { return createDefaultConfig() },
 		processor.WithTraces(f.createTraces, stability),
 		processor.WithLogs(f.createLogs, stability),
+		processor.WithMetrics(f.createMetrics, stability),
 	)
 }
 
@@ -136,6 +137,24 @@ func (f *factory) createLogs(_ context.Context, set processor.Settings, cfg comp
 		st:           st,
 		next:         next,
 		drop:         c.Mode == ModeDrop,
+		capabilities: capabilities(c),
+	}, nil
+}
+
+func (f *factory) createMetrics(_ context.Context, set processor.Settings, cfg component.Config, next consumer.Metrics) (processor.Metrics, error) {
+	c := cfg.(*Config)
+	st, err := f.stateFor(set, c)
+	if err != nil {
+		return nil, err
+	}
+	l := &lifecycle{f: f, id: set.ID, st: st}
+	return &metricsProcessor{
+		StartFunc:    l.Start,
+		ShutdownFunc: l.Shutdown,
+		st:           st,
+		next:         next,
+		drop:         c.Mode == ModeDrop,
+		splitAttr:    c.Metrics.SplitAttribute,
 		capabilities: capabilities(c),
 	}, nil
 }

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/doubletake/doubletake/internal/streams"
 	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/window"
 )
 
@@ -93,6 +94,8 @@ type state struct {
 	tel    *telemetry
 	traces *spanWindow
 	logs   *logWindow
+	// metrics is the per-stream writer state (metrics.go).
+	metrics *metricWindow
 
 	spanSvcs *services
 	logSvcs  *services
@@ -119,16 +122,21 @@ func newState(set component.TelemetrySettings, cfg *Config) (*state, error) {
 	if err != nil {
 		return nil, err
 	}
+	metrics, err := newMetricWindow(cfg, seed, newServices("metrics", cfg.Telemetry.MaxServices, cfg.Telemetry.WarnInterval, set.Logger))
+	if err != nil {
+		return nil, err
+	}
 	st := &state{
 		cfg:      cfg,
 		logger:   set.Logger,
 		tel:      tel,
 		traces:   traces,
 		logs:     logs,
+		metrics:  metrics,
 		spanSvcs: newServices("traces", cfg.Telemetry.MaxServices, cfg.Telemetry.WarnInterval, set.Logger),
 		logSvcs:  newServices("logs", cfg.Telemetry.MaxServices, cfg.Telemetry.WarnInterval, set.Logger),
 	}
-	if err := tel.observe(set, []*signalWindow{&traces.signalWindow, &logs.signalWindow}); err != nil {
+	if err := tel.observe(set, []*signalWindow{&traces.signalWindow, &logs.signalWindow, &metrics.signalWindow}); err != nil {
 		return nil, err
 	}
 	return st, nil
@@ -168,6 +176,7 @@ func (s *state) summaryLoop(every time.Duration, stop <-chan struct{}, done chan
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	var prevSpans, prevLogs totals
+	var prevMetrics metricTotalsSnapshot
 	for {
 		select {
 		case <-stop:
@@ -179,7 +188,11 @@ func (s *state) summaryLoop(every time.Duration, stop <-chan struct{}, done chan
 		ts, ls := s.traces.snapshot(now), s.logs.snapshot(now)
 		ds, dl := spans.sub(prevSpans), logs.sub(prevLogs)
 		prevSpans, prevLogs = spans, logs
-		if ds.received == 0 && dl.received == 0 {
+		metrics := s.metrics.totals.load()
+		dm := metrics.sub(prevMetrics)
+		prevMetrics = metrics
+		ms := s.metrics.snapshot(now)
+		if ds.received == 0 && dl.received == 0 && dm.received == 0 {
 			continue // quiet: nothing to say
 		}
 		s.logger.Info("dedup summary",
@@ -196,6 +209,14 @@ func (s *state) summaryLoop(every time.Duration, stop <-chan struct{}, done chan
 			zap.Uint64("span_entries_evicted", ts.stats.Evicted),
 			zap.Int("log_entries", ls.entries),
 			zap.Uint64("log_entries_evicted", ls.stats.Evicted),
+			zap.Int64("metric_points_received", dm.received),
+			zap.Int64("metric_points_duplicate", dm.reasons[streams.ReasonDuplicate]),
+			zap.Int64("metric_points_overlap", dm.reasons[streams.ReasonOverlap]),
+			zap.Int64("metric_points_out_of_order", dm.reasons[streams.ReasonOutOfOrder]),
+			zap.Int64("metric_points_decrease", dm.reasons[streams.ReasonDecrease]),
+			zap.Int64("metric_points_unjudged", dm.reasons[streams.ReasonUnjudged]),
+			zap.Int64("metric_elections", dm.elections),
+			zap.Int("metric_streams", ms.entries),
 		)
 	}
 }

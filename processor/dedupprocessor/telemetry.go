@@ -27,6 +27,11 @@ type telemetry struct {
 	evicted    metric.Int64Counter
 	rolledBack metric.Int64Counter
 	reg        metric.Registration
+
+	// Metrics only (metrics.go).
+	metricPoints    metric.Int64Counter
+	metricElections metric.Int64Counter
+	unjudged        metric.Int64Counter
 }
 
 func newTelemetry(set component.TelemetrySettings) (*telemetry, error) {
@@ -50,6 +55,15 @@ func newTelemetry(set component.TelemetrySettings) (*telemetry, error) {
 	errs = errors.Join(errs, err)
 	t.rolledBack, err = m.Int64Counter("otelcol_processor_dedup_rolled_back_entries",
 		metric.WithDescription("Window entries taken back because the next component refused their data, so that a retry is not taken for a duplicate."), metric.WithUnit("{entry}"))
+	errs = errors.Join(errs, err)
+	t.metricPoints, err = m.Int64Counter("otelcol_processor_dedup_metric_points",
+		metric.WithDescription("Metric points that broke the single-writer rule, by reason (duplicate, overlap, out_of_order, decrease, suspected_writer); action says whether they were dropped, passed, or split into their writer's own series."), metric.WithUnit("{point}"))
+	errs = errors.Join(errs, err)
+	t.metricElections, err = m.Int64Counter("otelcol_processor_dedup_metric_elections",
+		metric.WithDescription("Changes of a metric stream's elected writer, by reason: earlier_start (a live writer with an earlier start took over), restart (a new start after the elected writer went quiet), failover (the elected writer sent nothing for metrics.failover_after)."), metric.WithUnit("{election}"))
+	errs = errors.Join(errs, err)
+	t.unjudged, err = m.Int64Counter("otelcol_processor_dedup_unjudged_points",
+		metric.WithDescription("Metric points of new streams passed unjudged because metrics.max_streams streams were tracked already."), metric.WithUnit("{point}"))
 	errs = errors.Join(errs, err)
 	return t, errs
 }
@@ -99,6 +113,10 @@ type serviceStats struct {
 	conflictPassed  metric.MeasurementOption
 	invalid         metric.MeasurementOption
 
+	// metrics holds the metric signal's label sets (metrics_telemetry.go);
+	// nil for the other signals.
+	metrics *metricLabels
+
 	// Since the last warning (guarded by services.mu).
 	lastWarn        time.Time
 	dups, items     int64
@@ -131,7 +149,7 @@ func (s *services) make(name string) *serviceStats {
 		return metric.WithAttributeSet(attribute.NewSet(kv...))
 	}
 	dropped, passed := attribute.String("action", "dropped"), attribute.String("action", "passed")
-	return &serviceStats{
+	st := &serviceStats{
 		name:            name,
 		received:        attrs(),
 		dupDropped:      attrs(dropped),
@@ -140,6 +158,10 @@ func (s *services) make(name string) *serviceStats {
 		conflictPassed:  attrs(passed),
 		invalid:         attrs(),
 	}
+	if s.signal == "metrics" {
+		st.metrics = newMetricLabels(name)
+	}
+	return st
 }
 
 // get returns the stats of the service a resource names.

@@ -1,0 +1,140 @@
+package streams
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+
+	"go.opentelemetry.io/collector/pdata/pmetric"
+)
+
+const benchStreams = 10_000
+
+func randomIDs(n int) []ID {
+	r := rand.New(rand.NewPCG(1, 2))
+	ids := make([]ID, n)
+	for i := range ids {
+		for j := range ids[i] {
+			ids[i][j] = byte(r.Uint32())
+		}
+	}
+	return ids
+}
+
+// BenchmarkObserve is the Tracker alone in steady state: 10k cumulative
+// streams, every stream gets one point per round from each writer. With 2
+// writers (starts 100 s and 105 s), half the points lose the election.
+func BenchmarkObserve(b *testing.B) {
+	for _, writers := range []int{1, 2} {
+		b.Run(fmt.Sprintf("streams=10k/writers=%d", writers), func(b *testing.B) {
+			tr := newTracker(b, nil)
+			ids := randomIDs(benchStreams)
+			point := func(i int) (ID, Point) {
+				w := i % writers
+				k := i / writers
+				s, round := k%benchStreams, uint64(k/benchStreams)
+				t := (110 + 10*round + uint64(w)) * sec
+				v := float64(round)
+				return ids[s], Point{Start: (100 + 5*uint64(w)) * sec, Time: t, Value: v, Fingerprint: uint64(round)}
+			}
+			for i := range 2 * writers * benchStreams { // create and warm every stream
+				id, p := point(i)
+				tr.Observe(id, monoSum, p, 0)
+			}
+			off := 2 * writers * benchStreams
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				id, p := point(off + i)
+				tr.Observe(id, monoSum, p, 0)
+			}
+		})
+	}
+}
+
+// BenchmarkHasher is a stream's identity per point: resource, scope and
+// metric digests amortised over 100 points, each with 3 attributes, in
+// insertion order (Python, JS) or sorted (Go, Java, Prometheus).
+func BenchmarkHasher(b *testing.B) {
+	b.Run("attrs=unsorted", func(b *testing.B) { benchHasher(b, false) })
+	b.Run("attrs=sorted", func(b *testing.B) { benchHasher(b, true) })
+}
+
+func benchHasher(b *testing.B, sorted bool) {
+	md := pmetric.NewMetrics()
+	rm := md.ResourceMetrics().AppendEmpty()
+	ra := rm.Resource().Attributes()
+	ra.PutStr("service.name", "checkout")
+	ra.PutStr("service.instance.id", "6f1c0b7e-2f4a-4f7e-9a57-3c1d9e1b2a10")
+	ra.PutStr("telemetry.sdk.language", "go")
+	ra.PutStr("host.name", "ip-10-0-0-1")
+	sm := rm.ScopeMetrics().AppendEmpty()
+	sm.Scope().SetName("go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp")
+	sm.Scope().SetVersion("0.71.0")
+	m := sm.Metrics().AppendEmpty()
+	m.SetName("http.server.request.duration")
+	m.SetUnit("s")
+	sum := m.SetEmptySum()
+	sum.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	sum.SetIsMonotonic(true)
+	for i := range 100 {
+		a := sum.DataPoints().AppendEmpty().Attributes()
+		a.PutStr("http.request.method", "GET")
+		if sorted {
+			a.PutStr("http.response.route", "/api/v1/rollouts/{id}")
+			a.PutInt("http.response.status_code", int64(200+i))
+		} else {
+			a.PutInt("http.response.status_code", int64(200+i))
+			a.PutStr("http.route", "/api/v1/rollouts/{id}")
+		}
+	}
+	h := NewHasher(7)
+	dps := sum.DataPoints()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		k := i % 100
+		if k == 0 {
+			h.Resource(rm.Resource())
+			h.Scope(sm.Scope())
+			h.Metric(m)
+		}
+		dp := dps.At(k)
+		_ = h.Point(dp.Attributes())
+		_ = NumberPoint(dp)
+	}
+}
+
+// heapBytes returns the live heap after a full collection.
+func heapBytes() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// BenchmarkBytesPerStream measures what a tracked stream costs: the heap
+// grown by a Tracker holding n streams (its pages, its index map, each
+// stream with a runner-up writer), divided by n.
+func BenchmarkBytesPerStream(b *testing.B) {
+	for _, n := range []int{10_000, 100_000} {
+		b.Run(fmt.Sprintf("streams=%dk", n/1000), func(b *testing.B) {
+			ids := randomIDs(n)
+			var per float64
+			for range b.N {
+				before := heapBytes()
+				tr := newTracker(b, func(p *Policy) { p.MaxStreams = n })
+				for i, id := range ids {
+					tr.Observe(id, monoSum, Point{Start: 100 * sec, Time: 110 * sec, Value: float64(i)}, 0)
+					tr.Observe(id, monoSum, Point{Start: 105 * sec, Time: 111 * sec, Value: float64(i)}, 0)
+				}
+				after := heapBytes()
+				per = float64(after-before) / float64(n)
+				runtime.KeepAlive(tr)
+			}
+			b.ReportMetric(per, "bytes/stream")
+		})
+	}
+}

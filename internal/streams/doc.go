@@ -1,0 +1,24 @@
+// Package streams tells metric streams and their writers apart, following
+// the OpenTelemetry metrics data model's single-writer rule: "All metric
+// data streams within OTLP MUST have one logical writer."
+//
+// It has three parts, shared by the dedup processor, `doubletake verify` and
+// `doubletake audit`:
+//
+//   - [Hasher] computes a stream's [ID], a 128-bit digest of exactly what the
+//     data model calls a stream's identity: resource attributes; scope name,
+//     version and attributes; metric name, unit, type, monotonicity and
+//     temporality; point attributes. Description and start time are not
+//     part of it. Attribute order is not either: attributes are sorted by key
+//     before they are hashed.
+//   - [Tracker] keeps bounded per-stream state and judges every point: the
+//     stream's elected writer (cumulative streams: the earliest
+//     StartTimeUnixNano that is alive), exact repeats, points out of order,
+//     overlapping delta intervals, gauges written twice. It returns a
+//     [Decision] and never touches pdata itself.
+//   - [Resets] and [ResetCounter] count counter resets exactly as PromQL's
+//     resets() does: any decrease between consecutive samples.
+//
+// Nothing here depends on collector component code; pdata is the only OTel
+// dependency. Nothing is safe for concurrent use: callers hold a lock.
+package streams // import "github.com/doubletake/doubletake/internal/streams"

@@ -1,0 +1,259 @@
+package dedupprocessor
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/doubletake/doubletake/internal/streams"
+	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/window"
+)
+
+// sweepBase is how many stream slots every request looks at for quiet
+// streams, on top of one per point it carries: a full pass over
+// metrics.max_streams slots takes at most max_streams points of traffic.
+const sweepBase = 64
+
+// metricWindow is the metric signal's state: one writer election per stream.
+type metricWindow struct {
+	signalWindow
+	tracker *streams.Tracker // guarded by mu
+	hasher  *streams.Hasher  // guarded by mu
+	svcs    *services        // signal "metrics": serviceStats.metrics is set
+	totals  metricTotals
+
+	lastFull time.Time // the last warning that max_streams was reached; guarded by svcs.mu
+
+	now func() int64 // the clock, in Unix nanoseconds; tests replace it
+
+	scratch sync.Pool // *metricScratch
+}
+
+// trackerSet shows a Tracker to the telemetry and lifecycle code that every
+// signal shares: entries are streams, the capacity is metrics.max_streams.
+type trackerSet struct{ t *streams.Tracker }
+
+func (s trackerSet) Len() int              { return s.t.Len() }
+func (s trackerSet) Capacity() int         { return s.t.Limit() }
+func (s trackerSet) Oldest() (int64, bool) { return 0, false } // streams have no window to report
+func (s trackerSet) Stats() window.Stats   { return window.Stats{Expired: s.t.Stats().Expired} }
+func (s trackerSet) Expire(now int64)      { s.t.Expire(now) }
+func (s trackerSet) Shrink(int) int        { return 0 } // state is bounded by max_streams alone
+
+func newMetricWindow(cfg *Config, seed window.Seed, svcs *services) (*metricWindow, error) {
+	tr, err := streams.NewTracker(cfg.Metrics.policy())
+	if err != nil {
+		return nil, err
+	}
+	w := &metricWindow{
+		signalWindow: *newSignalWindow("metrics", trackerSet{tr}),
+		tracker:      tr,
+		// Keyed per process like the other windows: no client can aim a
+		// collision of stream IDs.
+		hasher: streams.NewHasher(seed[0] ^ seed[3]),
+		svcs:   svcs,
+	}
+	w.now = func() int64 { return time.Now().UnixNano() }
+	w.scratch.New = func() any { return &metricScratch{} }
+	return w, nil
+}
+
+// metricScratch is one request's working memory, pooled so that the steady
+// state allocates nothing.
+type metricScratch struct {
+	journal streams.Journal // what the request changed, to take back on failure
+	counts  []metricCounts  // per resource
+	j       judging
+}
+
+type metricsProcessor struct {
+	component.StartFunc
+	component.ShutdownFunc
+	st           *state
+	next         consumer.Metrics
+	drop         bool   // mode drop
+	splitAttr    string // metrics.split_attribute
+	capabilities consumer.Capabilities
+}
+
+func (p *metricsProcessor) Capabilities() consumer.Capabilities { return p.capabilities }
+
+// judging carries one request's context into the per-point closures.
+type judging struct {
+	tracker   *streams.Tracker
+	hasher    *streams.Hasher
+	c         *metricCounts
+	shape     streams.Shape
+	metric    string
+	now       int64
+	mutate    bool // mode drop: remove and label points
+	splitAttr string
+}
+
+// remove judges one point and says whether to remove it. With overlap:
+// split it labels the point of a writer that was not elected.
+func (j *judging) remove(attrs pcommon.Map, pt streams.Point) bool {
+	d := j.tracker.Observe(j.hasher.Point(attrs), j.shape, pt, j.now)
+	j.c.received++
+	if d.Reason != streams.ReasonNone || d.Election != streams.ElectionNone {
+		j.c.note(d, j.metric, j.mutate)
+	}
+	switch d.Verdict {
+	case streams.Drop:
+		return j.mutate
+	case streams.Label:
+		if j.mutate {
+			attrs.PutStr(j.splitAttr, streams.WriterName(d.Writer))
+		}
+	}
+	return false
+}
+
+func (j *judging) numbers(dps pmetric.NumberDataPointSlice) bool {
+	if j.mutate {
+		dps.RemoveIf(func(dp pmetric.NumberDataPoint) bool { return j.remove(dp.Attributes(), streams.NumberPoint(dp)) })
+		return dps.Len() > 0
+	}
+	for i := 0; i < dps.Len(); i++ {
+		dp := dps.At(i)
+		j.remove(dp.Attributes(), streams.NumberPoint(dp))
+	}
+	return true
+}
+
+func (j *judging) histograms(dps pmetric.HistogramDataPointSlice) bool {
+	if j.mutate {
+		dps.RemoveIf(func(dp pmetric.HistogramDataPoint) bool {
+			return j.remove(dp.Attributes(), streams.HistogramPoint(dp))
+		})
+		return dps.Len() > 0
+	}
+	for i := 0; i < dps.Len(); i++ {
+		dp := dps.At(i)
+		j.remove(dp.Attributes(), streams.HistogramPoint(dp))
+	}
+	return true
+}
+
+func (j *judging) exponentialHistograms(dps pmetric.ExponentialHistogramDataPointSlice) bool {
+	if j.mutate {
+		dps.RemoveIf(func(dp pmetric.ExponentialHistogramDataPoint) bool {
+			return j.remove(dp.Attributes(), streams.ExponentialHistogramPoint(dp))
+		})
+		return dps.Len() > 0
+	}
+	for i := 0; i < dps.Len(); i++ {
+		dp := dps.At(i)
+		j.remove(dp.Attributes(), streams.ExponentialHistogramPoint(dp))
+	}
+	return true
+}
+
+func (j *judging) summaries(dps pmetric.SummaryDataPointSlice) bool {
+	if j.mutate {
+		dps.RemoveIf(func(dp pmetric.SummaryDataPoint) bool { return j.remove(dp.Attributes(), streams.SummaryPoint(dp)) })
+		return dps.Len() > 0
+	}
+	for i := 0; i < dps.Len(); i++ {
+		dp := dps.At(i)
+		j.remove(dp.Attributes(), streams.SummaryPoint(dp))
+	}
+	return true
+}
+
+// keepMetric judges a metric's points and says whether any are left.
+// Metrics the tracker cannot judge (no data, unspecified temporality) pass
+// untouched.
+func (j *judging) keepMetric(m pmetric.Metric) bool {
+	shape, ok := j.hasher.Metric(m)
+	if !ok {
+		return true
+	}
+	j.shape, j.metric = shape, m.Name()
+	switch m.Type() {
+	case pmetric.MetricTypeGauge:
+		return j.numbers(m.Gauge().DataPoints())
+	case pmetric.MetricTypeSum:
+		return j.numbers(m.Sum().DataPoints())
+	case pmetric.MetricTypeHistogram:
+		return j.histograms(m.Histogram().DataPoints())
+	case pmetric.MetricTypeExponentialHistogram:
+		return j.exponentialHistograms(m.ExponentialHistogram().DataPoints())
+	case pmetric.MetricTypeSummary:
+		return j.summaries(m.Summary().DataPoints())
+	}
+	return true
+}
+
+// ConsumeMetrics judges every point under one lock, removes what is to be
+// dropped (and the metrics, scopes and resources left empty), forwards the
+// rest without holding the lock, and takes the request's judgements back if
+// the next consumer refuses it.
+func (p *metricsProcessor) ConsumeMetrics(ctx context.Context, md pmetric.Metrics) error {
+	w := p.st.metrics
+	sc := w.scratch.Get().(*metricScratch)
+	sc.counts = sc.counts[:0]
+	sc.journal.Reset()
+	defer w.scratch.Put(sc)
+
+	j := &sc.j
+	*j = judging{tracker: w.tracker, hasher: w.hasher, now: w.now(), mutate: p.drop, splitAttr: p.splitAttr}
+	points := md.DataPointCount()
+	rms := md.ResourceMetrics()
+	w.mu.Lock()
+	w.tracker.Sweep(j.now, sweepBase+points)
+	w.tracker.Record(&sc.journal)
+	for i := 0; i < rms.Len(); i++ {
+		rm := rms.At(i)
+		sc.counts = append(sc.counts, metricCounts{svc: w.svcs.get(rm.Resource())})
+		j.c = &sc.counts[len(sc.counts)-1]
+		w.hasher.Resource(rm.Resource())
+		if p.drop {
+			rm.ScopeMetrics().RemoveIf(func(sm pmetric.ScopeMetrics) bool {
+				w.hasher.Scope(sm.Scope())
+				sm.Metrics().RemoveIf(func(m pmetric.Metric) bool { return !j.keepMetric(m) })
+				return sm.Metrics().Len() == 0
+			})
+			continue
+		}
+		sms := rm.ScopeMetrics()
+		for k := 0; k < sms.Len(); k++ {
+			sm := sms.At(k)
+			w.hasher.Scope(sm.Scope())
+			ms := sm.Metrics()
+			for n := 0; n < ms.Len(); n++ {
+				j.keepMetric(ms.At(n))
+			}
+		}
+	}
+	if p.drop {
+		rms.RemoveIf(func(rm pmetric.ResourceMetrics) bool { return rm.ScopeMetrics().Len() == 0 })
+	}
+	w.tracker.Record(nil)
+	w.mu.Unlock()
+	j.c = nil
+
+	w.record(ctx, p.st.tel, sc.counts)
+
+	if p.drop && rms.Len() == 0 {
+		return nil // nothing left: every point was a repeat or another writer's
+	}
+	err := p.next.ConsumeMetrics(ctx, md)
+	if err != nil && sc.journal.Len() > 0 {
+		// Not delivered: take the judgements back, so that the sender's
+		// retry is judged afresh instead of as an exact repeat, and an
+		// election the backend never saw is not kept.
+		w.mu.Lock()
+		n := w.tracker.Undo(&sc.journal)
+		w.mu.Unlock()
+		if n > 0 {
+			p.st.tel.rolledBack.Add(ctx, int64(n), w.signalOpt)
+		}
+	}
+	return err
+}
