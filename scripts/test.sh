@@ -30,3 +30,18 @@ fi
 
 go vet ./...
 go test -count=1 -timeout 40m ./... "$@"
+
+# The concurrent paths again under the race detector.
+go test -count=1 -race ./processor/... ./internal/capture/
+
+# Every fuzz target, briefly, from its committed seed corpus
+# (testdata/fuzz/<Target>): FUZZTIME=0 skips this step.
+fuzztime=${FUZZTIME:-5s}
+if [ "$fuzztime" != 0 ]; then
+  for pkg in $(go list ./...); do
+    for target in $(go test -list '^Fuzz' "$pkg" | grep '^Fuzz' || true); do
+      echo "fuzz: $pkg $target ($fuzztime)"
+      go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$pkg" >/dev/null
+    done
+  done
+fi
