@@ -26,6 +26,8 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/mem"
 	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
@@ -110,7 +112,12 @@ func Listen(addr string, h Handler) (*Server, error) {
 // Serve starts a receiver on ln.
 func Serve(ln net.Listener, h Handler) *Server {
 	s := &Server{ln: ln, handle: h, done: make(chan struct{})}
-	s.grpcSrv = grpc.NewServer(grpc.MaxRecvMsgSize(MaxBodyBytes))
+	s.grpcSrv = grpc.NewServer(
+		grpc.MaxRecvMsgSize(MaxBodyBytes),
+		// gRPC decodes a request before any service sees it: count the
+		// requests it cannot decode here, as the HTTP handler does.
+		grpc.ForceServerCodecV2(countingCodec{CodecV2: encoding.GetCodecV2("proto"), onError: s.malformed}),
+	)
 	ptraceotlp.RegisterGRPCServer(s.grpcSrv, &traceService{s: s})
 	pmetricotlp.RegisterGRPCServer(s.grpcSrv, &metricService{s: s})
 	plogotlp.RegisterGRPCServer(s.grpcSrv, &logService{s: s})
@@ -236,6 +243,21 @@ type logService struct {
 func (l *logService) Export(ctx context.Context, req plogotlp.ExportRequest) (plogotlp.ExportResponse, error) {
 	r := &Request{Signal: Logs, Protocol: GRPC, Peer: peerOf(ctx), Logs: req.Logs()}
 	return plogotlp.NewExportResponse(), grpcError(l.s.deliver(r))
+}
+
+// countingCodec is the registered proto codec, counting the requests it
+// cannot decode.
+type countingCodec struct {
+	encoding.CodecV2
+	onError func()
+}
+
+func (c countingCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	err := c.CodecV2.Unmarshal(data, v)
+	if err != nil {
+		c.onError()
+	}
+	return err
 }
 
 func grpcError(err error) error {

@@ -13,7 +13,10 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.uber.org/goleak"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/mem"
 	grpcstatus "google.golang.org/grpc/status"
 )
 
@@ -151,5 +154,36 @@ func TestHandlerRefusalKeepsItsCode(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("status %d Retry-After %q, want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+}
+
+// rawCodec sends bytes as they are, to put a malformed message on the wire.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
+	return mem.BufferSlice{mem.SliceBuffer(v.([]byte))}, nil
+}
+func (rawCodec) Unmarshal(mem.BufferSlice, any) error { return nil }
+func (rawCodec) Name() string                         { return "proto" }
+
+func TestMalformedGRPCRequestIsCounted(t *testing.T) {
+	rec := &recorder{}
+	s := start(t, rec.handle)
+	conn, err := grpc.NewClient(s.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var reply []byte
+	err = conn.Invoke(context.Background(), "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+		[]byte{0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f}, &reply, grpc.ForceCodecV2(rawCodec{}))
+	if err == nil {
+		t.Fatal("a malformed gRPC export was accepted")
+	}
+	if s.Malformed() != 1 {
+		t.Errorf("Malformed = %d, want 1", s.Malformed())
+	}
+	if n := rec.spans(GRPC); n != 0 {
+		t.Errorf("the handler saw %d spans, want none", n)
 	}
 }

@@ -1,0 +1,265 @@
+package analyze
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/zeebo/xxh3"
+	"go.opentelemetry.io/collector/pdata/plog"
+)
+
+// LogReport is the log part of a Report. Log records have no id: a
+// duplicate is a record identical to an earlier one in everything (resource,
+// scope, timestamps, severity, body, attributes, trace context).
+type LogReport struct {
+	Received    int `json:"received"`
+	Unique      int `json:"unique"`
+	Duplicated  int `json:"duplicated"`   // distinct records that arrived more than once
+	ExtraCopies int `json:"extra_copies"` // copies after the first
+	// Untimed counts records with neither a timestamp nor an observed
+	// timestamp: identical ones may be legitimately repeated, so they are
+	// counted as unique and never compared.
+	Untimed int `json:"untimed"`
+	// Groups has one entry per service and scope, those with duplicates first.
+	Groups []LogGroup `json:"groups"`
+}
+
+// LogGroup counts the log records of one service and instrumentation scope.
+type LogGroup struct {
+	Service     string       `json:"service"`
+	Scope       string       `json:"scope"`
+	Received    int          `json:"received"`
+	Unique      int          `json:"unique"`
+	Duplicated  int          `json:"duplicated"`
+	ExtraCopies int          `json:"extra_copies"`
+	Copies      []CopyCount  `json:"copies,omitempty"`
+	Delays      *Delays      `json:"delays,omitempty"`
+	Examples    []LogExample `json:"examples,omitempty"`
+}
+
+// LogExample is one duplicated record.
+type LogExample struct {
+	Body   string   `json:"body"` // truncated
+	Copies int      `json:"copies"`
+	Delays []Millis `json:"delays_ms"`
+}
+
+type logEntry struct {
+	group  uint32
+	first  uint32
+	copies uint32
+}
+
+type logDup struct {
+	key xxh3.Uint128
+	req uint32
+}
+
+type logGroupAcc struct {
+	service, scope string
+	received       int
+	unique         int
+	duplicated     int
+	extra          int
+	copies         map[uint32]int
+	bodies         map[xxh3.Uint128]string // examples, bounded by MaxExamples
+}
+
+type logIndex struct {
+	entries  map[xxh3.Uint128]logEntry
+	dups     []logDup
+	groups   []logGroupAcc
+	groupIdx map[[2]string]uint32
+	received int
+	untimed  int
+}
+
+func (x *logIndex) init() {
+	x.entries = map[xxh3.Uint128]logEntry{}
+	x.groupIdx = map[[2]string]uint32{}
+}
+
+func (x *logIndex) group(service, scope string) uint32 {
+	k := [2]string{service, scope}
+	g, ok := x.groupIdx[k]
+	if !ok {
+		g = uint32(len(x.groups))
+		x.groupIdx[k] = g
+		x.groups = append(x.groups, logGroupAcc{service: service, scope: scope})
+	}
+	return g
+}
+
+const maxBody = 120
+
+func truncate(s string) string {
+	if len(s) <= maxBody {
+		return s
+	}
+	cut := maxBody
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// AddLogs adds one export request of log records.
+func (a *Analyzer) AddLogs(at Arrival, ld plog.Logs) {
+	x := &a.logs
+	ri := a.beginRequest(at, SignalLogs)
+	n := 0
+	e := &a.e
+	for _, rl := range ld.ResourceLogs().All() {
+		res := describeResource(rl.Resource(), e)
+		for _, sl := range rl.ScopeLogs().All() {
+			sh := scopeHash(sl.Scope(), e)
+			gi := x.group(res.service, sl.Scope().Name())
+			for _, lr := range sl.LogRecords().All() {
+				n++
+				x.received++
+				g := &x.groups[gi]
+				g.received++
+				k := logHash(e, res.hash, sh, lr)
+				a.item(k.Lo)
+				if lr.Timestamp() == 0 && lr.ObservedTimestamp() == 0 {
+					x.untimed++
+					g.unique++
+					continue
+				}
+				ent, seen := x.entries[k]
+				if !seen {
+					x.entries[k] = logEntry{group: gi, first: ri, copies: 1}
+					g.unique++
+					continue
+				}
+				ent.copies++
+				x.entries[k] = ent
+				x.dups = append(x.dups, logDup{key: k, req: ri})
+				fg := &x.groups[ent.group]
+				fg.extra++
+				if ent.copies == 2 {
+					fg.duplicated++
+					if len(fg.bodies) < a.opts.MaxExamples {
+						if fg.bodies == nil {
+							fg.bodies = map[xxh3.Uint128]string{}
+						}
+						fg.bodies[k] = strings.Clone(truncate(lr.Body().AsString()))
+					}
+				}
+				if fg.copies == nil {
+					fg.copies = map[uint32]int{}
+				}
+				if ent.copies > 2 {
+					fg.copies[ent.copies-1]--
+				}
+				fg.copies[ent.copies]++
+			}
+		}
+	}
+	a.endRequest(ri, n)
+}
+
+func logHash(e *enc, res, scope uint64, lr plog.LogRecord) xxh3.Uint128 {
+	e.reset()
+	e.u64(res)
+	e.u64(scope)
+	e.u64(uint64(lr.Timestamp()))
+	e.u64(uint64(lr.ObservedTimestamp()))
+	e.u64(uint64(lr.SeverityNumber()))
+	e.str(lr.SeverityText())
+	e.value(lr.Body())
+	e.attrs(lr.Attributes())
+	e.u64(uint64(lr.DroppedAttributesCount()))
+	e.u64(uint64(lr.Flags()))
+	t, s := lr.TraceID(), lr.SpanID()
+	e.b = append(e.b, t[:]...)
+	e.b = append(e.b, s[:]...)
+	e.str(lr.EventName())
+	return e.sum128()
+}
+
+func (a *Analyzer) logReport(r *Report) {
+	x := &a.logs
+	lr := &r.Logs
+	lr.Received = x.received
+	lr.Untimed = x.untimed
+	lr.Unique = len(x.entries) + x.untimed
+	lr.ExtraCopies = len(x.dups)
+
+	delays := make([][]time.Duration, len(x.groups))
+	examples := make([]map[xxh3.Uint128]*LogExample, len(x.groups))
+	order := make([][]xxh3.Uint128, len(x.groups))
+	type fkey struct {
+		diag    Diagnosis
+		service string
+	}
+	findings := map[fkey]*findingAcc{}
+	for _, d := range x.dups {
+		ent := x.entries[d.key]
+		acc := &x.groups[ent.group]
+		dl := a.delay(ent.first, d.req)
+		delays[ent.group] = append(delays[ent.group], dl)
+		diag := a.classify(ent.first, d.req)
+		fk := fkey{diag, acc.service}
+		f := findings[fk]
+		if f == nil {
+			f = newFindingAcc(subjectOf(acc.service), diag)
+			findings[fk] = f
+		}
+		scope := acc.scope
+		if scope == "" {
+			scope = "(no scope name)"
+		}
+		f.addCopy(a, ent.first, d.req, scope)
+		if body, ok := acc.bodies[d.key]; ok {
+			if examples[ent.group] == nil {
+				examples[ent.group] = map[xxh3.Uint128]*LogExample{}
+			}
+			ex := examples[ent.group][d.key]
+			if ex == nil {
+				ex = &LogExample{Body: body, Copies: int(ent.copies)}
+				examples[ent.group][d.key] = ex
+				order[ent.group] = append(order[ent.group], d.key)
+			}
+			ex.Delays = append(ex.Delays, Millis(dl))
+		}
+	}
+	for i, acc := range x.groups {
+		lr.Duplicated += acc.duplicated
+		lg := LogGroup{
+			Service: acc.service, Scope: acc.scope,
+			Received: acc.received, Unique: acc.unique,
+			Duplicated: acc.duplicated, ExtraCopies: acc.extra,
+		}
+		for c, n := range acc.copies {
+			if n > 0 {
+				lg.Copies = append(lg.Copies, CopyCount{Copies: int(c), IDs: n})
+			}
+		}
+		slices.SortFunc(lg.Copies, func(a, b CopyCount) int { return cmp.Compare(a.Copies, b.Copies) })
+		if len(delays[i]) > 0 {
+			d := delaysOf(delays[i])
+			lg.Delays = &d
+		}
+		for _, k := range order[i] {
+			lg.Examples = append(lg.Examples, *examples[i][k])
+		}
+		lr.Groups = append(lr.Groups, lg)
+	}
+	slices.SortFunc(lr.Groups, func(a, b LogGroup) int {
+		return cmp.Or(
+			cmp.Compare(b.ExtraCopies, a.ExtraCopies),
+			strings.Compare(a.Service, b.Service),
+			strings.Compare(a.Scope, b.Scope),
+		)
+	})
+	for _, f := range findings {
+		r.Findings = append(r.Findings, Finding{
+			Signal: SignalLogs, Diagnosis: f.diag, Subject: f.subject,
+			Items: f.items, Line: f.line(a, SignalLogs, "records from scope"),
+		})
+	}
+}

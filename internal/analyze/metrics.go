@@ -1,0 +1,570 @@
+package analyze
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/doubletake/doubletake/internal/streams"
+)
+
+// DefaultMaxStreams is the default of Options.MaxStreams.
+const DefaultMaxStreams = 1_000_000
+
+// togetherWindow is the widest spread of start times that is diagnosed as
+// readers created together in one process: SDKs that give each reader its
+// own state start them within microseconds of each other (the Go SDK), while
+// a pipeline added later starts seconds later.
+const togetherWindow = 100 * time.Millisecond
+
+// maxWritersKept bounds the writers remembered per stream; further writers
+// are counted, not described.
+const maxWritersKept = 16
+
+// MetricReport is the metric part of a Report. Streams, their identity and
+// their writers are those of internal/streams, the implementation the
+// gateway's processor uses.
+type MetricReport struct {
+	Points  int `json:"points"`
+	Streams int `json:"streams"`
+	// ExtraPoints counts the points the gateway would drop: duplicates,
+	// points of writers that are not the stream's elected one, points out
+	// of order and decreases within one writer.
+	ExtraPoints int `json:"extra_points"`
+	// Dropped breaks ExtraPoints down by reason (duplicate, overlap,
+	// out_of_order, decrease).
+	Dropped map[string]int `json:"dropped,omitempty"`
+	// MultiWriter counts streams with more than one writer (start time),
+	// whether or not their writers overlapped.
+	MultiWriter int `json:"multi_writer"`
+	// Overlapping counts streams whose writers' points interleaved.
+	Overlapping int `json:"overlapping"`
+	// Resets is the sum of the resets Prometheus would count on the
+	// cumulative monotonic series.
+	Resets int `json:"resets"`
+	// Unjudged counts points of streams beyond Options.MaxStreams.
+	Unjudged int `json:"unjudged,omitempty"`
+	// Unsupported counts points of metrics with no type or an unspecified
+	// temporality.
+	Unsupported int `json:"unsupported,omitempty"`
+	// List has the streams with more than one writer, dropped points or
+	// resets: overlapping ones first.
+	List []MetricStream `json:"streams_list"`
+}
+
+// MetricStream describes one stream.
+type MetricStream struct {
+	ID         string `json:"id"`
+	Name       string `json:"name"`
+	Type       string `json:"type"` // streams.Shape: sum/cumulative/monotonic, ...
+	Unit       string `json:"unit,omitempty"`
+	Service    string `json:"service"`
+	Scope      string `json:"scope,omitempty"`
+	Attributes string `json:"attributes,omitempty"` // point attributes, k=v sorted
+	// InstanceID is the resource's service.instance.id, "" when absent.
+	InstanceID string         `json:"service_instance_id,omitempty"`
+	Points     int            `json:"points"`
+	Writers    []MetricWriter `json:"writers"`
+	// MoreWriters counts writers beyond the ones listed.
+	MoreWriters int            `json:"more_writers,omitempty"`
+	Overlap     bool           `json:"overlap"` // some writer's points interleaved with the elected one's
+	Dropped     map[string]int `json:"dropped,omitempty"`
+	// Prometheus is what Prometheus would store and compute for the series
+	// (cumulative monotonic streams): samples in arrival order, those it
+	// would refuse (timestamps not after the previous one), resets().
+	Prometheus *PromSeries `json:"prometheus,omitempty"`
+	Diagnosis  Diagnosis   `json:"diagnosis,omitempty"`
+}
+
+// MetricWriter is one writer of a stream: the points sharing a start time
+// (delta streams: an unbroken run).
+type MetricWriter struct {
+	Start      uint64 `json:"start_time_unix_nano"`
+	StartTime  string `json:"start_time"`
+	Points     int    `json:"points"`
+	FirstTime  string `json:"first_time"`
+	LastTime   string `json:"last_time"`
+	FirstValue Number `json:"first_value"`
+	LastValue  Number `json:"last_value"`
+	Elected    bool   `json:"elected"` // the stream's elected writer at the end
+}
+
+// Number is a point value; NaN and the infinities, which JSON has no
+// numbers for, marshal as the strings "NaN", "+Inf" and "-Inf".
+type Number float64
+
+// MarshalJSON renders n as a JSON number, or a string when it is not finite.
+func (n Number) MarshalJSON() ([]byte, error) {
+	f := float64(n)
+	switch {
+	case math.IsNaN(f):
+		return []byte(`"NaN"`), nil
+	case math.IsInf(f, 1):
+		return []byte(`"+Inf"`), nil
+	case math.IsInf(f, -1):
+		return []byte(`"-Inf"`), nil
+	}
+	return strconv.AppendFloat(nil, f, 'g', -1, 64), nil
+}
+
+// PromSeries is Prometheus's view of a cumulative series: samples stored in
+// arrival order, a sample refused when its millisecond timestamp is not
+// after the stored one (out of order or duplicate), resets() over what was
+// stored.
+type PromSeries struct {
+	Samples  int `json:"samples"`
+	Rejected int `json:"rejected"`
+	Resets   int `json:"resets"`
+}
+
+type writerAcc struct {
+	start         uint64
+	points        int
+	firstT, lastT uint64
+	firstV, lastV float64
+	accepted      uint32 // request of the writer's newest in-order point
+}
+
+type promAcc struct {
+	started  bool
+	lastMs   int64
+	samples  int
+	rejected int
+	resets   streams.ResetCounter
+}
+
+type metricStreamAcc struct {
+	id           streams.ID
+	shape        streams.Shape
+	overlap      bool
+	name         string
+	unit         string
+	res          *resourceInfo // shared by the streams of one resource
+	scope        string
+	scopeVersion string
+	attrs        string
+	points       int
+	writers      []writerAcc
+	more         int
+	elected      uint64
+	dropped      [streams.NumReasons]int
+	prom         promAcc
+}
+
+// metricEvent is a point the Tracker dropped, for the diagnosis.
+type metricEvent struct {
+	stream uint32
+	reason streams.Reason
+	first  uint32 // request of the writer's newest point before this one
+	later  uint32 // request of this point
+}
+
+type metricIndex struct {
+	hasher      *streams.Hasher
+	tracker     *streams.Tracker
+	index       map[streams.ID]uint32
+	streams     []*metricStreamAcc
+	resources   map[uint64]*resourceInfo
+	lastRes     pcommon.Resource // the resource resInfo describes
+	resInfo     *resourceInfo
+	events      []metricEvent
+	points      int
+	unjudged    int
+	unsupported int
+}
+
+func (x *metricIndex) init(maxStreams int) {
+	x.hasher = streams.NewHasher(0)
+	p := streams.DefaultPolicy()
+	p.MaxStreams = min(maxStreams, streams.MaxStreamsLimit)
+	p.MaxStale = 100 * 365 * 24 * time.Hour // verify never forgets a stream
+	t, err := streams.NewTracker(p)
+	if err != nil {
+		panic(fmt.Sprintf("analyze: tracker policy: %v", err)) // the policy is ours and valid
+	}
+	x.tracker = t
+	x.index = map[streams.ID]uint32{}
+	x.resources = map[uint64]*resourceInfo{}
+}
+
+// resource describes r, once per ResourceMetrics and once per distinct
+// resource in memory.
+func (x *metricIndex) resource(r pcommon.Resource, e *enc) *resourceInfo {
+	if x.resInfo != nil && x.lastRes == r {
+		return x.resInfo
+	}
+	ri := describeResource(r, e)
+	p, ok := x.resources[ri.hash]
+	if !ok {
+		p = &ri
+		x.resources[ri.hash] = p
+	}
+	x.lastRes, x.resInfo = r, p
+	return p
+}
+
+// AddMetrics adds one export request of metric points.
+func (a *Analyzer) AddMetrics(at Arrival, md pmetric.Metrics) {
+	x := &a.metrics
+	ri := a.beginRequest(at, SignalMetrics)
+	now := a.reqs[ri].received
+	n := 0
+	total := md.DataPointCount()
+	streams.Walk(md, x.hasher, func(v *streams.Visit) {
+		n++
+		x.points++
+		a.metricItem(v)
+		si, ok := x.index[v.ID]
+		if !ok {
+			si = uint32(len(x.streams))
+			x.index[v.ID] = si
+			x.streams = append(x.streams, newStreamAcc(v, x.resource(v.Resource, &a.e)))
+		}
+		s := x.streams[si]
+		s.points++
+		p := v.Point
+		s.promAdd(p)
+		d := x.tracker.Observe(v.ID, v.Shape, p, now)
+		if d.Reason == streams.ReasonUnjudged {
+			x.unjudged++
+		}
+		w := s.writer(d.Writer, v.Shape, p, ri)
+		prevReq := ri
+		if w != nil {
+			prevReq = w.accepted
+			// A writer's own sequence goes on with every point except
+			// repeats, points out of its order and decreases.
+			inOrder := d.Reason != streams.ReasonDuplicate && d.Reason != streams.ReasonOutOfOrder && d.Reason != streams.ReasonDecrease
+			w.add(p, ri, inOrder)
+		}
+		if d.Election != streams.ElectionNone || d.Verdict == streams.Pass {
+			if d.Election != streams.ElectionNone || d.Writer == d.Elected {
+				s.elected = d.Writer
+			}
+		}
+		if d.Verdict == streams.Drop || d.Verdict == streams.Label {
+			s.dropped[d.Reason]++
+			if d.Reason == streams.ReasonOverlap {
+				s.overlap = true
+			}
+			x.events = append(x.events, metricEvent{stream: si, reason: d.Reason, first: prevReq, later: ri})
+		}
+	})
+	x.unsupported += total - n
+	// Forget the request's resource: keep none of its pdata.
+	x.lastRes, x.resInfo = pcommon.Resource{}, nil
+	a.endRequest(ri, n)
+}
+
+// metricItem adds a point to the request digest: its stream, times and
+// value.
+func (a *Analyzer) metricItem(v *streams.Visit) {
+	e := &a.e
+	e.reset()
+	e.b = append(e.b, v.ID[:]...)
+	e.u64(v.Point.Start)
+	e.u64(v.Point.Time)
+	e.u64(v.Point.Fingerprint)
+	a.item(e.sum())
+}
+
+func newStreamAcc(v *streams.Visit, res *resourceInfo) *metricStreamAcc {
+	return &metricStreamAcc{
+		id:           v.ID,
+		shape:        v.Shape,
+		name:         v.Metric.Name(),
+		unit:         v.Metric.Unit(),
+		res:          res,
+		scope:        v.Scope.Name(),
+		scopeVersion: v.Scope.Version(),
+		attrs:        renderAttrs(v.Attrs),
+	}
+}
+
+// renderAttrs renders point attributes as k=v pairs sorted by key.
+func renderAttrs(m pcommon.Map) string {
+	if m.Len() == 0 {
+		return ""
+	}
+	parts := make([]string, 0, m.Len())
+	for k, v := range m.All() {
+		parts = append(parts, k+"="+v.AsString())
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ",")
+}
+
+// promAdd feeds a point to the simulated Prometheus series: cumulative
+// monotonic streams only (counters, and the _count of histograms and
+// summaries), in arrival order, at millisecond precision.
+func (s *metricStreamAcc) promAdd(p streams.Point) {
+	if !s.shape.Cumulative() || !s.shape.Monotonic() || p.Time == 0 {
+		return
+	}
+	ms := int64(p.Time / 1e6)
+	pr := &s.prom
+	if pr.started && ms <= pr.lastMs {
+		pr.rejected++
+		return
+	}
+	pr.started, pr.lastMs = true, ms
+	pr.samples++
+	v := p.Value
+	if p.NoValue {
+		v = math.NaN() // a staleness marker
+	}
+	pr.resets.Add(v)
+}
+
+// writer returns the accumulator of the writer with start, adding it; nil
+// for gauges (which have no writer identity) and beyond maxWritersKept.
+func (s *metricStreamAcc) writer(start uint64, shape streams.Shape, p streams.Point, req uint32) *writerAcc {
+	if shape.Kind() == streams.KindGauge {
+		return nil
+	}
+	for i := range s.writers {
+		if s.writers[i].start == start {
+			return &s.writers[i]
+		}
+	}
+	if len(s.writers) >= maxWritersKept {
+		s.more++
+		return nil
+	}
+	s.writers = append(s.writers, writerAcc{start: start, firstT: p.Time, firstV: p.Value, accepted: req})
+	return &s.writers[len(s.writers)-1]
+}
+
+func (w *writerAcc) add(p streams.Point, req uint32, inOrder bool) {
+	w.points++
+	if inOrder {
+		w.lastT, w.lastV, w.accepted = p.Time, p.Value, req
+	}
+}
+
+func fmtTime(ns uint64) string {
+	if ns == 0 {
+		return ""
+	}
+	return time.Unix(0, int64(ns)).UTC().Format(time.RFC3339Nano)
+}
+
+// streamDiagnosis diagnoses a stream whose writers overlapped.
+func (a *Analyzer) streamDiagnosis(s *metricStreamAcc) Diagnosis {
+	if len(s.writers) >= 2 {
+		lo, hi := s.writers[0].start, s.writers[0].start
+		for _, w := range s.writers[1:] {
+			lo, hi = min(lo, w.start), max(hi, w.start)
+		}
+		if time.Duration(hi-lo) <= togetherWindow {
+			return DiagTwoExporters // readers created together
+		}
+	}
+	if s.res.instance != "" || s.res.pid != "" {
+		return DiagTwoExporters // one process by its resource: a pipeline joined later
+	}
+	return DiagIdentityCollision
+}
+
+func (a *Analyzer) metricReport(r *Report) {
+	x := &a.metrics
+	mr := &r.Metrics
+	mr.Points = x.points
+	mr.Streams = len(x.streams)
+	mr.Unjudged = x.unjudged
+	mr.Unsupported = x.unsupported
+
+	type fkey struct {
+		diag    Diagnosis
+		service string
+	}
+	type facc struct {
+		streams   []string
+		items     int
+		spread    time.Duration
+		resets    int
+		delays    []time.Duration
+		reasons   map[streams.Reason]int
+		instance  string
+		byWriters bool
+	}
+	fs := map[fkey]*facc{}
+	get := func(k fkey) *facc {
+		f := fs[k]
+		if f == nil {
+			f = &facc{reasons: map[streams.Reason]int{}}
+			fs[k] = f
+		}
+		return f
+	}
+
+	diags := make([]Diagnosis, len(x.streams))
+	for i, s := range x.streams {
+		if s.overlap {
+			diags[i] = a.streamDiagnosis(s)
+		}
+	}
+	// Dropped points other than overlaps are diagnosed one by one.
+	for _, ev := range x.events {
+		s := x.streams[ev.stream]
+		var d Diagnosis
+		switch ev.reason {
+		case streams.ReasonOverlap:
+			d = diags[ev.stream]
+		case streams.ReasonDecrease:
+			d = DiagIdentityCollision
+		default: // duplicate, out of order
+			d = a.classify(ev.first, ev.later)
+		}
+		f := get(fkey{d, s.res.service})
+		f.items++
+		f.reasons[ev.reason]++
+		if ev.reason != streams.ReasonOverlap {
+			f.delays = append(f.delays, a.delay(ev.first, ev.later))
+		}
+		if len(f.streams) == 0 || f.streams[len(f.streams)-1] != s.name {
+			if !slices.Contains(f.streams, s.name) {
+				f.streams = append(f.streams, s.name)
+			}
+		}
+		if ev.reason == streams.ReasonOverlap {
+			f.byWriters = true
+		}
+		if s.res.instance != "" {
+			f.instance = s.res.instance
+		}
+	}
+
+	for i, s := range x.streams {
+		extra := 0
+		for _, n := range s.dropped {
+			extra += n
+		}
+		mr.ExtraPoints += extra
+		for reason, n := range s.dropped {
+			if n > 0 {
+				if mr.Dropped == nil {
+					mr.Dropped = map[string]int{}
+				}
+				mr.Dropped[streams.Reason(reason).String()] += n
+			}
+		}
+		resets := s.prom.resets.Resets()
+		mr.Resets += resets
+		nw := len(s.writers) + s.more
+		if nw > 1 {
+			mr.MultiWriter++
+		}
+		if s.overlap {
+			mr.Overlapping++
+			f := get(fkey{diags[i], s.res.service})
+			f.resets += resets
+			lo, hi := s.writers[0].start, s.writers[0].start
+			for _, w := range s.writers[1:] {
+				lo, hi = min(lo, w.start), max(hi, w.start)
+			}
+			f.spread = max(f.spread, time.Duration(hi-lo))
+		}
+		if nw <= 1 && extra == 0 && resets == 0 {
+			continue
+		}
+		ms := MetricStream{
+			ID: s.id.String(), Name: s.name, Type: s.shape.String(), Unit: s.unit,
+			Service: s.res.service, Scope: strings.TrimSpace(s.scope + " " + s.scopeVersion), Attributes: s.attrs, InstanceID: s.res.instance,
+			Points: s.points, MoreWriters: s.more, Overlap: s.overlap, Diagnosis: diags[i],
+		}
+		for _, w := range s.writers {
+			ms.Writers = append(ms.Writers, MetricWriter{
+				Start: w.start, StartTime: fmtTime(w.start), Points: w.points,
+				FirstTime: fmtTime(w.firstT), LastTime: fmtTime(w.lastT),
+				FirstValue: Number(w.firstV), LastValue: Number(w.lastV), Elected: w.start == s.elected,
+			})
+		}
+		for reason, n := range s.dropped {
+			if n > 0 {
+				if ms.Dropped == nil {
+					ms.Dropped = map[string]int{}
+				}
+				ms.Dropped[streams.Reason(reason).String()] = n
+			}
+		}
+		if s.prom.samples > 0 {
+			ms.Prometheus = &PromSeries{Samples: s.prom.samples, Rejected: s.prom.rejected, Resets: resets}
+		}
+		mr.List = append(mr.List, ms)
+	}
+	slices.SortFunc(mr.List, func(a, b MetricStream) int {
+		return cmp.Or(
+			-cmpBool(a.Overlap, b.Overlap),
+			cmp.Compare(b.Points-pointsOfElected(b), a.Points-pointsOfElected(a)),
+			strings.Compare(a.Service, b.Service),
+			strings.Compare(a.Name, b.Name),
+			strings.Compare(a.Attributes, b.Attributes),
+		)
+	})
+
+	for k, f := range fs {
+		slices.Sort(f.streams)
+		subject := subjectOf(k.service)
+		names := listNames(f.streams, 4)
+		var line string
+		switch {
+		case f.byWriters && k.diag == DiagTwoExporters && f.spread <= togetherWindow:
+			line = fmt.Sprintf("metrics of %s: %s (%s) have writers whose start times are %s apart and whose points interleave (%s from writers not elected, %s Prometheus would count): two exporters in one process (metric readers or providers created together for the same instruments)",
+				subject, plural(len(f.streams), "stream", "streams"), names, fmtDur(f.spread), plural(f.items, "point", "points"), plural(f.resets, "reset", "resets"))
+		case f.byWriters && k.diag == DiagTwoExporters:
+			line = fmt.Sprintf("metrics of %s: %s (%s) have a second writer that started %s after the first and whose points interleave with it (%s from writers not elected, %s Prometheus would count), on a resource that names one process (service.instance.id %q): two exporters in one process (a second metric pipeline joined later with fresh state)",
+				subject, plural(len(f.streams), "stream", "streams"), names, fmtDur(f.spread), plural(f.items, "point", "points"), plural(f.resets, "reset", "resets"), f.instance)
+		case f.byWriters && k.diag == DiagIdentityCollision:
+			line = fmt.Sprintf("metrics of %s: %s (%s) have writers whose start times are %s apart and whose points interleave (%s from writers not elected, %s Prometheus would count), on a resource without service.instance.id: an identity collision (independent writers share one resource; give each process a unique service.instance.id, or, in one process, remove the second metric pipeline that joined later)",
+				subject, plural(len(f.streams), "stream", "streams"), names, fmtDur(f.spread), plural(f.items, "point", "points"), plural(f.resets, "reset", "resets"))
+		case k.diag == DiagIdentityCollision:
+			line = fmt.Sprintf("metrics of %s: %s (%s) decreased within one writer's start time: an identity collision (writers that share a start time diverge)",
+				subject, plural(f.items, "point", "points"), names)
+		default:
+			slices.Sort(f.delays)
+			rng := ""
+			if len(f.delays) > 0 {
+				rng = fmtDur(f.delays[0])
+				if f.delays[len(f.delays)-1] != f.delays[0] {
+					rng += "–" + fmtDur(f.delays[len(f.delays)-1])
+				}
+			}
+			what := fmt.Sprintf("%s of %s repeated or arrived out of order (%d exact repeats, %d out of order), %s after their writer's previous point",
+				plural(f.items, "point", "points"), names, f.reasons[streams.ReasonDuplicate], f.reasons[streams.ReasonOutOfOrder], rng)
+			if k.diag == DiagTwoExporters {
+				line = fmt.Sprintf("metrics of %s: %s: two exporters in one process (identical copies within the %s export interval)", subject, what, fmtDur(a.opts.ExportInterval))
+			} else {
+				line = fmt.Sprintf("metrics of %s: %s: a re-sent batch (later than the %s export interval)", subject, what, fmtDur(a.opts.ExportInterval))
+			}
+		}
+		r.Findings = append(r.Findings, Finding{Signal: SignalMetrics, Diagnosis: k.diag, Subject: subject, Items: f.items, Line: line})
+	}
+}
+
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	default:
+		return -1
+	}
+}
+
+func pointsOfElected(s MetricStream) int {
+	for _, w := range s.Writers {
+		if w.Elected {
+			return w.Points
+		}
+	}
+	return 0
+}

@@ -1,0 +1,145 @@
+package analyze
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Diagnosis is the likely cause of a finding.
+type Diagnosis string
+
+// The diagnoses, one per finding.
+const (
+	// DiagTwoExporters: identical copies from one resource within an export
+	// interval: two exporters (span processors, metric readers) in one process.
+	DiagTwoExporters Diagnosis = "two-exporters"
+	// DiagResentBatch: a whole request repeated, or identical copies further
+	// apart than an export interval: a retry or replay re-sent the data.
+	DiagResentBatch Diagnosis = "resent-batch"
+	// DiagIdentityCollision: independent writers share an identity: copies
+	// of one span id differ, or a metric stream has writers with different
+	// start times on a resource without service.instance.id.
+	DiagIdentityCollision Diagnosis = "identity-collision"
+)
+
+// Report is the outcome of an analysis.
+type Report struct {
+	Requests  RequestCounts `json:"requests"`
+	Spans     SpanReport    `json:"spans"`
+	Metrics   MetricReport  `json:"metrics"`
+	Logs      LogReport     `json:"logs"`
+	Findings  []Finding     `json:"findings"`
+	Malformed uint64        `json:"malformed_requests"` // set by the caller: requests refused as undecodable
+}
+
+// RequestCounts counts export requests.
+type RequestCounts struct {
+	Traces      int            `json:"traces"`
+	Metrics     int            `json:"metrics"`
+	Logs        int            `json:"logs"`
+	Connections int            `json:"connections"`
+	Protocols   map[string]int `json:"protocols,omitempty"`
+	// WholeRepeats counts requests whose items repeat an earlier request's
+	// items one for one.
+	WholeRepeats int `json:"whole_repeats"`
+}
+
+// Finding is one problem with its diagnosis.
+type Finding struct {
+	Signal    Signal    `json:"signal"`
+	Diagnosis Diagnosis `json:"diagnosis"`
+	// Subject names what is affected: a service, or a metric stream.
+	Subject string `json:"subject"`
+	// Items is the number of extra copies (spans, log records) or of points
+	// from writers other than the first (metrics).
+	Items int `json:"items"`
+	// Line is the one-line diagnosis printed in the text report.
+	Line string `json:"line"`
+}
+
+// Delays summarises the delays between the first copy of an item and its
+// later copies.
+type Delays struct {
+	Min    Millis `json:"min_ms"`
+	Median Millis `json:"median_ms"`
+	Max    Millis `json:"max_ms"`
+}
+
+// Millis is a duration that marshals as fractional milliseconds.
+type Millis time.Duration
+
+// MarshalJSON renders m as milliseconds.
+func (m Millis) MarshalJSON() ([]byte, error) {
+	return []byte(fmt.Sprintf("%.3f", float64(m)/1e6)), nil
+}
+
+func (m Millis) String() string { return fmtDur(time.Duration(m)) }
+
+func delaysOf(ds []time.Duration) Delays {
+	if len(ds) == 0 {
+		return Delays{}
+	}
+	slices.Sort(ds)
+	return Delays{Min: Millis(ds[0]), Median: Millis(ds[len(ds)/2]), Max: Millis(ds[len(ds)-1])}
+}
+
+// fmtDur renders d rounded to a readable precision.
+func fmtDur(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "0s"
+	case d < time.Millisecond:
+		return d.Round(time.Microsecond).String()
+	case d < time.Second:
+		return d.Round(100 * time.Microsecond).String()
+	default:
+		return d.Round(time.Millisecond).String()
+	}
+}
+
+// DuplicateRatio is the share of received items that are extra copies:
+// spans and log records after their first copy, metric points from writers
+// other than each stream's elected one, and duplicate points.
+func (r *Report) DuplicateRatio() float64 {
+	recv := r.Spans.Received + r.Logs.Received + r.Metrics.Points
+	if recv == 0 {
+		return 0
+	}
+	return float64(r.Spans.ExtraCopies+r.Logs.ExtraCopies+r.Metrics.ExtraPoints) / float64(recv)
+}
+
+// Clean reports whether nothing was duplicated or overlapped.
+func (r *Report) Clean() bool {
+	return r.Spans.ExtraCopies == 0 && r.Logs.ExtraCopies == 0 && r.Metrics.ExtraPoints == 0
+}
+
+// sortFindings orders findings by signal, size and subject.
+func sortFindings(fs []Finding) {
+	order := map[Signal]int{SignalSpans: 0, SignalMetrics: 1, SignalLogs: 2}
+	slices.SortStableFunc(fs, func(a, b Finding) int {
+		return cmp.Or(
+			cmp.Compare(order[a.Signal], order[b.Signal]),
+			cmp.Compare(b.Items, a.Items),
+			strings.Compare(a.Subject, b.Subject),
+			strings.Compare(string(a.Diagnosis), string(b.Diagnosis)),
+		)
+	})
+}
+
+// listNames renders up to max names, then "and N more".
+func listNames(names []string, max int) string {
+	if len(names) <= max {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:max], ", "), len(names)-max)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, one)
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}

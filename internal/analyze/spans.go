@@ -1,0 +1,394 @@
+package analyze
+
+import (
+	"cmp"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/ptrace"
+)
+
+// SpanReport is the span part of a Report.
+type SpanReport struct {
+	Received    int `json:"received"`
+	Unique      int `json:"unique"`       // distinct (trace_id, span_id), plus spans with invalid ids
+	Duplicated  int `json:"duplicated"`   // ids that arrived more than once
+	ExtraCopies int `json:"extra_copies"` // copies after the first
+	Conflicting int `json:"conflicting"`  // duplicated ids whose copies differ
+	InvalidIDs  int `json:"invalid_ids"`  // spans with an all-zero trace or span id: counted, never compared
+	// Groups has one entry per service and span name, those with
+	// duplicates first.
+	Groups []SpanGroup `json:"groups"`
+}
+
+// SpanGroup counts the spans of one service and span name.
+type SpanGroup struct {
+	Service     string `json:"service"`
+	Name        string `json:"name"`
+	Received    int    `json:"received"`
+	Unique      int    `json:"unique"`
+	Duplicated  int    `json:"duplicated"`
+	ExtraCopies int    `json:"extra_copies"`
+	Conflicting int    `json:"conflicting"`
+	// Copies tells how many ids arrived how many times (2 or more).
+	Copies []CopyCount `json:"copies,omitempty"`
+	// Delays between the first copy of an id and each later copy.
+	Delays   *Delays       `json:"delays,omitempty"`
+	Examples []SpanExample `json:"examples,omitempty"`
+}
+
+// CopyCount says that IDs items arrived Copies times each.
+type CopyCount struct {
+	Copies int `json:"copies"`
+	IDs    int `json:"ids"`
+}
+
+// SpanExample is one duplicated span id.
+type SpanExample struct {
+	TraceID string   `json:"trace_id"`
+	SpanID  string   `json:"span_id"`
+	Copies  int      `json:"copies"`
+	Delays  []Millis `json:"delays_ms"` // after the first copy, one per later copy
+	Differ  bool     `json:"differ"`    // some copy differs from the first
+}
+
+type spanKey [24]byte
+
+type spanEntry struct {
+	hash   uint64 // content hash of the first copy
+	group  uint32
+	first  uint32 // request index of the first copy
+	copies uint32
+}
+
+type spanDup struct {
+	key  spanKey
+	hash uint64
+	req  uint32
+}
+
+type spanGroupAcc struct {
+	service, name string
+	received      int
+	unique        int
+	duplicated    int
+	extra         int
+	invalid       int
+	copies        map[uint32]int
+}
+
+type spanIndex struct {
+	entries  map[spanKey]spanEntry
+	dups     []spanDup
+	groups   []spanGroupAcc
+	groupIdx map[string]map[string]uint32
+	received int
+	invalid  int
+}
+
+func (x *spanIndex) init() {
+	x.entries = map[spanKey]spanEntry{}
+	x.groupIdx = map[string]map[string]uint32{}
+}
+
+// names returns the group index of service's span names.
+func (x *spanIndex) names(service string) map[string]uint32 {
+	byName, ok := x.groupIdx[service]
+	if !ok {
+		byName = map[string]uint32{}
+		x.groupIdx[service] = byName
+	}
+	return byName
+}
+
+func (x *spanIndex) group(service string, byName map[string]uint32, name string) uint32 {
+	g, ok := byName[name]
+	if !ok {
+		g = uint32(len(x.groups))
+		byName[name] = g
+		x.groups = append(x.groups, spanGroupAcc{service: service, name: name})
+	}
+	return g
+}
+
+// AddTraces adds one export request of spans.
+func (a *Analyzer) AddTraces(at Arrival, td ptrace.Traces) {
+	x := &a.spans
+	ri := a.beginRequest(at, SignalSpans)
+	n := 0
+	e := &a.e
+	for _, rs := range td.ResourceSpans().All() {
+		res := describeResource(rs.Resource(), e)
+		byName := x.names(res.service)
+		for _, ss := range rs.ScopeSpans().All() {
+			sh := scopeHash(ss.Scope(), e)
+			for _, sp := range ss.Spans().All() {
+				n++
+				x.received++
+				h := spanHash(e, res.hash, sh, sp)
+				a.item(h)
+				gi := x.group(res.service, byName, sp.Name())
+				g := &x.groups[gi]
+				g.received++
+				tid, sid := sp.TraceID(), sp.SpanID()
+				if tid.IsEmpty() || sid.IsEmpty() {
+					x.invalid++
+					g.invalid++
+					g.unique++
+					continue
+				}
+				var k spanKey
+				copy(k[:16], tid[:])
+				copy(k[16:], sid[:])
+				ent, seen := x.entries[k]
+				if !seen {
+					x.entries[k] = spanEntry{hash: h, group: gi, first: ri, copies: 1}
+					g.unique++
+					continue
+				}
+				ent.copies++
+				x.entries[k] = ent
+				x.dups = append(x.dups, spanDup{key: k, hash: h, req: ri})
+				// The id is counted in the group of its first copy.
+				fg := &x.groups[ent.group]
+				fg.extra++
+				if ent.copies == 2 {
+					fg.duplicated++
+				}
+				if fg.copies == nil {
+					fg.copies = map[uint32]int{}
+				}
+				if ent.copies > 2 {
+					fg.copies[ent.copies-1]--
+				}
+				fg.copies[ent.copies]++
+			}
+		}
+	}
+	a.endRequest(ri, n)
+}
+
+func spanHash(e *enc, res, scope uint64, sp ptrace.Span) uint64 {
+	e.reset()
+	e.u64(res)
+	e.u64(scope)
+	e.str(sp.Name())
+	e.u64(uint64(sp.Kind()))
+	e.u64(uint64(sp.StartTimestamp()))
+	e.u64(uint64(sp.EndTimestamp()))
+	psid := sp.ParentSpanID()
+	e.b = append(e.b, psid[:]...)
+	e.str(sp.TraceState().AsRaw())
+	e.u64(uint64(sp.Flags()))
+	e.u64(uint64(sp.Status().Code()))
+	e.str(sp.Status().Message())
+	e.attrs(sp.Attributes())
+	e.u64(uint64(sp.DroppedAttributesCount()))
+	ev := sp.Events()
+	e.u64(uint64(ev.Len()))
+	for _, x := range ev.All() {
+		e.u64(uint64(x.Timestamp()))
+		e.str(x.Name())
+		e.attrs(x.Attributes())
+	}
+	e.u64(uint64(sp.DroppedEventsCount()))
+	ls := sp.Links()
+	e.u64(uint64(ls.Len()))
+	for _, l := range ls.All() {
+		t, s := l.TraceID(), l.SpanID()
+		e.b = append(e.b, t[:]...)
+		e.b = append(e.b, s[:]...)
+		e.str(l.TraceState().AsRaw())
+		e.attrs(l.Attributes())
+	}
+	e.u64(uint64(sp.DroppedLinksCount()))
+	return e.sum()
+}
+
+// findingAcc gathers the extra copies that share a diagnosis and subject.
+type findingAcc struct {
+	subject string
+	diag    Diagnosis
+	items   int
+	ids     map[string]struct{} // used for conflicting ids
+	names   map[string]struct{}
+	delays  []time.Duration
+	repeats map[uint32]struct{} // later requests that repeat a whole earlier request
+	peers   map[uint32]struct{}
+}
+
+func newFindingAcc(subject string, d Diagnosis) *findingAcc {
+	return &findingAcc{
+		subject: subject, diag: d,
+		ids: map[string]struct{}{}, names: map[string]struct{}{},
+		repeats: map[uint32]struct{}{},
+		peers:   map[uint32]struct{}{},
+	}
+}
+
+func (f *findingAcc) addCopy(a *Analyzer, first, later uint32, name string) {
+	f.items++
+	f.names[name] = struct{}{}
+	f.delays = append(f.delays, a.delay(first, later))
+	f.peers[a.reqs[first].peer] = struct{}{}
+	f.peers[a.reqs[later].peer] = struct{}{}
+	if a.wholeRepeat(first, later) {
+		f.repeats[later] = struct{}{}
+	}
+}
+
+func (f *findingAcc) sortedNames() []string {
+	ns := make([]string, 0, len(f.names))
+	for n := range f.names {
+		ns = append(ns, n)
+	}
+	slices.Sort(ns)
+	return ns
+}
+
+func (f *findingAcc) delayRange() string {
+	slices.Sort(f.delays)
+	lo, hi := f.delays[0], f.delays[len(f.delays)-1]
+	if lo == hi {
+		return fmtDur(lo)
+	}
+	return fmtDur(lo) + "–" + fmtDur(hi)
+}
+
+// line renders the diagnosis of copies of spans or log records; what
+// names the items ("spans", "records from scope").
+func (f *findingAcc) line(a *Analyzer, sig Signal, what string) string {
+	names := listNames(f.sortedNames(), 4)
+	head := fmt.Sprintf("%s of %s: %s", sig, f.subject, plural(f.items, "extra copy", "extra copies"))
+	if names != "" {
+		head += " of " + what + " " + names
+	}
+	conns := plural(len(f.peers), "connection", "connections")
+	switch f.diag {
+	case DiagTwoExporters:
+		return fmt.Sprintf("%s, identical, %s after the first, on %s: two exporters in one process (identical copies from one resource within the %s export interval)",
+			head, f.delayRange(), conns, fmtDur(a.opts.ExportInterval))
+	case DiagResentBatch:
+		if len(f.repeats) > 0 {
+			return fmt.Sprintf("%s, identical, %s after the first, later than the %s export interval; %s repeated an earlier request item for item: a re-sent batch (a whole request repeated)",
+				head, f.delayRange(), fmtDur(a.opts.ExportInterval), plural(len(f.repeats), "request", "requests"))
+		}
+		return fmt.Sprintf("%s, identical, %s after the first, later than the %s export interval: a re-sent batch (a retry or replay)",
+			head, f.delayRange(), fmtDur(a.opts.ExportInterval))
+	default:
+		return fmt.Sprintf("%s of %s: %s arrived again with different content (%s): an identity collision (independent writers share span ids)",
+			sig, f.subject, plural(len(f.ids), "span id", "span ids"), names)
+	}
+}
+
+func subjectOf(service string) string {
+	if service == "" {
+		return "a resource without service.name"
+	}
+	return fmt.Sprintf("service %q", service)
+}
+
+func (a *Analyzer) spanReport(r *Report) {
+	x := &a.spans
+	sr := &r.Spans
+	sr.Received = x.received
+	sr.InvalidIDs = x.invalid
+	sr.Unique = len(x.entries) + x.invalid
+	sr.ExtraCopies = len(x.dups)
+
+	type gx struct {
+		delays   []time.Duration
+		examples map[spanKey]*SpanExample
+		order    []spanKey
+		conflict map[spanKey]struct{}
+	}
+	extra := make([]gx, len(x.groups))
+	type fkey struct {
+		diag    Diagnosis
+		service string
+	}
+	findings := map[fkey]*findingAcc{}
+	conflicting := map[spanKey]struct{}{}
+	for _, d := range x.dups {
+		ent := x.entries[d.key]
+		g := &extra[ent.group]
+		acc := &x.groups[ent.group]
+		dl := a.delay(ent.first, d.req)
+		g.delays = append(g.delays, dl)
+		differ := d.hash != ent.hash
+		var diag Diagnosis
+		if differ {
+			diag = DiagIdentityCollision
+			conflicting[d.key] = struct{}{}
+			if g.conflict == nil {
+				g.conflict = map[spanKey]struct{}{}
+			}
+			g.conflict[d.key] = struct{}{}
+		} else {
+			diag = a.classify(ent.first, d.req)
+		}
+		fk := fkey{diag, acc.service}
+		f := findings[fk]
+		if f == nil {
+			f = newFindingAcc(subjectOf(acc.service), diag)
+			findings[fk] = f
+		}
+		f.addCopy(a, ent.first, d.req, acc.name)
+		if differ {
+			f.ids[string(d.key[:])] = struct{}{}
+		}
+		if g.examples == nil {
+			g.examples = map[spanKey]*SpanExample{}
+		}
+		ex, ok := g.examples[d.key]
+		if !ok && len(g.order) < a.opts.MaxExamples {
+			ex = &SpanExample{TraceID: hex.EncodeToString(d.key[:16]), SpanID: hex.EncodeToString(d.key[16:]), Copies: int(ent.copies)}
+			g.examples[d.key] = ex
+			g.order = append(g.order, d.key)
+		}
+		if ex != nil {
+			ex.Delays = append(ex.Delays, Millis(dl))
+			ex.Differ = ex.Differ || differ
+		}
+	}
+	sr.Conflicting = len(conflicting)
+	for i, acc := range x.groups {
+		sr.Duplicated += acc.duplicated
+		sg := SpanGroup{
+			Service: acc.service, Name: acc.name,
+			Received: acc.received, Unique: acc.unique,
+			Duplicated: acc.duplicated, ExtraCopies: acc.extra,
+			Conflicting: len(extra[i].conflict),
+		}
+		for c, n := range acc.copies {
+			if n > 0 {
+				sg.Copies = append(sg.Copies, CopyCount{Copies: int(c), IDs: n})
+			}
+		}
+		slices.SortFunc(sg.Copies, func(a, b CopyCount) int { return cmp.Compare(a.Copies, b.Copies) })
+		if len(extra[i].delays) > 0 {
+			d := delaysOf(extra[i].delays)
+			sg.Delays = &d
+		}
+		for _, k := range extra[i].order {
+			sg.Examples = append(sg.Examples, *extra[i].examples[k])
+		}
+		sr.Groups = append(sr.Groups, sg)
+	}
+	slices.SortFunc(sr.Groups, func(a, b SpanGroup) int {
+		return cmp.Or(
+			cmp.Compare(b.ExtraCopies, a.ExtraCopies),
+			strings.Compare(a.Service, b.Service),
+			strings.Compare(a.Name, b.Name),
+		)
+	})
+	for _, f := range findings {
+		r.Findings = append(r.Findings, Finding{
+			Signal: SignalSpans, Diagnosis: f.diag, Subject: f.subject,
+			Items: f.items, Line: f.line(a, SignalSpans, "spans"),
+		})
+	}
+}

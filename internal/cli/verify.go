@@ -1,0 +1,562 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/doubletake/doubletake/internal/analyze"
+	"github.com/doubletake/doubletake/internal/capture"
+)
+
+// Defaults of verify's flags.
+const (
+	defaultGrace    = 2 * time.Second
+	defaultGraceMax = 10 * time.Second
+)
+
+// perSignalEndpointVars are removed from CMD's environment so that
+// OTEL_EXPORTER_OTLP_ENDPOINT reaches every signal of every SDK. No single
+// per-signal value works for both protocols: OTLP/HTTP uses a per-signal URL
+// as is (it needs the /v1/<signal> path), while the Go SDK's gRPC exporters
+// dial host+path (a path breaks the dial). The base variable works for both:
+// HTTP exporters append /v1/<signal>, gRPC exporters use host:port.
+var perSignalEndpointVars = []string{
+	"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+	"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+	"OTEL_EXPORTER_OTLP_LOGS_ENDPOINT",
+}
+
+type verifyOptions struct {
+	listen          string
+	duration        time.Duration
+	forward         string
+	forwardProtocol string
+	grace           time.Duration
+	graceMax        time.Duration
+	format          string
+	junit           string
+	output          string
+	maxRatio        float64
+	ignoreExit      bool
+	exportInterval  time.Duration
+}
+
+func newVerifyCommand(s Streams) *cobra.Command {
+	o := verifyOptions{grace: defaultGrace, graceMax: defaultGraceMax, format: "text", forwardProtocol: "grpc", exportInterval: analyze.DefaultExportInterval}
+	cmd := &cobra.Command{
+		Use:   "verify [flags] -- CMD [ARGS...]",
+		Short: "Run a command against an in-process OTLP receiver and fail if anything arrives twice",
+		Long: `Run CMD with OTEL_EXPORTER_OTLP_ENDPOINT pointing at an in-process OTLP
+receiver (gRPC, HTTP/protobuf and HTTP/JSON on one free loopback port), wait
+for its final exports, and report duplicate spans, metric streams with more
+than one writer (with the counter resets Prometheus would compute) and
+duplicate log records, each with a one-line diagnosis.
+
+The per-signal variables OTEL_EXPORTER_OTLP_{TRACES,METRICS,LOGS}_ENDPOINT are
+removed from CMD's environment so the one base endpoint serves every signal
+over either protocol; the protocol is left to the SDK. stdin, stdout and
+stderr are CMD's; SIGINT and SIGTERM are passed on to it.
+
+Without CMD, --listen ADDR receives until SIGINT/SIGTERM or --duration, for
+long-running services. --forward also sends everything received on, so verify
+can sit in a real pipeline.
+
+Exit status: 0 clean; 1 duplicates or overlaps above --max-duplicate-ratio, or
+undecodable OTLP received; 2 usage error; 3 CMD failed (not found, non-zero
+exit, killed by a signal; --ignore-exit to not count it), which takes
+precedence over 1; 4 verify itself failed (address in use, report not written).`,
+		Example: `  doubletake verify -- go test ./...
+  doubletake verify --format json --junit verify.xml -- node app.mjs
+  doubletake verify --listen 127.0.0.1:4317 --duration 5m --forward http://collector:4317`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			// Flags stop at CMD (SetInterspersed(false)): CMD's own flags
+			// are never taken for verify's, with or without --.
+			return runVerify(cmd.Context(), s, o, args, cmd.Flags().Changed("listen"))
+		},
+	}
+	f := cmd.Flags()
+	f.SetInterspersed(false)
+	f.StringVar(&o.listen, "listen", "", "receive on this address (default: a free loopback port with CMD; required without CMD)")
+	f.DurationVar(&o.duration, "duration", 0, "without CMD: stop receiving after this long (0: until SIGINT or SIGTERM)")
+	f.StringVar(&o.forward, "forward", "", "also forward everything received to this OTLP endpoint (http://host:port or https://host:port)")
+	f.StringVar(&o.forwardProtocol, "forward-protocol", o.forwardProtocol, "protocol for --forward: grpc or http (OTLP/HTTP protobuf; the URL path is a prefix for /v1/<signal>)")
+	f.DurationVar(&o.grace, "grace", o.grace, "after CMD exits, wait until no export has arrived for this long")
+	f.DurationVar(&o.graceMax, "grace-max", o.graceMax, "after CMD exits, wait at most this long for exports to go quiet")
+	f.StringVar(&o.format, "format", o.format, "report format on stdout: text or json")
+	f.StringVarP(&o.output, "output", "o", "", "write the report to this file instead of stdout")
+	f.StringVar(&o.junit, "junit", "", "also write a JUnit XML report to this file")
+	f.Float64Var(&o.maxRatio, "max-duplicate-ratio", 0, "fail (exit 1) when extra copies / items received exceeds this (0..1)")
+	f.BoolVar(&o.ignoreExit, "ignore-exit", false, "do not fail (exit 3) when CMD fails; its status is still reported")
+	f.DurationVar(&o.exportInterval, "export-interval", o.exportInterval, "identical copies closer than this are diagnosed as two exporters, further apart as a re-send")
+	return cmd
+}
+
+func (o *verifyOptions) validate(args []string, listenSet bool) error {
+	switch o.format {
+	case "text", "json":
+	default:
+		return usageError("verify: --format %q: want text or json", o.format)
+	}
+	if o.maxRatio < 0 || o.maxRatio > 1 || o.maxRatio != o.maxRatio {
+		return usageError("verify: --max-duplicate-ratio %v: want a number from 0 to 1", o.maxRatio)
+	}
+	if o.grace <= 0 {
+		return usageError("verify: --grace %s: want a duration above 0", o.grace)
+	}
+	if o.graceMax < o.grace {
+		return usageError("verify: --grace-max %s: want at least --grace (%s)", o.graceMax, o.grace)
+	}
+	if o.exportInterval <= 0 {
+		return usageError("verify: --export-interval %s: want a duration above 0", o.exportInterval)
+	}
+	if o.duration < 0 {
+		return usageError("verify: --duration %s: want a duration of 0 or more", o.duration)
+	}
+	if len(args) == 0 {
+		if !listenSet {
+			return usageError("verify: give a command after -- (doubletake verify -- CMD ARGS...), or --listen ADDR to receive from running services")
+		}
+	} else if o.duration != 0 {
+		return usageError("verify: --duration is for --listen without a command; verify stops when CMD exits")
+	}
+	if listenSet {
+		if _, _, err := net.SplitHostPort(o.listen); err != nil {
+			return usageError("verify: --listen %q: want host:port (%v)", o.listen, err)
+		}
+	}
+	if o.forward == "" {
+		if o.forwardProtocol != "grpc" && o.forwardProtocol != "http" {
+			return usageError("verify: --forward-protocol %q: want grpc or http", o.forwardProtocol)
+		}
+		return nil
+	}
+	if _, err := capture.ParseTarget(o.forward, o.forwardProtocol); err != nil {
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("verify: --forward: %w", err)}
+	}
+	return nil
+}
+
+// commandResult is what happened to CMD.
+type commandResult struct {
+	Argv     []string       `json:"argv"`
+	ExitCode int            `json:"exit_code"`        // -1 when killed by a signal or not started
+	Signal   string         `json:"signal,omitempty"` // the signal that ended it
+	Error    string         `json:"error,omitempty"`  // why it could not run
+	Failed   bool           `json:"failed"`
+	Elapsed  analyze.Millis `json:"elapsed_ms"`
+}
+
+func (c *commandResult) describe() string {
+	name := filepath.Base(c.Argv[0])
+	switch {
+	case c.Error != "":
+		return fmt.Sprintf("%s could not run: %s", name, c.Error)
+	case c.Signal != "":
+		return fmt.Sprintf("%s was killed by signal %s after %s", name, c.Signal, c.Elapsed)
+	default:
+		return fmt.Sprintf("%s exited with status %d after %s", name, c.ExitCode, c.Elapsed)
+	}
+}
+
+// verifyReport is what verify prints.
+type verifyReport struct {
+	Endpoint      string                `json:"endpoint"`
+	Command       *commandResult        `json:"command,omitempty"`
+	ListenedFor   analyze.Millis        `json:"listened_ms,omitempty"`
+	Forward       *capture.ForwardStats `json:"forward,omitempty"`
+	MaxRatio      float64               `json:"max_duplicate_ratio"`
+	Ratio         float64               `json:"duplicate_ratio"`
+	Verdict       string                `json:"verdict"`
+	ExitCode      int                   `json:"exit_code"`
+	VerdictReason string                `json:"verdict_reason"`
+	*analyze.Report
+}
+
+func runVerify(ctx context.Context, s Streams, o verifyOptions, args []string, listenSet bool) error {
+	if err := o.validate(args, listenSet); err != nil {
+		return err
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	addr := o.listen
+	if !listenSet {
+		addr = "127.0.0.1:0"
+	}
+
+	var fwd *capture.Forwarder
+	if o.forward != "" {
+		target, _ := capture.ParseTarget(o.forward, o.forwardProtocol)
+		var err error
+		if fwd, err = capture.NewForwarder(target); err != nil {
+			return &ExitError{Code: ExitInternal, Err: fmt.Errorf("verify: --forward %s: %w", o.forward, err)}
+		}
+	}
+
+	an := analyze.New(analyze.Options{ExportInterval: o.exportInterval})
+	var mu sync.Mutex
+	handler := func(r *capture.Request) error {
+		at := analyze.Arrival{Seq: r.Seq, Received: r.Received, Peer: r.Peer, Protocol: string(r.Protocol)}
+		mu.Lock()
+		switch r.Signal {
+		case capture.Traces:
+			an.AddTraces(at, r.Traces)
+		case capture.Metrics:
+			an.AddMetrics(at, r.Metrics)
+		case capture.Logs:
+			an.AddLogs(at, r.Logs)
+		}
+		mu.Unlock()
+		if fwd != nil {
+			fwd.Enqueue(r)
+		}
+		return nil
+	}
+	srv, err := capture.Listen(addr, handler)
+	if err != nil {
+		if fwd != nil {
+			fwd.Close(time.Second)
+		}
+		return &ExitError{Code: ExitInternal, Err: fmt.Errorf("verify: %w%s", err, listenHint(err, listenSet))}
+	}
+
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	rep := &verifyReport{Endpoint: srv.Endpoint(), MaxRatio: o.maxRatio}
+	var cmdErr error
+	if len(args) > 0 {
+		rep.Command, cmdErr = runChild(s, args, srv, sigs, o)
+	} else {
+		fmt.Fprintf(s.Err, "doubletake: verify: receiving OTLP (gRPC, HTTP/protobuf, HTTP/JSON) on %s %s\n", srv.Endpoint(), untilWhat(o.duration))
+		started := time.Now()
+		var timeout <-chan time.Time
+		if o.duration > 0 {
+			t := time.NewTimer(o.duration)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case sig := <-sigs:
+			fmt.Fprintf(s.Err, "doubletake: verify: %s received, stopping\n", sig)
+		case <-timeout:
+		case <-ctx.Done():
+		}
+		rep.ListenedFor = analyze.Millis(time.Since(started))
+	}
+
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	shutErr := srv.Shutdown(sctx)
+	cancel()
+	if shutErr != nil {
+		_ = srv.Close()
+	}
+	if fwd != nil {
+		st := fwd.Close(10 * time.Second)
+		rep.Forward = &st
+		if st.Failed > 0 || st.Dropped > 0 {
+			fmt.Fprintf(s.Err, "doubletake: verify: forwarding to %s: %d of %d requests failed, %d dropped (last error: %s)\n",
+				o.forward, st.Failed, st.Received, st.Dropped, st.LastError)
+		}
+	}
+	if cmdErr != nil {
+		// CMD never ran: there is nothing to report.
+		return &ExitError{Code: ExitCommand, Err: cmdErr}
+	}
+
+	mu.Lock()
+	rep.Report = an.Report()
+	mu.Unlock()
+	rep.Report.Malformed = srv.Malformed()
+	rep.Ratio = rep.Report.DuplicateRatio()
+	rep.decide(o)
+
+	if err := writeVerifyReport(s, o, rep); err != nil {
+		return &ExitError{Code: ExitInternal, Err: fmt.Errorf("verify: %w", err)}
+	}
+	if rep.Report.Malformed > 0 {
+		fmt.Fprintf(s.Err, "doubletake: verify: %s could not be decoded and refused (see the client's errors)\n",
+			countNoun(int(rep.Report.Malformed), "export request", "export requests"))
+	}
+	if rep.ExitCode == ExitOK {
+		return nil
+	}
+	return &ExitError{Code: rep.ExitCode, Err: errors.New("verify: " + rep.VerdictReason)}
+}
+
+// decide sets the verdict and exit code.
+func (r *verifyReport) decide(o verifyOptions) {
+	var problems []string
+	if r.Ratio > o.maxRatio {
+		problems = append(problems, fmt.Sprintf("duplicate ratio %.4g exceeds --max-duplicate-ratio %g", r.Ratio, o.maxRatio))
+	}
+	if r.Report.Malformed > 0 {
+		problems = append(problems, countNoun(int(r.Report.Malformed), "malformed export request", "malformed export requests"))
+	}
+	switch {
+	case r.Command != nil && r.Command.Failed && !o.ignoreExit:
+		r.Verdict, r.ExitCode = "command-failed", ExitCommand
+		r.VerdictReason = r.Command.describe()
+		if len(problems) > 0 {
+			r.VerdictReason += "; also " + strings.Join(problems, ", ")
+		}
+	case len(problems) > 0:
+		r.Verdict, r.ExitCode = "duplicates", ExitFindings
+		if r.Report.Malformed > 0 && r.Ratio <= o.maxRatio {
+			r.Verdict = "malformed"
+		}
+		r.VerdictReason = strings.Join(problems, ", ")
+	default:
+		r.Verdict, r.ExitCode = "clean", ExitOK
+		r.VerdictReason = "nothing arrived twice"
+		if r.Ratio > 0 {
+			r.VerdictReason = fmt.Sprintf("duplicate ratio %.4g within --max-duplicate-ratio %g", r.Ratio, o.maxRatio)
+		}
+	}
+}
+
+// countNoun renders n with the noun in the right number.
+func countNoun(n int, one, many string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, one)
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+func untilWhat(d time.Duration) string {
+	if d > 0 {
+		return fmt.Sprintf("for %s (or until SIGINT/SIGTERM)", d)
+	}
+	return "until SIGINT/SIGTERM"
+}
+
+func listenHint(err error, listenSet bool) string {
+	if listenSet && errors.Is(err, syscall.EADDRINUSE) {
+		return " (another process holds this port; choose another --listen address, or leave --listen out to use a free port)"
+	}
+	return ""
+}
+
+// childEnv is env with OTEL_EXPORTER_OTLP_ENDPOINT set to endpoint and the
+// per-signal endpoint variables removed. It returns the names it removed.
+func childEnv(env []string, endpoint string) ([]string, []string) {
+	out := make([]string, 0, len(env)+1)
+	var removed []string
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		switch {
+		case name == "OTEL_EXPORTER_OTLP_ENDPOINT":
+			continue
+		case isPerSignalEndpoint(name):
+			removed = append(removed, name)
+			continue
+		}
+		out = append(out, kv)
+	}
+	return append(out, "OTEL_EXPORTER_OTLP_ENDPOINT="+endpoint), removed
+}
+
+func isPerSignalEndpoint(name string) bool {
+	for _, v := range perSignalEndpointVars {
+		if name == v {
+			return true
+		}
+	}
+	return false
+}
+
+// runChild runs CMD, passing signals on, then waits for its exports to go
+// quiet. The error is set only when CMD could not be started.
+func runChild(s Streams, args []string, srv *capture.Server, sigs <-chan os.Signal, o verifyOptions) (*commandResult, error) {
+	res := &commandResult{Argv: args, ExitCode: -1}
+	c := exec.Command(args[0], args[1:]...)
+	env, removed := childEnv(os.Environ(), srv.Endpoint())
+	for _, name := range removed {
+		fmt.Fprintf(s.Err, "doubletake: verify: %s is not passed to the command, so that every signal goes to the receiver\n", name)
+	}
+	c.Env = env
+	c.Stdin, c.Stdout, c.Stderr = s.In, s.Out, s.Err
+	started := time.Now()
+	if err := c.Start(); err != nil {
+		res.Error = err.Error()
+		res.Failed = true
+		return res, fmt.Errorf("verify: cannot run %q: %w", args[0], unwrapExec(err))
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	var waitErr error
+	interrupted := 0
+wait:
+	for {
+		select {
+		case waitErr = <-done:
+			break wait
+		case sig := <-sigs:
+			interrupted++
+			_ = c.Process.Signal(sig)
+		}
+	}
+	exited := time.Now()
+	res.Elapsed = analyze.Millis(exited.Sub(started))
+	if ps := c.ProcessState; ps != nil {
+		res.ExitCode = ps.ExitCode()
+		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			res.Signal = ws.Signal().String()
+			res.ExitCode = -1
+		}
+	}
+	if waitErr != nil && c.ProcessState == nil {
+		res.Error = waitErr.Error()
+	}
+	res.Failed = res.ExitCode != 0
+
+	// Final flushes: wait until nothing has arrived for --grace, at most
+	// --grace-max after CMD exited; a signal cuts the wait short.
+	tick := time.NewTicker(25 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		last := srv.LastReceived()
+		if last.Before(exited) {
+			last = exited
+		}
+		now := time.Now()
+		if now.Sub(last) >= o.grace || now.Sub(exited) >= o.graceMax {
+			return res, nil
+		}
+		select {
+		case <-tick.C:
+		case <-sigs:
+			return res, nil
+		}
+	}
+}
+
+// unwrapExec keeps the useful part of an exec error.
+func unwrapExec(err error) error {
+	var ee *exec.Error
+	if errors.As(err, &ee) {
+		return ee.Err
+	}
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+func writeVerifyReport(s Streams, o verifyOptions, r *verifyReport) error {
+	out := s.Out
+	var file *os.File
+	if o.output != "" {
+		f, err := os.Create(o.output)
+		if err != nil {
+			return fmt.Errorf("writing the report: %w", err)
+		}
+		file, out = f, f
+	}
+	var err error
+	if o.format == "json" {
+		err = writeVerifyJSON(out, r)
+	} else {
+		err = writeVerifyText(out, r)
+	}
+	if file != nil {
+		err = errors.Join(err, file.Close())
+	}
+	if err != nil {
+		return fmt.Errorf("writing the report: %w", err)
+	}
+	if o.junit != "" {
+		if err := writeVerifyJUnit(o.junit, r); err != nil {
+			return fmt.Errorf("writing --junit %s: %w", o.junit, err)
+		}
+	}
+	return nil
+}
+
+func writeVerifyText(w io.Writer, r *verifyReport) error {
+	var b strings.Builder
+	b.WriteString("doubletake verify: ")
+	if r.Command != nil {
+		b.WriteString(r.Command.describe())
+	} else {
+		fmt.Fprintf(&b, "received on %s for %s", r.Endpoint, r.ListenedFor)
+	}
+	q := r.Report.Requests
+	fmt.Fprintf(&b, "\nrequests: %d traces, %d metrics, %d logs on %s", q.Traces, q.Metrics, q.Logs, countNoun(q.Connections, "connection", "connections"))
+	if len(q.Protocols) > 0 {
+		names := make([]string, 0, len(q.Protocols))
+		for p := range q.Protocols {
+			names = append(names, p)
+		}
+		sort.Strings(names)
+		for i, p := range names {
+			names[i] = fmt.Sprintf("%s %d", p, q.Protocols[p])
+		}
+		fmt.Fprintf(&b, " (%s)", strings.Join(names, ", "))
+	}
+	if q.WholeRepeats > 0 {
+		fmt.Fprintf(&b, "; %s repeated an earlier request item for item", countNoun(q.WholeRepeats, "request", "requests"))
+	}
+	if r.Forward != nil {
+		fmt.Fprintf(&b, "\nforwarded: %d of %d requests sent, %d failed, %d dropped", r.Forward.Sent, r.Forward.Received, r.Forward.Failed, r.Forward.Dropped)
+	}
+	b.WriteString("\n\n")
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return err
+	}
+	if err := analyze.WriteText(w, r.Report); err != nil {
+		return err
+	}
+	status := "PASS"
+	if r.ExitCode != ExitOK {
+		status = "FAIL"
+	}
+	_, err := fmt.Fprintf(w, "\nverdict: %s (exit %d): %s\n", status, r.ExitCode, r.VerdictReason)
+	return err
+}
+
+func writeVerifyJSON(w io.Writer, r *verifyReport) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+func writeVerifyJUnit(path string, r *verifyReport) error {
+	cases := analyze.JUnitCases(r.Report, r.MaxRatio)
+	var elapsed time.Duration
+	if r.Command != nil {
+		elapsed = time.Duration(r.Command.Elapsed)
+		c := analyze.JUnitCase{Name: "command succeeds", Class: "doubletake.verify.command"}
+		if r.Command.Failed {
+			c.Failure = r.Command.describe()
+		}
+		cases = append([]analyze.JUnitCase{c}, cases...)
+	} else {
+		elapsed = time.Duration(r.ListenedFor)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	err = analyze.WriteJUnit(f, "doubletake verify", elapsed, cases)
+	return errors.Join(err, f.Close())
+}

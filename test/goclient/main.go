@@ -1,0 +1,427 @@
+// Command goclient is doubletake's end-to-end test program built on the
+// OpenTelemetry Go SDK. It reproduces the setups that export telemetry twice
+// (two BatchSpanProcessors on one TracerProvider, a second MeterProvider for
+// the same instruments that starts later with fresh state, two log
+// processors on one LoggerProvider), runs a fixed workload, shuts every
+// provider down (which flushes), prints one JSON summary line on stdout and
+// exits.
+//
+// The exporters take their endpoint from the environment as any SDK user's
+// would: OTEL_EXPORTER_OTLP_ENDPOINT (and the per-signal variables, if set).
+// OTEL_EXPORTER_OTLP_PROTOCOL picks the exporter: grpc or http/protobuf
+// (default, as the specification says).
+//
+// Flags (each defaults to an environment variable):
+//
+//	-mode      GOCLIENT_MODE      comma-separated: at most one of traces-single,
+//	                              traces-double; one of metrics-single,
+//	                              metrics-double; one of logs-single, logs-double;
+//	                              or "malformed" alone (POST a body that is not
+//	                              OTLP to <endpoint>/v1/traces and report the status).
+//	                              Default traces-single,metrics-single.
+//	-rollouts  GOCLIENT_ROLLOUTS  iterations (default 20)
+//	-every     GOCLIENT_ROLLOUT   time between iterations (default 100ms)
+//	-interval  GOCLIENT_INTERVAL  metric export interval (default 500ms)
+//	-second    GOCLIENT_SECOND    when the second MeterProvider starts in
+//	                              metrics-double (default 1s)
+//	-batch     GOCLIENT_BATCH     BatchSpanProcessor / log BatchProcessor delay (default 200ms)
+//	-service   GOCLIENT_SERVICE   service.name (default goclient)
+//	-instance  GOCLIENT_INSTANCE  service.instance.id (default: not set)
+//	-deadline  GOCLIENT_DEADLINE  watchdog (default rollouts*every + 60s)
+//
+// Each iteration i emits spans "rollout" (SERVER) -> "verify" (INTERNAL) with
+// rollout.id = i, adds 1 to the counter "rollouts" (unit "1"), records the
+// iteration's duration in the histogram "rollout_duration_ms" (unit "ms") and
+// emits the log record "rollout <i> done"; scope doubletake-goclient 1.0.0.
+//
+// Exit status: 0 all exported; 1 an export or SDK error (printed to stderr);
+// 2 bad configuration; 3 the watchdog fired.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlplog/otlploggrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlplog/otlploghttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	otellog "go.opentelemetry.io/otel/log"
+	"go.opentelemetry.io/otel/metric"
+	sdklog "go.opentelemetry.io/otel/sdk/log"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+)
+
+const (
+	scopeName    = "doubletake-goclient"
+	scopeVersion = "1.0.0"
+)
+
+type config struct {
+	traces, metrics, logs string // "", "single", "double"
+	malformed             bool
+	protocol              string
+	rollouts              int
+	every, interval       time.Duration
+	second, batch         time.Duration
+	service, instance     string
+	deadline              time.Duration
+}
+
+type summary struct {
+	Spans     int    `json:"spans"`
+	Rollouts  int    `json:"rollouts"` // adds on the first MeterProvider
+	Logs      int    `json:"logs"`
+	Protocol  string `json:"protocol"`
+	Mode      string `json:"mode"`
+	Errors    int64  `json:"errors"`
+	Status    int    `json:"status,omitempty"` // malformed: the HTTP status received
+	Exporters int    `json:"exporters"`
+}
+
+var (
+	errorCount   atomic.Int64
+	shuttingDown atomic.Bool
+)
+
+func reportError(where string, err error) {
+	if err == nil {
+		return
+	}
+	if shuttingDown.Load() && errors.Is(err, context.Canceled) {
+		// Shutdown cancels a periodic metric export in flight and then
+		// exports once more: cumulative values lose nothing.
+		fmt.Fprintf(os.Stderr, "goclient: note %s: %v (canceled by shutdown)\n", where, err)
+		return
+	}
+	errorCount.Add(1)
+	fmt.Fprintf(os.Stderr, "goclient: ERROR %s: %v\n", where, err)
+}
+
+func main() {
+	cfg, err := parse(os.Args[1:])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "goclient: %v\n", err)
+		os.Exit(2)
+	}
+	go func() {
+		time.Sleep(cfg.deadline)
+		fmt.Fprintf(os.Stderr, "goclient: ERROR watchdog: still running after %s\n", cfg.deadline)
+		os.Exit(3)
+	}()
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { reportError("sdk", err) }))
+	s, err := run(context.Background(), cfg)
+	if err != nil {
+		reportError("setup", err)
+	}
+	s.Errors = errorCount.Load()
+	out, _ := json.Marshal(s)
+	fmt.Println(string(out))
+	if s.Errors > 0 {
+		os.Exit(1)
+	}
+}
+
+func envOr(name, def string) string {
+	if v := strings.TrimSpace(os.Getenv(name)); v != "" {
+		return v
+	}
+	return def
+}
+
+func parse(args []string) (config, error) {
+	fs := flag.NewFlagSet("goclient", flag.ContinueOnError)
+	mode := fs.String("mode", envOr("GOCLIENT_MODE", "traces-single,metrics-single"), "what to emit")
+	rollouts := fs.String("rollouts", envOr("GOCLIENT_ROLLOUTS", "20"), "iterations")
+	every := fs.String("every", envOr("GOCLIENT_ROLLOUT", "100ms"), "time between iterations")
+	interval := fs.String("interval", envOr("GOCLIENT_INTERVAL", "500ms"), "metric export interval")
+	second := fs.String("second", envOr("GOCLIENT_SECOND", "1s"), "when the second MeterProvider starts")
+	batch := fs.String("batch", envOr("GOCLIENT_BATCH", "200ms"), "batch processor delay")
+	service := fs.String("service", envOr("GOCLIENT_SERVICE", "goclient"), "service.name")
+	instance := fs.String("instance", envOr("GOCLIENT_INSTANCE", ""), "service.instance.id")
+	deadline := fs.String("deadline", envOr("GOCLIENT_DEADLINE", ""), "watchdog")
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	cfg := config{service: *service, instance: *instance}
+	cfg.protocol = envOr("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+	if cfg.protocol != "grpc" && cfg.protocol != "http/protobuf" {
+		return cfg, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL=%q: want grpc or http/protobuf", cfg.protocol)
+	}
+	for _, m := range strings.Split(*mode, ",") {
+		m = strings.TrimSpace(m)
+		kind, n, _ := strings.Cut(m, "-")
+		if m == "malformed" {
+			cfg.malformed = true
+			continue
+		}
+		if n != "single" && n != "double" {
+			return cfg, fmt.Errorf("mode entry %q: want traces-, metrics- or logs- followed by single or double", m)
+		}
+		var slot *string
+		switch kind {
+		case "traces":
+			slot = &cfg.traces
+		case "metrics":
+			slot = &cfg.metrics
+		case "logs":
+			slot = &cfg.logs
+		default:
+			return cfg, fmt.Errorf("mode entry %q: unknown signal %q", m, kind)
+		}
+		if *slot != "" {
+			return cfg, fmt.Errorf("mode %q: more than one %s entry", *mode, kind)
+		}
+		*slot = n
+	}
+	if cfg.malformed && (cfg.traces != "" || cfg.metrics != "" || cfg.logs != "") {
+		return cfg, fmt.Errorf("mode %q: malformed goes alone", *mode)
+	}
+	var err error
+	if cfg.rollouts, err = strconv.Atoi(*rollouts); err != nil || cfg.rollouts < 0 {
+		return cfg, fmt.Errorf("rollouts %q: want an integer >= 0", *rollouts)
+	}
+	for _, d := range []struct {
+		name string
+		raw  string
+		dst  *time.Duration
+	}{{"every", *every, &cfg.every}, {"interval", *interval, &cfg.interval}, {"second", *second, &cfg.second}, {"batch", *batch, &cfg.batch}} {
+		if *d.dst, err = time.ParseDuration(d.raw); err != nil || *d.dst < 0 {
+			return cfg, fmt.Errorf("%s %q: want a duration >= 0", d.name, d.raw)
+		}
+	}
+	cfg.deadline = time.Duration(cfg.rollouts)*cfg.every + time.Minute
+	if *deadline != "" {
+		if cfg.deadline, err = time.ParseDuration(*deadline); err != nil || cfg.deadline <= 0 {
+			return cfg, fmt.Errorf("deadline %q: want a duration > 0", *deadline)
+		}
+	}
+	return cfg, nil
+}
+
+func run(ctx context.Context, cfg config) (summary, error) {
+	s := summary{Protocol: cfg.protocol, Mode: modeString(cfg)}
+	if cfg.malformed {
+		st, err := postMalformed(ctx)
+		s.Status = st
+		return s, err
+	}
+	attrs := []attribute.KeyValue{attribute.String("service.name", cfg.service)}
+	if cfg.instance != "" {
+		attrs = append(attrs, attribute.String("service.instance.id", cfg.instance))
+	}
+	// One resource, shared by every provider, as in one process.
+	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(attrs...))
+	if err != nil {
+		return s, err
+	}
+
+	var shutdowns []func(context.Context) error
+	defer func() {
+		shuttingDown.Store(true)
+		var wg sync.WaitGroup
+		for _, f := range shutdowns {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+				defer cancel()
+				reportError("shutdown", f(sctx))
+			}()
+		}
+		wg.Wait()
+	}()
+
+	var tracer trace.Tracer
+	if cfg.traces != "" {
+		opts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
+		for range copies(cfg.traces) {
+			exp, err := newTraceExporter(ctx, cfg.protocol)
+			if err != nil {
+				return s, err
+			}
+			s.Exporters++
+			opts = append(opts, sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(cfg.batch)))
+		}
+		tp := sdktrace.NewTracerProvider(opts...)
+		shutdowns = append(shutdowns, tp.Shutdown)
+		tracer = tp.Tracer(scopeName, trace.WithInstrumentationVersion(scopeVersion))
+	}
+
+	type instruments struct {
+		counter metric.Int64Counter
+		hist    metric.Float64Histogram
+	}
+	var recording []instruments
+	newMeters := func() error {
+		exp, err := newMetricExporter(ctx, cfg.protocol)
+		if err != nil {
+			return err
+		}
+		s.Exporters++
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithResource(res),
+			sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp, sdkmetric.WithInterval(cfg.interval))))
+		shutdowns = append(shutdowns, mp.Shutdown)
+		m := mp.Meter(scopeName, metric.WithInstrumentationVersion(scopeVersion))
+		c, err := m.Int64Counter("rollouts", metric.WithUnit("1"), metric.WithDescription("Rollouts performed."))
+		if err != nil {
+			return err
+		}
+		h, err := m.Float64Histogram("rollout_duration_ms", metric.WithUnit("ms"), metric.WithDescription("Duration of one rollout iteration."))
+		if err != nil {
+			return err
+		}
+		recording = append(recording, instruments{c, h})
+		return nil
+	}
+	if cfg.metrics != "" {
+		if err := newMeters(); err != nil {
+			return s, err
+		}
+	}
+
+	var logger otellog.Logger
+	if cfg.logs != "" {
+		opts := []sdklog.LoggerProviderOption{sdklog.WithResource(res)}
+		for range copies(cfg.logs) {
+			exp, err := newLogExporter(ctx, cfg.protocol)
+			if err != nil {
+				return s, err
+			}
+			s.Exporters++
+			opts = append(opts, sdklog.WithProcessor(sdklog.NewBatchProcessor(exp, sdklog.WithExportInterval(cfg.batch))))
+		}
+		lp := sdklog.NewLoggerProvider(opts...)
+		shutdowns = append(shutdowns, lp.Shutdown)
+		logger = lp.Logger(scopeName, otellog.WithInstrumentationVersion(scopeVersion))
+	}
+
+	start := time.Now()
+	second := false
+	for i := 1; i <= cfg.rollouts; i++ {
+		iter := time.Now()
+		if cfg.metrics == "double" && !second && time.Since(start) >= cfg.second {
+			second = true
+			if err := newMeters(); err != nil {
+				return s, err
+			}
+		}
+		if tracer != nil {
+			rctx, rollout := tracer.Start(ctx, "rollout", trace.WithSpanKind(trace.SpanKindServer),
+				trace.WithAttributes(attribute.Int("rollout.id", i)))
+			_, verify := tracer.Start(rctx, "verify", trace.WithSpanKind(trace.SpanKindInternal),
+				trace.WithAttributes(attribute.Int("rollout.id", i)))
+			time.Sleep(cfg.every / 4)
+			verify.End()
+			rollout.End()
+			s.Spans += 2
+		}
+		if logger != nil {
+			var rec otellog.Record
+			rec.SetTimestamp(time.Now())
+			rec.SetSeverity(otellog.SeverityInfo)
+			rec.SetBody(attribute.StringValue(fmt.Sprintf("rollout %d done", i)))
+			rec.AddAttributes(attribute.Int("rollout.id", i))
+			logger.Emit(ctx, rec)
+			s.Logs++
+		}
+		ms := float64(time.Since(iter).Microseconds()) / 1000
+		for j, in := range recording {
+			in.counter.Add(ctx, 1)
+			in.hist.Record(ctx, ms)
+			if j == 0 {
+				s.Rollouts++
+			}
+		}
+		if i < cfg.rollouts {
+			time.Sleep(cfg.every - time.Since(iter))
+		}
+	}
+	return s, nil
+}
+
+func copies(n string) []struct{} {
+	if n == "double" {
+		return make([]struct{}, 2)
+	}
+	return make([]struct{}, 1)
+}
+
+func modeString(cfg config) string {
+	if cfg.malformed {
+		return "malformed"
+	}
+	var parts []string
+	for _, p := range [][2]string{{"traces", cfg.traces}, {"metrics", cfg.metrics}, {"logs", cfg.logs}} {
+		if p[1] != "" {
+			parts = append(parts, p[0]+"-"+p[1])
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// The exporters read their endpoint, headers and TLS settings from the
+// environment; nothing is passed explicitly.
+
+func newTraceExporter(ctx context.Context, protocol string) (sdktrace.SpanExporter, error) {
+	if protocol == "grpc" {
+		return otlptracegrpc.New(ctx)
+	}
+	return otlptracehttp.New(ctx)
+}
+
+func newMetricExporter(ctx context.Context, protocol string) (sdkmetric.Exporter, error) {
+	if protocol == "grpc" {
+		return otlpmetricgrpc.New(ctx)
+	}
+	return otlpmetrichttp.New(ctx)
+}
+
+func newLogExporter(ctx context.Context, protocol string) (sdklog.Exporter, error) {
+	if protocol == "grpc" {
+		return otlploggrpc.New(ctx)
+	}
+	return otlploghttp.New(ctx)
+}
+
+// postMalformed sends a body that is not OTLP and returns the HTTP status.
+// A refusal (4xx) is the expected outcome and not an error.
+func postMalformed(ctx context.Context) (int, error) {
+	base := strings.TrimRight(envOr("OTEL_EXPORTER_OTLP_ENDPOINT", "http://localhost:4318"), "/")
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/traces", bytes.NewReader([]byte{0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f}))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/x-protobuf")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode/100 != 4 {
+		return resp.StatusCode, errors.New("a malformed request was not refused: status " + resp.Status + " " + string(body))
+	}
+	fmt.Fprintf(os.Stderr, "goclient: malformed request refused with %s\n", resp.Status)
+	return resp.StatusCode, nil
+}
