@@ -60,8 +60,8 @@ func NewRootCommand(s Streams) *cobra.Command {
   run      an OpenTelemetry Collector distribution whose dedup processor drops
            duplicate spans and log records and keeps one writer per metric stream
   verify   run a command against an in-process OTLP receiver; fail if anything arrives twice
-  scan     find Python environments and lockfiles that admit a release known to export twice
   audit    measure the damage already stored: counter resets in Prometheus, duplicate spans in Jaeger, Tempo or OTLP files
+  scan     find Python environments and lockfiles that admit a release known to export twice
   version  print the version and the collector release it is built on`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -75,8 +75,8 @@ func NewRootCommand(s Streams) *cobra.Command {
 	root.AddCommand(
 		newRunCommand(s),
 		newVerifyCommand(s),
-		newScanCommand(s),
 		newAuditCommand(s),
+		newScanCommand(s),
 		newVersionCommand(s),
 	)
 	return root

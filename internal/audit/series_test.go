@@ -1,0 +1,318 @@
+package audit
+
+import (
+	"math"
+	"slices"
+	"testing"
+	"time"
+)
+
+// at builds samples one second apart starting at t0 (ms).
+func at(t0 int64, values ...float64) []Sample {
+	out := make([]Sample, len(values))
+	for i, v := range values {
+		out[i] = Sample{T: t0 + int64(i)*1000, V: v}
+	}
+	return out
+}
+
+func approx(t *testing.T, what string, got, want float64) {
+	t.Helper()
+	if math.IsNaN(want) {
+		if !math.IsNaN(got) {
+			t.Errorf("%s = %v, want NaN", what, got)
+		}
+		return
+	}
+	if math.Abs(got-want) > 1e-9*math.Max(1, math.Abs(want)) {
+		t.Errorf("%s = %v, want %v", what, got, want)
+	}
+}
+
+func TestDeinterleave(t *testing.T) {
+	cases := []struct {
+		name     string
+		samples  []Sample
+		assign   []int32
+		chains   []Chain // Samples, First, Last only
+		returns  int
+		dominant int
+	}{
+		{
+			// The research's measurement: two SDK readers, the second
+			// started later with fresh state, alternating in one series.
+			name:    "interleaved pair",
+			samples: at(1000, 29, 9, 40, 15, 40, 15),
+			assign:  []int32{0, 1, 0, 1, 0, 1},
+			chains: []Chain{
+				{Samples: 3, First: Sample{1000, 29}, Last: Sample{5000, 40}},
+				{Samples: 3, First: Sample{2000, 9}, Last: Sample{6000, 15}},
+			},
+			returns:  4,
+			dominant: 0, // equal samples and length: the higher one
+		},
+		{
+			// A restart whose new counter grows past the old level while
+			// the old chain is still open: prediction keeps it on its own
+			// chain.
+			name:    "restart growing past the old level",
+			samples: at(0, 10, 20, 30, 40, 2, 12, 22, 32, 42, 52),
+			assign:  []int32{0, 0, 0, 0, 1, 1, 1, 1, 1, 1},
+			chains: []Chain{
+				{Samples: 4, First: Sample{0, 10}, Last: Sample{3000, 40}},
+				{Samples: 6, First: Sample{4000, 2}, Last: Sample{9000, 52}},
+			},
+			returns:  0,
+			dominant: 1,
+		},
+		{
+			name:     "clean",
+			samples:  at(0, 1, 2, 2, 3),
+			assign:   []int32{0, 0, 0, 0},
+			chains:   []Chain{{Samples: 4, First: Sample{0, 1}, Last: Sample{3000, 3}}},
+			dominant: 0,
+		},
+		{
+			// Two independent writers whose values cross (an identity
+			// collision): each keeps its own chain.
+			name:    "crossing writers",
+			samples: at(0, 100, 50, 101, 70, 102, 90, 103, 110, 104, 130),
+			assign:  []int32{0, 1, 0, 1, 0, 1, 0, 1, 0, 1},
+			chains: []Chain{
+				{Samples: 5, First: Sample{0, 100}, Last: Sample{8000, 104}},
+				{Samples: 5, First: Sample{1000, 50}, Last: Sample{9000, 130}},
+			},
+			returns:  8,
+			dominant: 1, // equal samples and length: the higher last value
+		},
+		{
+			// A NaN belongs to no chain and does not break one.
+			name:     "NaN",
+			samples:  at(0, 1, math.NaN(), 2, 3),
+			assign:   []int32{0, -1, 0, 0},
+			chains:   []Chain{{Samples: 3, First: Sample{0, 1}, Last: Sample{3000, 3}}},
+			dominant: 0,
+		},
+		{
+			// A 10-minute gap closes the chain; the next sample continues it
+			// and reopens it rather than starting a writer.
+			name:     "gap",
+			samples:  []Sample{{0, 1}, {60_000, 2}, {660_000, 5}, {720_000, 6}},
+			assign:   []int32{0, 0, 0, 0},
+			chains:   []Chain{{Samples: 4, First: Sample{0, 1}, Last: Sample{720_000, 6}}},
+			dominant: 0,
+		},
+		{
+			// After a gap both interleaved writers come back to their own
+			// chains.
+			name:    "interleaved across a gap",
+			samples: []Sample{{0, 100}, {1000, 10}, {2000, 101}, {3000, 11}, {900_000, 150}, {901_000, 60}, {902_000, 151}},
+			assign:  []int32{0, 1, 0, 1, 0, 1, 0},
+			chains: []Chain{
+				{Samples: 4, First: Sample{0, 100}, Last: Sample{902_000, 151}},
+				{Samples: 3, First: Sample{1000, 10}, Last: Sample{901_000, 60}},
+			},
+			returns:  5,
+			dominant: 0,
+		},
+		{
+			name:     "empty",
+			samples:  nil,
+			assign:   []int32{},
+			dominant: -1,
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := Deinterleave(c.samples, DeinterleaveOptions{})
+			if !slices.Equal(d.Assign, c.assign) {
+				t.Errorf("assign = %v, want %v", d.Assign, c.assign)
+			}
+			if len(d.Chains) != len(c.chains) {
+				t.Fatalf("%d chains, want %d: %+v", len(d.Chains), len(c.chains), d.Chains)
+			}
+			for i, want := range c.chains {
+				got := d.Chains[i]
+				if got.Samples != want.Samples || got.First != want.First || got.Last != want.Last {
+					t.Errorf("chain %d = %d samples %v..%v, want %d samples %v..%v", i, got.Samples, got.First, got.Last, want.Samples, want.First, want.Last)
+				}
+			}
+			if d.Returns != c.returns {
+				t.Errorf("returns = %d, want %d", d.Returns, c.returns)
+			}
+			if d.Dominant != c.dominant {
+				t.Errorf("dominant = %d, want %d", d.Dominant, c.dominant)
+			}
+		})
+	}
+}
+
+func TestDeinterleaveMaxChains(t *testing.T) {
+	// Every sample below the last: with room for 2 open chains, the third
+	// closes the one written longest ago.
+	d := Deinterleave(at(0, 50, 40, 30, 31), DeinterleaveOptions{MaxChains: 2})
+	if want := []int32{0, 1, 2, 2}; !slices.Equal(d.Assign, want) {
+		t.Errorf("assign = %v, want %v", d.Assign, want)
+	}
+	if d.Chains[0].open || !d.Chains[1].open || !d.Chains[2].open {
+		t.Errorf("open = %v %v %v, want false true true", d.Chains[0].open, d.Chains[1].open, d.Chains[2].open)
+	}
+}
+
+func TestAnalyzeClasses(t *testing.T) {
+	cases := []struct {
+		name            string
+		samples         []Sample
+		start, end      int64
+		class           Class
+		resets          int
+		chains, returns int
+		restarts, drops int
+		naive, dominant float64
+		dominantSamples int
+	}{
+		{
+			// 29 9 40 15 40 15: resets at 9, 15, 15. increase() adds 29,
+			// 40 and 40 to 15-29: 95 over 5 s, extrapolated by 1 s at each
+			// end (within 1.1 intervals): 95 * 7/5. The dominant chain
+			// 29 40 40: 11 over 4 s, extrapolated by 1 s and 2 s: 11 * 7/4.
+			name:    "interleaved",
+			samples: at(1000, 29, 9, 40, 15, 40, 15), start: 0, end: 7000,
+			// The fall to 9 started the second chain (a drop); the other two
+			// resets were returns.
+			class: ClassInterleaved, resets: 3, chains: 2, returns: 4, drops: 1,
+			naive: 133, dominant: 19.25, dominantSamples: 3,
+		},
+		{
+			// 10 20 30 40 2 12 22 32 42 52: one reset to 2 (<= 4).
+			// increase(): 52-10+40 = 82 over 9 s, +1 s each end: 82*11/9.
+			// The dominant chain 2..52 (6 samples): 50 over 5 s, towards
+			// the start only to its zero point 0.2 s before, +1 s at the
+			// end: 50*6.2/5.
+			name:    "restart",
+			samples: at(1000, 10, 20, 30, 40, 2, 12, 22, 32, 42, 52), start: 0, end: 11000,
+			class: ClassRestart, resets: 1, chains: 2, restarts: 1,
+			naive: 82.0 * 11 / 9, dominant: 62, dominantSamples: 6,
+		},
+		{
+			// 100 110 120 60 70 80: falls to 60, half the old level: drop.
+			// increase(): 100 over 5 s, +1 s each end: 140. The dominant
+			// chain (3 samples each, as long; the higher) 100 110 120: 20
+			// over 2 s, +1 s at the start, half an interval at the end
+			// (4 s away): 20*3.5/2.
+			name:    "drop",
+			samples: at(1000, 100, 110, 120, 60, 70, 80), start: 0, end: 7000,
+			class: ClassDrop, resets: 1, chains: 2, drops: 1,
+			naive: 140, dominant: 35, dominantSamples: 3,
+		},
+		{
+			// 1..5 every 10 s in (0, 60 s]: 4 over 40 s; the zero point is
+			// 10 s before the first sample, as is the range start: 4*60/40.
+			name:    "clean",
+			samples: []Sample{{10_000, 1}, {20_000, 2}, {30_000, 3}, {40_000, 4}, {50_000, 5}}, start: 0, end: 60_000,
+			class: ClassClean, chains: 1,
+			naive: 6, dominant: 6, dominantSamples: 5,
+		},
+		{
+			name:    "one sample",
+			samples: at(1000, 5), start: 0, end: 2000,
+			class: ClassClean, chains: 1,
+			naive: math.NaN(), dominant: math.NaN(), dominantSamples: 1,
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a := Analyze(c.samples, c.start, c.end, DeinterleaveOptions{})
+			if a.Class != c.class || a.Resets != c.resets || a.Chains != c.chains || a.Returns != c.returns ||
+				a.RestartResets != c.restarts || a.DropResets != c.drops || a.DominantSamples != c.dominantSamples {
+				t.Errorf("got class %s resets %d chains %d returns %d restarts %d drops %d dominant samples %d;\nwant class %s resets %d chains %d returns %d restarts %d drops %d dominant samples %d",
+					a.Class, a.Resets, a.Chains, a.Returns, a.RestartResets, a.DropResets, a.DominantSamples,
+					c.class, c.resets, c.chains, c.returns, c.restarts, c.drops, c.dominantSamples)
+			}
+			approx(t, "naive increase", a.NaiveIncrease, c.naive)
+			approx(t, "dominant increase", a.DominantIncrease, c.dominant)
+		})
+	}
+}
+
+func TestIncreaseExtrapolation(t *testing.T) {
+	cases := []struct {
+		name       string
+		samples    []Sample
+		start, end int64
+		want       float64
+	}{
+		{
+			// A series that starts inside the range: extrapolated towards
+			// the start only as far as the counter's zero point (50 s
+			// before), which is beyond 1.1 intervals, so by half an
+			// interval: 1 * (10 + 5 + 10) / 10.
+			name:    "starts inside the range",
+			samples: []Sample{{100_000, 5}, {110_000, 6}}, start: 0, end: 120_000,
+			want: 2.5,
+		},
+		{
+			// A reset adds the value before it: 15-10+20 = 25 over 30 s,
+			// extrapolated 10 s at each end.
+			name:    "reset",
+			samples: []Sample{{10_000, 10}, {20_000, 20}, {30_000, 5}, {40_000, 15}}, start: 0, end: 50_000,
+			want: 25.0 * 50 / 30,
+		},
+		{
+			// The counter's zero point is 2 s before the first sample, closer
+			// than the range start.
+			name:    "zero point",
+			samples: []Sample{{10_000, 2}, {20_000, 12}}, start: 0, end: 20_000,
+			want: 10.0 * 12 / 10,
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			approx(t, "increase", Increase(c.samples, c.start, c.end), c.want)
+		})
+	}
+}
+
+func TestResultRanking(t *testing.T) {
+	mk := func(series string, class Class, factor float64, resets int) *SeriesResult {
+		return &SeriesResult{Series: series, Class: class, Factor: Float(factor), Resets: resets}
+	}
+	rs := []*SeriesResult{
+		mk("restart", ClassRestart, math.NaN(), 9),
+		mk("mild", ClassInterleaved, 1.5, 40),
+		mk("drop", ClassDrop, math.NaN(), 1),
+		mk("unknown", ClassInterleaved, math.NaN(), 100),
+		mk("bad", ClassInterleaved, 7, 3),
+		mk("worst", ClassInterleaved, math.Inf(1), 1),
+	}
+	slices.SortFunc(rs, worse)
+	var got []string
+	for _, r := range rs {
+		got = append(got, r.Series)
+	}
+	if want := []string{"worst", "bad", "mild", "unknown", "drop", "restart"}; !slices.Equal(got, want) {
+		t.Errorf("order = %v, want %v", got, want)
+	}
+}
+
+func TestThinKeepsDips(t *testing.T) {
+	var ss []Sample
+	for i := range 1000 {
+		v := float64(i)
+		if i == 501 {
+			v = 0 // one dip in the middle
+		}
+		ss = append(ss, Sample{T: int64(i) * 1000, V: v})
+	}
+	out := thin(ss, 0, 1_000_000, 100)
+	if len(out) > 100 {
+		t.Fatalf("%d points, want at most 100", len(out))
+	}
+	if !slices.ContainsFunc(out, func(s Sample) bool { return s.V == 0 && s.T == 501_000 }) {
+		t.Errorf("the dip at 501 s was thinned away")
+	}
+	if !slices.IsSortedFunc(out, func(a, b Sample) int { return int(a.T - b.T) }) {
+		t.Errorf("thinned samples out of time order")
+	}
+	_ = time.Second
+}
