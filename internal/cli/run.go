@@ -21,7 +21,7 @@ import (
 // would be silently ignored, so they are refused instead.
 var defaultOnlyFlags = []string{
 	"grpc-endpoint", "http-endpoint", "upstream", "upstream-protocol", "data-dir",
-	"metrics-endpoint", "telemetry-endpoint", "health-endpoint", "summary-interval",
+	"metrics-endpoint", "telemetry-endpoint", "health-endpoint", "summary-interval", "spool-endpoint",
 }
 
 func collectorSettings() otelcol.CollectorSettings {
@@ -77,6 +77,7 @@ checks one.`
 	f.StringVar(&opts.MetricsEndpoint, "metrics-endpoint", opts.MetricsEndpoint, "where metrics are served for scraping when there is no --upstream")
 	f.StringVar(&opts.TelemetryEndpoint, "telemetry-endpoint", opts.TelemetryEndpoint, "where the gateway's own metrics are served")
 	f.StringVar(&opts.HealthEndpoint, "health-endpoint", opts.HealthEndpoint, "health check address")
+	f.StringVar(&opts.SpoolEndpoint, "spool-endpoint", opts.SpoolEndpoint, "loopback address of the persistent spool between the receiver and dedup (with --upstream)")
 	f.DurationVar(&opts.SummaryInterval, "summary-interval", opts.SummaryInterval, "how often to log what was received and dropped (0 turns it off)")
 
 	otelRunE := cmd.RunE

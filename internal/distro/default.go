@@ -27,6 +27,7 @@ type Options struct {
 	TelemetryEndpoint string        // where the gateway's own metrics are served
 	HealthEndpoint    string        // health_check extension
 	SummaryInterval   time.Duration // how often the dedup summary is logged
+	SpoolEndpoint     string        // loopback OTLP/gRPC address of the spool (with Upstream)
 }
 
 // DefaultOptions are the defaults of `doubletake run`: everything on
@@ -41,6 +42,7 @@ func DefaultOptions() Options {
 		TelemetryEndpoint: "127.0.0.1:8888",
 		HealthEndpoint:    "127.0.0.1:13133",
 		SummaryInterval:   time.Minute,
+		SpoolEndpoint:     "127.0.0.1:4319",
 	}
 }
 
@@ -50,15 +52,16 @@ type view struct {
 	UpstreamInsecure bool
 	TelemetryHost    string
 	TelemetryPort    int
+	Signals          []string
 }
 
 // DefaultConfig renders the embedded default config with o.
 func DefaultConfig(o Options) (string, error) {
-	v := view{Options: o}
+	v := view{Options: o, Signals: []string{"traces", "metrics", "logs"}}
 	for name, addr := range map[string]string{
 		"--grpc-endpoint": o.GRPCEndpoint, "--http-endpoint": o.HTTPEndpoint,
 		"--metrics-endpoint": o.MetricsEndpoint, "--telemetry-endpoint": o.TelemetryEndpoint,
-		"--health-endpoint": o.HealthEndpoint,
+		"--health-endpoint": o.HealthEndpoint, "--spool-endpoint": o.SpoolEndpoint,
 	} {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			return "", fmt.Errorf("%s %q: want host:port: %w", name, addr, err)

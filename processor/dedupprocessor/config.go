@@ -3,6 +3,7 @@ package dedupprocessor
 import (
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/collector/component"
 	"time"
 
 	"github.com/doubletake/doubletake/internal/streams"
@@ -52,6 +53,7 @@ const (
 	defaultMaxServices     = 200
 	defaultWarnInterval    = time.Minute
 	defaultSummaryInterval = 0 // off
+	defaultCheckpoint      = 5 * time.Second
 
 	defaultMaxStreams     = streams.DefaultMaxStreams // about 15 MB at 150 bytes per tracked stream
 	defaultMaxStale       = streams.DefaultMaxStale
@@ -80,6 +82,12 @@ type Config struct {
 	Metrics MetricsConfig `mapstructure:"metrics"`
 	// Telemetry configures the processor's own metrics and logs.
 	Telemetry TelemetryConfig `mapstructure:"telemetry"`
+	// Storage names a storage extension (file_storage) that keeps the span
+	// and log windows across restarts; none by default.
+	Storage *component.ID `mapstructure:"storage"`
+	// CheckpointInterval is how often the stored windows are trimmed to
+	// what the window still holds.
+	CheckpointInterval time.Duration `mapstructure:"checkpoint_interval"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -162,6 +170,7 @@ func createDefaultConfig() *Config {
 			Overlap:        OverlapKeepOne,
 			SplitAttribute: defaultSplitAttribute,
 		},
+		CheckpointInterval: defaultCheckpoint,
 		Telemetry: TelemetryConfig{
 			MaxServices:     defaultMaxServices,
 			WarnInterval:    defaultWarnInterval,
@@ -217,6 +226,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Telemetry.WarnInterval <= 0 {
 		errs = append(errs, fmt.Errorf("%w, got %s", errWarn, c.Telemetry.WarnInterval))
+	}
+	if c.CheckpointInterval <= 0 {
+		errs = append(errs, fmt.Errorf("checkpoint_interval must be positive, got %s", c.CheckpointInterval))
 	}
 	if c.Telemetry.SummaryInterval < 0 {
 		errs = append(errs, fmt.Errorf("%w, got %s", errSummary, c.Telemetry.SummaryInterval))

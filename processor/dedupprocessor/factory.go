@@ -43,7 +43,7 @@ func (f *factory) stateFor(set processor.Settings, cfg *Config) (*state, error) 
 		st.users++
 		return st, nil
 	}
-	st, err := newState(set.TelemetrySettings, cfg)
+	st, err := newState(set.ID, set.TelemetrySettings, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -82,12 +82,14 @@ type lifecycle struct {
 	released bool
 }
 
-func (l *lifecycle) Start(context.Context, component.Host) error {
+func (l *lifecycle) Start(ctx context.Context, host component.Host) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.started && !l.released {
+		if err := l.st.start(ctx, host); err != nil {
+			return err
+		}
 		l.started = true
-		l.st.start()
 	}
 	return nil
 }

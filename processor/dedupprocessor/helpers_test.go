@@ -3,6 +3,7 @@ package dedupprocessor
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"go.opentelemetry.io/collector/component"
@@ -233,3 +234,5 @@ func (f *failingTraces) Capabilities() consumer.Capabilities { return consumer.C
 var errDownstream = errors.New("downstream unavailable")
 
 type consumerCapabilities = consumer.Capabilities
+
+func containsStr(s, sub string) bool { return strings.Contains(s, sub) }

@@ -36,7 +36,7 @@ func newLogWindow(cfg *Config, seed window.Seed) (*logWindow, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &logWindow{signalWindow: *newSignalWindow("logs", set), records: set, seed: seed[2] ^ seed[3]}
+	w := &logWindow{signalWindow: *newSignalWindow("logs", set), records: set, seed: logSeed(seed)}
 	w.now = func() int64 { return time.Now().UnixNano() }
 	w.scratch.New = func() any { return &logScratch{} }
 	return w, nil
@@ -148,6 +148,9 @@ func (p *logsProcessor) ConsumeLogs(ctx context.Context, ld plog.Logs) error {
 		return nil
 	}
 	err := p.next.ConsumeLogs(ctx, ld)
+	if err == nil && len(sc.inserted) > 0 && p.st.persist != nil {
+		_ = p.st.persist.appendLogs(ctx, now, sc.inserted)
+	}
 	if err != nil && len(sc.inserted) > 0 {
 		w.mu.Lock()
 		var n int64

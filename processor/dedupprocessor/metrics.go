@@ -55,7 +55,7 @@ func newMetricWindow(cfg *Config, seed window.Seed, svcs *services) (*metricWind
 		tracker:      tr,
 		// Keyed per process like the other windows: no client can aim a
 		// collision of stream IDs.
-		hasher: streams.NewHasher(seed[0] ^ seed[3]),
+		hasher: streams.NewHasher(metricSeed(seed)),
 		svcs:   svcs,
 	}
 	w.now = func() int64 { return time.Now().UnixNano() }

@@ -89,6 +89,8 @@ func (w *signalWindow) reportEvictions(ctx context.Context, t *telemetry, capaci
 // signals and pipelines, so that a copy is caught whichever pipeline it
 // arrives through.
 type state struct {
+	id     component.ID
+	seed   window.Seed // keys the log digests and stream ids; kept in storage
 	cfg    *Config
 	logger *zap.Logger
 	tel    *telemetry
@@ -102,13 +104,15 @@ type state struct {
 
 	users int // processors holding this state; guarded by factory.mu
 
+	persist *persistence // nil without cfg.Storage; set by the first start
+
 	mu      sync.Mutex
 	running int
 	stop    chan struct{}
 	done    chan struct{}
 }
 
-func newState(set component.TelemetrySettings, cfg *Config) (*state, error) {
+func newState(id component.ID, set component.TelemetrySettings, cfg *Config) (*state, error) {
 	tel, err := newTelemetry(set)
 	if err != nil {
 		return nil, err
@@ -127,6 +131,8 @@ func newState(set component.TelemetrySettings, cfg *Config) (*state, error) {
 		return nil, err
 	}
 	st := &state{
+		id:       id,
+		seed:     seed,
 		cfg:      cfg,
 		logger:   set.Logger,
 		tel:      tel,
@@ -142,17 +148,25 @@ func newState(set component.TelemetrySettings, cfg *Config) (*state, error) {
 	return st, nil
 }
 
-// start is called by every processor sharing the state; the first starts
-// the summary loop.
-func (s *state) start() {
+// start is called by every processor sharing the state; the first restores
+// the stored windows (with cfg.Storage) and starts the summary loop.
+func (s *state) start(ctx context.Context, host component.Host) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.running == 0 && s.cfg.Storage != nil {
+		p, err := s.openPersistence(ctx, host)
+		if err != nil {
+			return err
+		}
+		s.persist = p
+	}
 	s.running++
 	if s.running > 1 || s.cfg.Telemetry.SummaryInterval <= 0 {
-		return
+		return nil
 	}
 	s.stop, s.done = make(chan struct{}), make(chan struct{})
 	go s.summaryLoop(s.cfg.Telemetry.SummaryInterval, s.stop, s.done)
+	return nil
 }
 
 // shutdown is called by every started processor sharing the state; the
@@ -164,10 +178,17 @@ func (s *state) shutdown() {
 		return
 	}
 	s.running--
-	if s.running == 0 && s.stop != nil {
+	if s.running > 0 {
+		return
+	}
+	if s.stop != nil {
 		close(s.stop)
 		<-s.done
 		s.stop, s.done = nil, nil
+	}
+	if s.persist != nil {
+		s.persist.close(s.logger)
+		s.persist = nil
 	}
 }
 

@@ -33,6 +33,7 @@ type spanWindow struct {
 // state allocates nothing.
 type spanScratch struct {
 	inserted [][24]byte // keys this request stored, to take back on failure
+	fps      []uint64   // their fingerprints, to journal on success
 	counts   []counts   // per resource
 }
 
@@ -83,6 +84,7 @@ func (w *spanWindow) judge(s ptrace.Span, now int64, sc *spanScratch) verdict {
 	switch {
 	case !seen:
 		sc.inserted = append(sc.inserted, k)
+		sc.fps = append(sc.fps, fp)
 		return verdictNew
 	case prev == fp:
 		return verdictDuplicate
@@ -94,7 +96,7 @@ func (w *spanWindow) judge(s ptrace.Span, now int64, sc *spanScratch) verdict {
 func (p *tracesProcessor) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
 	w := p.st.traces
 	sc := w.scratch.Get().(*spanScratch)
-	sc.inserted, sc.counts = sc.inserted[:0], sc.counts[:0]
+	sc.inserted, sc.fps, sc.counts = sc.inserted[:0], sc.fps[:0], sc.counts[:0]
 	defer w.scratch.Put(sc)
 
 	now := w.now()
@@ -152,6 +154,11 @@ func (p *tracesProcessor) ConsumeTraces(ctx context.Context, td ptrace.Traces) e
 		return nil // nothing new: the sender already delivered all of it
 	}
 	err := p.next.ConsumeTraces(ctx, td)
+	if err == nil && len(sc.inserted) > 0 && p.st.persist != nil {
+		// Delivered: journal what it stored before the sender is answered.
+		// A failure here costs a possible duplicate after a crash, not data.
+		_ = p.st.persist.appendSpans(ctx, now, sc.inserted, sc.fps)
+	}
 	if err != nil && len(sc.inserted) > 0 {
 		// Not delivered: take the keys back so that the sender's retry
 		// passes instead of being dropped as a duplicate.

@@ -20,8 +20,9 @@ import (
 )
 
 type defaultGateway struct {
-	g                                 *gateway
-	grpc, http, metrics, tel, dataDir string
+	g                                         *gateway
+	grpc, http, metrics, tel, health, dataDir string
+	args, env                                 []string
 }
 
 // startDefault runs `doubletake run` with the embedded default config, on
@@ -29,16 +30,21 @@ type defaultGateway struct {
 // receiver: its own telemetry must not loop into it.
 func startDefault(t *testing.T, extra ...string) *defaultGateway {
 	t.Helper()
-	d := &defaultGateway{grpc: freePort(t), http: freePort(t), metrics: freePort(t), tel: freePort(t), dataDir: t.TempDir()}
-	health := freePort(t)
-	args := append([]string{
+	d := &defaultGateway{grpc: freePort(t), http: freePort(t), metrics: freePort(t), tel: freePort(t), health: freePort(t), dataDir: t.TempDir()}
+	d.args = append([]string{
 		"--grpc-endpoint", d.grpc, "--http-endpoint", d.http, "--metrics-endpoint", d.metrics,
-		"--telemetry-endpoint", d.tel, "--health-endpoint", health, "--data-dir", d.dataDir,
-		"--summary-interval", "100ms",
+		"--telemetry-endpoint", d.tel, "--health-endpoint", d.health, "--data-dir", d.dataDir,
+		"--summary-interval", "100ms", "--spool-endpoint", freePort(t),
 	}, extra...)
-	env := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + d.http, "OTEL_TRACES_EXPORTER=otlp", "OTEL_METRICS_EXPORTER=otlp", "OTEL_LOGS_EXPORTER=otlp"}
-	d.g = startGateway(t, health, env, args...)
+	d.env = []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + d.http, "OTEL_TRACES_EXPORTER=otlp", "OTEL_METRICS_EXPORTER=otlp", "OTEL_LOGS_EXPORTER=otlp"}
+	d.g = startGateway(t, d.health, d.env, d.args...)
 	return d
+}
+
+// restart starts the same gateway again: same addresses, same data dir.
+func (d *defaultGateway) restart(t *testing.T) {
+	t.Helper()
+	d.g = startGateway(t, d.health, d.env, d.args...)
 }
 
 // sendDoubled exports spans spans through two BatchSpanProcessors over

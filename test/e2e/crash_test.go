@@ -1,0 +1,112 @@
+package e2e
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// TestKill9MidStream: a retrying sender streams requests of which 30% of
+// the spans repeat earlier ones; the gateway (embedded default, --upstream)
+// is killed with SIGKILL mid-stream and started again on the same data
+// dir; the sender retries what was not answered and goes on. The upstream
+// holds every unique span exactly once: accepted data survived in the
+// persistent queue, and the journaled span window caught every copy, the
+// re-sent ones included.
+func TestKill9MidStream(t *testing.T) {
+	sk := newSink(t)
+	d := startDefault(t, "--upstream", sk.srv.Endpoint())
+
+	conn, err := grpc.NewClient(d.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := ptraceotlp.NewGRPCClient(conn)
+
+	const requests, perRequest = 300, 100
+	r := rand.New(rand.NewPCG(7, 9))
+	var sent [][24]byte // every unique span id made so far
+	unique := map[[24]byte]bool{}
+	build := func() ptrace.Traces {
+		td := ptrace.NewTraces()
+		rs := td.ResourceSpans().AppendEmpty()
+		rs.Resource().Attributes().PutStr("service.name", "crash")
+		spans := rs.ScopeSpans().AppendEmpty().Spans()
+		for range perRequest {
+			var k [24]byte
+			if len(sent) > 0 && r.Float64() < 0.3 {
+				k = sent[r.IntN(len(sent))]
+			} else {
+				for i := 0; i < 24; i += 8 {
+					v := r.Uint64()
+					for j := range 8 {
+						k[i+j] = byte(v >> (8 * j))
+					}
+				}
+				sent = append(sent, k)
+				unique[k] = true
+			}
+			s := spans.AppendEmpty()
+			s.SetTraceID(pcommon.TraceID(k[:16]))
+			s.SetSpanID(pcommon.SpanID(k[16:]))
+			s.SetName("work")
+			s.SetStartTimestamp(1)
+			s.SetEndTimestamp(2)
+		}
+		return td
+	}
+
+	var done atomic.Int64
+	var retries atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for range requests {
+			req := ptraceotlp.NewExportRequestFromTraces(build())
+			for {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_, err := client.Export(ctx, req)
+				cancel()
+				if err == nil {
+					break
+				}
+				retries.Add(1)
+				time.Sleep(20 * time.Millisecond) // the sender's retry backoff
+			}
+			done.Add(1)
+		}
+	}()
+
+	waitFor(t, time.Minute, "the stream to be under way", func() bool { return done.Load() >= requests/3 })
+	if err := d.g.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-d.g.done
+	killedAt := done.Load()
+	d.restart(t)
+	wg.Wait()
+
+	waitFor(t, 2*time.Minute, "every unique span upstream", func() bool { _, u := sk.counts(); return u >= len(unique) })
+	d.g.stop(t)
+	total, got := sk.counts()
+	t.Logf("killed after %d of %d requests; the sender retried %d times; %d unique spans sent, upstream got %d (%d distinct)",
+		killedAt, requests, retries.Load(), len(unique), total, got)
+	if retries.Load() == 0 {
+		t.Fatal("the sender never had to retry: the kill did not interrupt the stream")
+	}
+	if got != len(unique) || total != len(unique) {
+		t.Fatalf("upstream got %d spans, %d distinct; want each of %d exactly once; copies: %d", total, got, len(unique), len(sk.copiesOver()))
+	}
+}
