@@ -1,0 +1,92 @@
+package distro
+
+import (
+	"strings"
+	"testing"
+
+	"go.opentelemetry.io/collector/component"
+)
+
+func TestComponentsCarryWhatTheGatewayPromises(t *testing.T) {
+	f, err := Components()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Telemetry == nil {
+		t.Fatal("Factories.Telemetry is not set")
+	}
+	has := func(kind string, m map[component.Type]bool, names ...string) {
+		for _, n := range names {
+			if !m[component.MustNewType(n)] {
+				t.Errorf("%s %q missing", kind, n)
+			}
+		}
+	}
+	recv, proc, exp, conn, ext := map[component.Type]bool{}, map[component.Type]bool{}, map[component.Type]bool{}, map[component.Type]bool{}, map[component.Type]bool{}
+	for k := range f.Receivers {
+		recv[k] = true
+	}
+	for k := range f.Processors {
+		proc[k] = true
+	}
+	for k := range f.Exporters {
+		exp[k] = true
+	}
+	for k := range f.Connectors {
+		conn[k] = true
+	}
+	for k := range f.Extensions {
+		ext[k] = true
+	}
+	has("receiver", recv, "otlp")
+	has("processor", proc, "dedup", "memory_limiter", "batch")
+	has("exporter", exp, "otlp", "otlphttp", "debug", "file", "prometheus", "prometheusremotewrite", "loadbalancing")
+	has("connector", conn, "spanmetrics")
+	has("extension", ext, "health_check", "file_storage", "bearertokenauth")
+}
+
+func TestDefaultConfigRendersBothModes(t *testing.T) {
+	local, err := DefaultConfig(DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"endpoint: 127.0.0.1:4317", "file/traces:", "prometheus:", "storage: file_storage"} {
+		if !strings.Contains(local, want) {
+			t.Errorf("local default lacks %q", want)
+		}
+	}
+	o := DefaultOptions()
+	o.Upstream = "https://collector.example:4317"
+	up, err := DefaultConfig(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"otlp_grpc/upstream:", "endpoint: collector.example:4317", "otlp_grpc/spool:", "traces/out:", "receivers: [otlp/spool]"} {
+		if !strings.Contains(up, want) {
+			t.Errorf("upstream default lacks %q", want)
+		}
+	}
+	if strings.Contains(up, "insecure: true\n    timeout") {
+		t.Error("https upstream rendered with TLS off")
+	}
+}
+
+func TestDefaultConfigRejectsBadOptions(t *testing.T) {
+	for _, tc := range []struct {
+		mutate func(*Options)
+		want   string
+	}{
+		{func(o *Options) { o.GRPCEndpoint = "4317" }, "--grpc-endpoint"},
+		{func(o *Options) { o.Upstream = "collector:4317" }, "--upstream"},
+		{func(o *Options) { o.Upstream = "http://c:1"; o.UpstreamProtocol = "udp" }, "--upstream-protocol"},
+		{func(o *Options) { o.TelemetryEndpoint = "127.0.0.1:x" }, "--telemetry-endpoint"},
+		{func(o *Options) { o.DataDir = "a\"b" }, "--data-dir"},
+		{func(o *Options) { o.SummaryInterval = -1 }, "--summary-interval"},
+	} {
+		o := DefaultOptions()
+		tc.mutate(&o)
+		if _, err := DefaultConfig(o); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: error %v, want one naming %s", o, err, tc.want)
+		}
+	}
+}
