@@ -510,39 +510,7 @@ exporters:
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out := &syncBuffer{}
-	cmd := exec.Command(bin, "--config", path)
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("jaeger output:\n%s", out.String())
-		}
-	})
-	waitFor(t, 60*time.Second, "jaeger's query service", func() bool {
-		select {
-		case <-done:
-			t.Fatalf("jaeger exited:\n%s", out.String())
-		default:
-		}
-		resp, err := http.Get("http://" + j.query + "/api/v3/services")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+	startService(t, "jaeger", exec.Command(bin, "--config", path), "http://"+j.query+"/api/v3/services")
 	return j
 }
 

@@ -196,3 +196,43 @@ func lookPath(name string) (string, error) {
 	}
 	return p, nil
 }
+
+// startService runs cmd in the background for the rest of the test and
+// waits until GET readyURL answers 200. It is stopped with SIGINT (then
+// SIGKILL after 20 s) at cleanup, and its output is logged if the test
+// failed.
+func startService(t *testing.T, name string, cmd *exec.Cmd, readyURL string) {
+	t.Helper()
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", name, err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("%s output:\n%s", name, out.String())
+		}
+	})
+	waitFor(t, 60*time.Second, name+" to be ready", func() bool {
+		select {
+		case <-done:
+			t.Fatalf("%s exited:\n%s", name, out.String())
+		default:
+		}
+		resp, err := http.Get(readyURL)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+}

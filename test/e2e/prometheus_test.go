@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,40 +33,8 @@ func startPrometheus(t *testing.T) *prometheus {
 		t.Fatal(err)
 	}
 	addr := freePort(t)
-	out := &syncBuffer{}
-	cmd := exec.Command(bin, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+addr, "--web.enable-remote-write-receiver", "--log.level=warn")
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("prometheus output:\n%s", out.String())
-		}
-	})
-	waitFor(t, 60*time.Second, "prometheus to be ready", func() bool {
-		select {
-		case <-done:
-			t.Fatalf("prometheus exited:\n%s", out.String())
-		default:
-		}
-		resp, err := http.Get("http://" + addr + "/-/ready")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+	startService(t, "prometheus", exec.Command(bin, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+addr, "--web.enable-remote-write-receiver", "--log.level=warn"), "http://"+addr+"/-/ready")
 	c, err := api.NewClient(api.Config{Address: "http://" + addr})
 	if err != nil {
 		t.Fatal(err)
