@@ -144,8 +144,8 @@ func (a *Analyzer) endRequest(ri uint32, items int) {
 	if items == 0 {
 		return
 	}
-	a.e.reset()
-	a.e.bytes(a.seq)
+	a.e.Reset()
+	a.e.Bytes(a.seq)
 	r.digest = a.e.sum()
 	k := digestKey{signal: r.signal, items: items, digest: r.digest}
 	if first, ok := a.digests[k]; ok {

@@ -1,72 +1,20 @@
 package analyze
 
 import (
-	"encoding/binary"
-	"math"
+	"github.com/doubletake/doubletake/internal/pdataenc"
 	"slices"
 
 	"github.com/zeebo/xxh3"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 )
 
-// enc builds the byte string a content hash is taken over. Every field is
-// written with a type tag and, for variable-length data, a length, so two
-// different records never encode to the same bytes.
-type enc struct{ b []byte }
+// enc builds the byte string a content hash is taken over: the shared
+// canonical encoding (internal/pdataenc) and the hashes taken over it.
+type enc struct{ pdataenc.Encoder }
 
-func (e *enc) reset()      { e.b = e.b[:0] }
-func (e *enc) sum() uint64 { return xxh3.Hash(e.b) }
+func (e *enc) sum() uint64 { return xxh3.Hash(e.B) }
 func (e *enc) sum128() xxh3.Uint128 {
-	return xxh3.Hash128(e.b)
-}
-
-func (e *enc) u8(v byte)    { e.b = append(e.b, v) }
-func (e *enc) u64(v uint64) { e.b = binary.LittleEndian.AppendUint64(e.b, v) }
-func (e *enc) str(s string) {
-	e.b = binary.AppendUvarint(e.b, uint64(len(s)))
-	e.b = append(e.b, s...)
-}
-func (e *enc) bytes(p []byte) {
-	e.b = binary.AppendUvarint(e.b, uint64(len(p)))
-	e.b = append(e.b, p...)
-}
-
-// value writes v. Map keys are written in the order they are stored: copies
-// of one record made by one SDK keep that order.
-func (e *enc) value(v pcommon.Value) {
-	e.u8(byte(v.Type()))
-	switch v.Type() {
-	case pcommon.ValueTypeStr:
-		e.str(v.Str())
-	case pcommon.ValueTypeInt:
-		e.u64(uint64(v.Int()))
-	case pcommon.ValueTypeDouble:
-		e.u64(math.Float64bits(v.Double()))
-	case pcommon.ValueTypeBool:
-		if v.Bool() {
-			e.u8(1)
-		} else {
-			e.u8(0)
-		}
-	case pcommon.ValueTypeBytes:
-		e.bytes(v.Bytes().AsRaw())
-	case pcommon.ValueTypeSlice:
-		s := v.Slice()
-		e.u64(uint64(s.Len()))
-		for i := 0; i < s.Len(); i++ {
-			e.value(s.At(i))
-		}
-	case pcommon.ValueTypeMap:
-		e.attrs(v.Map())
-	}
-}
-
-func (e *enc) attrs(m pcommon.Map) {
-	e.u64(uint64(m.Len()))
-	for k, v := range m.All() {
-		e.str(k)
-		e.value(v)
-	}
+	return xxh3.Hash128(e.B)
 }
 
 // sortedAttrs writes m with its keys sorted, for identities that must not
@@ -77,16 +25,16 @@ func (e *enc) sortedAttrs(m pcommon.Map) {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	e.u64(uint64(len(keys)))
+	e.U64(uint64(len(keys)))
 	for _, k := range keys {
 		v, _ := m.Get(k)
-		e.str(k)
+		e.Str(k)
 		if v.Type() == pcommon.ValueTypeMap {
-			e.u8(byte(pcommon.ValueTypeMap))
+			e.U8(byte(pcommon.ValueTypeMap))
 			e.sortedAttrs(v.Map())
 			continue
 		}
-		e.value(v)
+		e.Value(v)
 	}
 }
 
@@ -99,7 +47,7 @@ type resourceInfo struct {
 }
 
 func describeResource(r pcommon.Resource, e *enc) resourceInfo {
-	e.reset()
+	e.Reset()
 	e.sortedAttrs(r.Attributes())
 	ri := resourceInfo{hash: e.sum()}
 	if v, ok := r.Attributes().Get("service.name"); ok {
@@ -116,9 +64,9 @@ func describeResource(r pcommon.Resource, e *enc) resourceInfo {
 
 // scopeHash identifies an instrumentation scope (name, version, attributes).
 func scopeHash(s pcommon.InstrumentationScope, e *enc) uint64 {
-	e.reset()
-	e.str(s.Name())
-	e.str(s.Version())
+	e.Reset()
+	e.Str(s.Name())
+	e.Str(s.Version())
 	e.sortedAttrs(s.Attributes())
 	return e.sum()
 }

@@ -267,11 +267,11 @@ func (a *Analyzer) AddMetrics(at Arrival, md pmetric.Metrics) {
 // value.
 func (a *Analyzer) metricItem(v *streams.Visit) {
 	e := &a.e
-	e.reset()
-	e.b = append(e.b, v.ID[:]...)
-	e.u64(v.Point.Start)
-	e.u64(v.Point.Time)
-	e.u64(v.Point.Fingerprint)
+	e.Reset()
+	e.B = append(e.B, v.ID[:]...)
+	e.U64(v.Point.Start)
+	e.U64(v.Point.Time)
+	e.U64(v.Point.Fingerprint)
 	a.item(e.sum())
 }
 

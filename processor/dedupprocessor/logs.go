@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/pdata/plog"
 
+	"github.com/doubletake/doubletake/internal/pdataenc"
 	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/window"
 )
 
@@ -26,7 +27,7 @@ type logWindow struct {
 }
 
 type logScratch struct {
-	enc      encoder
+	enc      pdataenc.Encoder
 	inserted [][16]byte
 	counts   []counts
 }
@@ -45,22 +46,22 @@ func newLogWindow(cfg *Config, seed window.Seed) (*logWindow, error) {
 // digest is the seeded XXH3-128 of prefix (the resource and scope digest)
 // followed by the record's canonical encoding: timestamps, severity, body,
 // attributes, event name and trace context.
-func (w *logWindow) digest(e *encoder, prefix [16]byte, r plog.LogRecord) [16]byte {
-	e.reset()
-	e.b = append(e.b, prefix[:]...)
-	e.u64(uint64(r.Timestamp()))
-	e.u64(uint64(r.ObservedTimestamp()))
-	e.u64(uint64(r.SeverityNumber()))
-	e.str(r.SeverityText())
-	e.value(r.Body())
-	e.attrs(r.Attributes())
-	e.u64(uint64(r.DroppedAttributesCount()))
-	e.u64(uint64(r.Flags()))
+func (w *logWindow) digest(e *pdataenc.Encoder, prefix [16]byte, r plog.LogRecord) [16]byte {
+	e.Reset()
+	e.B = append(e.B, prefix[:]...)
+	e.U64(uint64(r.Timestamp()))
+	e.U64(uint64(r.ObservedTimestamp()))
+	e.U64(uint64(r.SeverityNumber()))
+	e.Str(r.SeverityText())
+	e.Value(r.Body())
+	e.Attrs(r.Attributes())
+	e.U64(uint64(r.DroppedAttributesCount()))
+	e.U64(uint64(r.Flags()))
 	tid, sid := r.TraceID(), r.SpanID()
-	e.b = append(e.b, tid[:]...)
-	e.b = append(e.b, sid[:]...)
-	e.str(r.EventName())
-	return w.hash(e.b)
+	e.B = append(e.B, tid[:]...)
+	e.B = append(e.B, sid[:]...)
+	e.Str(r.EventName())
+	return w.hash(e.B)
 }
 
 func (w *logWindow) hash(b []byte) [16]byte {
@@ -93,10 +94,10 @@ func (p *logsProcessor) ConsumeLogs(ctx context.Context, ld plog.Logs) error {
 		rl := rls.At(i)
 		sc.counts = append(sc.counts, counts{svc: p.st.logSvcs.get(rl.Resource())})
 		c := &sc.counts[len(sc.counts)-1]
-		sc.enc.reset()
-		sc.enc.resource(rl.Resource())
-		sc.enc.str(rl.SchemaUrl())
-		resDigest := w.hash(sc.enc.b)
+		sc.enc.Reset()
+		sc.enc.Resource(rl.Resource())
+		sc.enc.Str(rl.SchemaUrl())
+		resDigest := w.hash(sc.enc.B)
 		var scopeDigest [16]byte
 		keep := func(r plog.LogRecord) bool {
 			c.received++
@@ -109,11 +110,11 @@ func (p *logsProcessor) ConsumeLogs(ctx context.Context, ld plog.Logs) error {
 			return true
 		}
 		scopeOf := func(sl plog.ScopeLogs) {
-			sc.enc.reset()
-			sc.enc.b = append(sc.enc.b, resDigest[:]...)
-			sc.enc.scope(sl.Scope())
-			sc.enc.str(sl.SchemaUrl())
-			scopeDigest = w.hash(sc.enc.b)
+			sc.enc.Reset()
+			sc.enc.B = append(sc.enc.B, resDigest[:]...)
+			sc.enc.Scope(sl.Scope())
+			sc.enc.Str(sl.SchemaUrl())
+			scopeDigest = w.hash(sc.enc.B)
 		}
 		if p.drop {
 			rl.ScopeLogs().RemoveIf(func(sl plog.ScopeLogs) bool {

@@ -2,6 +2,7 @@ package dedupprocessor
 
 import (
 	"context"
+	"github.com/doubletake/doubletake/internal/pdataenc"
 	"testing"
 	"time"
 
@@ -80,7 +81,7 @@ func TestLogDigestSeparatesFields(t *testing.T) {
 		r.SetTimestamp(10)
 		return r
 	}
-	var e encoder
+	var e pdataenc.Encoder
 	ref := w.digest(&e, [16]byte{}, base())
 	for name, change := range map[string]func(plog.LogRecord){
 		"body":            func(r plog.LogRecord) { r.Body().SetStr("a") },
