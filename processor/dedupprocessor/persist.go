@@ -27,7 +27,9 @@ const (
 )
 
 // persistence keeps the span and log windows in a storage extension, so
-// that a copy re-sent after a restart (kill -9 included) is still caught.
+// that a copy re-sent after a restart (kill -9 included) is still caught,
+// and checkpoints the metric streams' elections, so that a restart of the
+// gateway is not a new election.
 type persistence struct {
 	client storage.Client
 	spans  *journal.Journal
@@ -35,7 +37,9 @@ type persistence struct {
 	stop   chan struct{}
 	done   chan struct{}
 
-	bufs sync.Pool // *[]byte, segment payloads
+	metrics *metricWindow // its elections are checkpointed whole
+
+	bufs sync.Pool // *[]byte, segment payloads and snapshots
 }
 
 // openPersistence opens the storage client, restores the seed and replays
@@ -86,13 +90,46 @@ func (s *state) openPersistence(ctx context.Context, host component.Host) (*pers
 	if err != nil {
 		return fail(err)
 	}
+	snap, err := client.Get(ctx, metricsSnapshotKey)
+	if err != nil {
+		return fail(fmt.Errorf("storage: reading the metric streams: %w", err))
+	}
+	streamsRestored := 0
+	if snap != nil {
+		s.metrics.mu.Lock()
+		streamsRestored, err = s.metrics.tracker.Restore(snap)
+		s.metrics.mu.Unlock()
+		if err != nil {
+			// A stale or foreign snapshot: elections start afresh.
+			s.logger.Warn("ignoring the stored metric streams", zap.Error(err))
+		}
+	}
+	p.metrics = s.metrics
 	s.logger.Info("dedup windows restored",
 		zap.Stringer("storage", s.cfg.Storage),
 		zap.Int("span_ids", spans), zap.Int("span_segments", p.spans.Len()),
 		zap.Int("log_digests", logs), zap.Int("log_segments", p.logs.Len()),
+		zap.Int("metric_streams", streamsRestored),
 		zap.Duration("took", time.Since(began)))
 	go p.trimLoop(s.cfg.CheckpointInterval, s.cfg.Traces.Window, s.cfg.Logs.Window, s.logger)
 	return p, nil
+}
+
+// metricsSnapshotKey holds the metric streams' elections, rewritten every
+// checkpoint_interval and at shutdown.
+const metricsSnapshotKey = "metrics/snapshot"
+
+// checkpointMetrics stores the metric streams' state.
+func (p *persistence) checkpointMetrics(ctx context.Context) error {
+	bp := p.bufs.Get().(*[]byte)
+	defer p.bufs.Put(bp)
+	p.metrics.mu.Lock()
+	*bp = p.metrics.tracker.AppendSnapshot((*bp)[:0])
+	p.metrics.mu.Unlock()
+	if err := p.client.Set(ctx, metricsSnapshotKey, *bp); err != nil {
+		return fmt.Errorf("storing the metric streams: %w", err)
+	}
+	return nil
 }
 
 // restoreSeed makes the log digests and stream ids of this run comparable
@@ -146,6 +183,9 @@ func (p *persistence) trimLoop(every, spanWindow, logWindow time.Duration, logge
 		if err := p.logs.Trim(ctx, now-int64(logWindow)); err != nil {
 			logger.Warn("trimming the stored log window", zap.Error(err))
 		}
+		if err := p.checkpointMetrics(ctx); err != nil {
+			logger.Warn("checkpointing the metric streams", zap.Error(err))
+		}
 		cancel()
 	}
 }
@@ -153,6 +193,9 @@ func (p *persistence) trimLoop(every, spanWindow, logWindow time.Duration, logge
 func (p *persistence) close(logger *zap.Logger) {
 	close(p.stop)
 	<-p.done
+	if err := p.checkpointMetrics(context.Background()); err != nil {
+		logger.Warn("checkpointing the metric streams", zap.Error(err))
+	}
 	st, lt := p.spans.Stats(), p.logs.Stats()
 	logger.Info("dedup windows stored",
 		zap.Uint64("span_segments_written", st.Appended), zap.Uint64("span_segments_failed", st.Failed),

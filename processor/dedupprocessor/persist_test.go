@@ -3,6 +3,7 @@ package dedupprocessor
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/filestorage"
 	"go.opentelemetry.io/collector/component"
@@ -10,6 +11,8 @@ import (
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/extension"
 	"go.opentelemetry.io/collector/extension/extensiontest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processortest"
 )
@@ -105,4 +108,57 @@ func TestStorageMustExist(t *testing.T) {
 		t.Fatalf("Start without the extension: %v, want a message naming it", err)
 	}
 	_ = p.Shutdown(context.Background())
+}
+
+// sumPoint is one request with one cumulative point of "requests".
+func sumPoint(start, at uint64, v int64) pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	rm := md.ResourceMetrics().AppendEmpty()
+	rm.Resource().Attributes().PutStr("service.name", "a")
+	m := rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+	m.SetName("requests")
+	m.SetEmptySum().SetIsMonotonic(true)
+	m.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	dp := m.Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(pcommon.Timestamp(start))
+	dp.SetTimestamp(pcommon.Timestamp(at))
+	dp.SetIntValue(v)
+	return md
+}
+
+// TestElectionsSurviveARestart: after a restart the later writer of a stream
+// is still the loser, even when its point arrives first.
+func TestElectionsSurviveARestart(t *testing.T) {
+	dir := t.TempDir()
+	cfg := createDefaultConfig()
+	id := component.NewID(filestorage.NewFactory().Type())
+	cfg.Storage = &id
+	s := uint64(time.Second)
+	run := func(reqs ...pmetric.Metrics) int {
+		host, ext := startFileStorage(t, dir)
+		defer func() { _ = ext.Shutdown(context.Background()) }()
+		sink := new(consumertest.MetricsSink)
+		p, err := NewFactory().CreateMetrics(context.Background(), processortest.NewNopSettings(Type), cfg, sink)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Start(context.Background(), host); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range reqs {
+			_ = p.ConsumeMetrics(context.Background(), r)
+		}
+		if err := p.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return sink.DataPointCount()
+	}
+	// Writer A (start 1s) is elected; writer B (start 3s) overlaps.
+	if n := run(sumPoint(1*s, 2*s, 10), sumPoint(1*s, 12*s, 20), sumPoint(3*s, 13*s, 1)); n != 2 {
+		t.Fatalf("first run passed %d points, want A's 2", n)
+	}
+	// After the restart B's point comes first: it must still lose.
+	if n := run(sumPoint(3*s, 23*s, 2), sumPoint(1*s, 24*s, 30)); n != 1 {
+		t.Fatalf("after the restart %d points passed, want only A's 1", n)
+	}
 }

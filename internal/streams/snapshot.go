@@ -1,0 +1,97 @@
+package streams
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+)
+
+// snapshotMagic starts a snapshot: a format name and version.
+const snapshotMagic = "dtstreams1"
+
+// writerBytes and streamBytes are the encoded sizes.
+const (
+	writerBytes = 6 * 8
+	streamBytes = 16 + 2*writerBytes + 8 + 1 + 1
+)
+
+var errSnapshot = errors.New("not a stream tracker snapshot")
+
+func appendWriter(b []byte, w *writer) []byte {
+	b = binary.LittleEndian.AppendUint64(b, w.start)
+	b = binary.LittleEndian.AppendUint64(b, w.time)
+	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(w.value))
+	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(w.sum))
+	b = binary.LittleEndian.AppendUint64(b, w.fp)
+	return binary.LittleEndian.AppendUint64(b, w.interval)
+}
+
+func readWriter(b []byte) writer {
+	return writer{
+		start:    binary.LittleEndian.Uint64(b[0:]),
+		time:     binary.LittleEndian.Uint64(b[8:]),
+		value:    math.Float64frombits(binary.LittleEndian.Uint64(b[16:])),
+		sum:      math.Float64frombits(binary.LittleEndian.Uint64(b[24:])),
+		fp:       binary.LittleEndian.Uint64(b[32:]),
+		interval: binary.LittleEndian.Uint64(b[40:]),
+	}
+}
+
+// AppendSnapshot appends the state of every tracked stream to b: who is
+// elected, who else was seen, and their newest points. A process that
+// restores it judges the next points as this one would have, so a restart
+// of the judge is not a new election.
+func (t *Tracker) AppendSnapshot(b []byte) []byte {
+	b = append(b, snapshotMagic...)
+	b = binary.LittleEndian.AppendUint64(b, uint64(t.index.n))
+	for i := range t.used {
+		s := t.at(i)
+		if s.flags&flagLive == 0 {
+			continue
+		}
+		b = append(b, s.id[:]...)
+		b = appendWriter(b, &s.cur)
+		b = appendWriter(b, &s.alt)
+		b = binary.LittleEndian.AppendUint64(b, uint64(s.seen))
+		b = append(b, byte(s.shape), s.flags)
+	}
+	return b
+}
+
+// Restore adds the streams of a snapshot made by AppendSnapshot, up to the
+// tracker's limit, skipping streams it tracks already. It returns how many
+// it added.
+func (t *Tracker) Restore(b []byte) (int, error) {
+	if len(b) < len(snapshotMagic)+8 || string(b[:len(snapshotMagic)]) != snapshotMagic {
+		return 0, errSnapshot
+	}
+	b = b[len(snapshotMagic):]
+	n := binary.LittleEndian.Uint64(b)
+	b = b[8:]
+	if uint64(len(b)) != n*streamBytes {
+		return 0, fmt.Errorf("stream tracker snapshot: %d bytes for %d streams, want %d", len(b), n, n*streamBytes)
+	}
+	added := 0
+	for ; len(b) > 0; b = b[streamBytes:] {
+		var id ID
+		copy(id[:], b)
+		if _, _, ok := t.index.find(&id, t); ok || t.index.n >= t.max {
+			continue
+		}
+		i := t.alloc()
+		s := t.at(i)
+		*s = stream{
+			id:      id,
+			cur:     readWriter(b[16:]),
+			alt:     readWriter(b[16+writerBytes:]),
+			seen:    int64(binary.LittleEndian.Uint64(b[16+2*writerBytes:])),
+			shape:   Shape(b[16+2*writerBytes+8]),
+			flags:   b[16+2*writerBytes+9] | flagLive,
+			version: t.nextVersion(),
+		}
+		t.index.insert(&id, i)
+		added++
+	}
+	return added, nil
+}
