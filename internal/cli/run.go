@@ -21,7 +21,7 @@ import (
 // would be silently ignored, so they are refused instead.
 var defaultOnlyFlags = []string{
 	"grpc-endpoint", "http-endpoint", "upstream", "upstream-protocol", "data-dir",
-	"metrics-endpoint", "telemetry-endpoint", "health-endpoint", "summary-interval", "spool-endpoint",
+	"metrics-endpoint", "telemetry-endpoint", "health-endpoint", "summary-interval", "spool-endpoint", "memory-soft-limit-mib",
 }
 
 func collectorSettings() otelcol.CollectorSettings {
@@ -78,6 +78,7 @@ checks one.`
 	f.StringVar(&opts.TelemetryEndpoint, "telemetry-endpoint", opts.TelemetryEndpoint, "where the gateway's own metrics are served")
 	f.StringVar(&opts.HealthEndpoint, "health-endpoint", opts.HealthEndpoint, "health check address")
 	f.StringVar(&opts.SpoolEndpoint, "spool-endpoint", opts.SpoolEndpoint, "loopback address of the persistent spool between the receiver and dedup (with --upstream)")
+	f.IntVar(&opts.MemorySoftLimitMiB, "memory-soft-limit-mib", opts.MemorySoftLimitMiB, "resident size above which dedup shrinks its windows (0 turns it off; default: half the memory available)")
 	f.DurationVar(&opts.SummaryInterval, "summary-interval", opts.SummaryInterval, "how often to log what was received and dropped (0 turns it off)")
 
 	otelRunE := cmd.RunE

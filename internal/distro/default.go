@@ -18,31 +18,33 @@ var tmpl = template.Must(template.New("default").Parse(defaultTemplate))
 
 // Options are what `doubletake run`'s flags change in the default config.
 type Options struct {
-	GRPCEndpoint      string        // OTLP/gRPC listen address
-	HTTPEndpoint      string        // OTLP/HTTP listen address
-	Upstream          string        // forward all signals here over OTLP; empty: write locally
-	UpstreamProtocol  string        // grpc or http
-	DataDir           string        // where local files and the persistent queue live
-	MetricsEndpoint   string        // where metrics are served without an upstream
-	TelemetryEndpoint string        // where the gateway's own metrics are served
-	HealthEndpoint    string        // health_check extension
-	SummaryInterval   time.Duration // how often the dedup summary is logged
-	SpoolEndpoint     string        // loopback OTLP/gRPC address of the spool (with Upstream)
+	GRPCEndpoint       string        // OTLP/gRPC listen address
+	HTTPEndpoint       string        // OTLP/HTTP listen address
+	Upstream           string        // forward all signals here over OTLP; empty: write locally
+	UpstreamProtocol   string        // grpc or http
+	DataDir            string        // where local files and the persistent queue live
+	MetricsEndpoint    string        // where metrics are served without an upstream
+	TelemetryEndpoint  string        // where the gateway's own metrics are served
+	HealthEndpoint     string        // health_check extension
+	SummaryInterval    time.Duration // how often the dedup summary is logged
+	SpoolEndpoint      string        // loopback OTLP/gRPC address of the spool (with Upstream)
+	MemorySoftLimitMiB int           // dedup shrinks its windows above this resident size; 0 off
 }
 
 // DefaultOptions are the defaults of `doubletake run`: everything on
 // loopback.
 func DefaultOptions() Options {
 	return Options{
-		GRPCEndpoint:      "127.0.0.1:4317",
-		HTTPEndpoint:      "127.0.0.1:4318",
-		UpstreamProtocol:  "grpc",
-		DataDir:           "./doubletake-data",
-		MetricsEndpoint:   "127.0.0.1:8889",
-		TelemetryEndpoint: "127.0.0.1:8888",
-		HealthEndpoint:    "127.0.0.1:13133",
-		SummaryInterval:   time.Minute,
-		SpoolEndpoint:     "127.0.0.1:4319",
+		GRPCEndpoint:       "127.0.0.1:4317",
+		HTTPEndpoint:       "127.0.0.1:4318",
+		UpstreamProtocol:   "grpc",
+		DataDir:            "./doubletake-data",
+		MetricsEndpoint:    "127.0.0.1:8889",
+		TelemetryEndpoint:  "127.0.0.1:8888",
+		HealthEndpoint:     "127.0.0.1:13133",
+		SummaryInterval:    time.Minute,
+		SpoolEndpoint:      "127.0.0.1:4319",
+		MemorySoftLimitMiB: dedupSoftLimitMiB(),
 	}
 }
 
@@ -75,6 +77,9 @@ func DefaultConfig(o Options) (string, error) {
 	v.TelemetryHost, v.TelemetryPort = host, p
 	if strings.ContainsAny(o.DataDir, "\n\"'") {
 		return "", fmt.Errorf("--data-dir %q: quotes and newlines are not allowed", o.DataDir)
+	}
+	if o.MemorySoftLimitMiB < 0 {
+		return "", fmt.Errorf("--memory-soft-limit-mib must not be negative, got %d", o.MemorySoftLimitMiB)
 	}
 	if o.SummaryInterval < 0 {
 		return "", fmt.Errorf("--summary-interval must not be negative, got %s", o.SummaryInterval)

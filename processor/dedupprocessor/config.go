@@ -88,6 +88,10 @@ type Config struct {
 	// CheckpointInterval is how often the stored windows are trimmed to
 	// what the window still holds.
 	CheckpointInterval time.Duration `mapstructure:"checkpoint_interval"`
+	// MemorySoftLimitMiB, when positive, shrinks the span and log windows
+	// by a quarter every second that the process's resident memory is above
+	// it, so that dedup gives memory back before the process is at risk.
+	MemorySoftLimitMiB int `mapstructure:"memory_soft_limit_mib"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -226,6 +230,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Telemetry.WarnInterval <= 0 {
 		errs = append(errs, fmt.Errorf("%w, got %s", errWarn, c.Telemetry.WarnInterval))
+	}
+	if c.MemorySoftLimitMiB < 0 {
+		errs = append(errs, fmt.Errorf("memory_soft_limit_mib must not be negative, got %d", c.MemorySoftLimitMiB))
 	}
 	if c.CheckpointInterval <= 0 {
 		errs = append(errs, fmt.Errorf("checkpoint_interval must be positive, got %s", c.CheckpointInterval))

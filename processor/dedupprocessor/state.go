@@ -106,10 +106,12 @@ type state struct {
 
 	persist *persistence // nil without cfg.Storage; set by the first start
 
-	mu      sync.Mutex
-	running int
-	stop    chan struct{}
-	done    chan struct{}
+	mu           sync.Mutex
+	running      int
+	stop         chan struct{}
+	done         chan struct{}
+	pressureStop chan struct{} // the memory pressure loop, with memory_soft_limit_mib
+	pressureDone chan struct{}
 }
 
 func newState(id component.ID, set component.TelemetrySettings, cfg *Config) (*state, error) {
@@ -161,6 +163,10 @@ func (s *state) start(ctx context.Context, host component.Host) error {
 		s.persist = p
 	}
 	s.running++
+	if s.running == 1 && s.cfg.MemorySoftLimitMiB > 0 {
+		s.pressureStop, s.pressureDone = make(chan struct{}), make(chan struct{})
+		go s.pressureLoop(uint64(s.cfg.MemorySoftLimitMiB)<<20, s.pressureStop, s.pressureDone)
+	}
 	if s.running > 1 || s.cfg.Telemetry.SummaryInterval <= 0 {
 		return nil
 	}
@@ -185,6 +191,11 @@ func (s *state) shutdown() {
 		close(s.stop)
 		<-s.done
 		s.stop, s.done = nil, nil
+	}
+	if s.pressureStop != nil {
+		close(s.pressureStop)
+		<-s.pressureDone
+		s.pressureStop, s.pressureDone = nil, nil
 	}
 	if s.persist != nil {
 		s.persist.close(s.logger)

@@ -296,8 +296,10 @@ func (s *Set[K, V]) Expire(now int64) {
 	}
 }
 
-// Shrink removes up to n of the oldest entries, to give memory back early;
-// it returns how many it removed.
+// Shrink removes up to n of the oldest entries and gives the memory of the
+// emptied part of the ring back to the operating system (on Linux), to
+// relieve memory pressure early; it returns how many it removed. The pages
+// come back, zeroed, as new entries fill the ring again.
 func (s *Set[K, V]) Shrink(n int) int {
 	removed := 0
 	for removed < n && s.n > 0 {
@@ -305,6 +307,19 @@ func (s *Set[K, V]) Shrink(n int) int {
 		removed++
 	}
 	s.stats.Shrunk += uint64(removed)
+	if removed > 0 {
+		// The free part of the ring runs from head to tail.
+		t := s.tail()
+		switch {
+		case s.n == 0:
+			releaseMemory(s.ring)
+		case s.head <= t:
+			releaseMemory(s.ring[s.head:t])
+		default:
+			releaseMemory(s.ring[s.head:])
+			releaseMemory(s.ring[:t])
+		}
+	}
 	return removed
 }
 

@@ -219,3 +219,34 @@ func TestBytesPerEntry(t *testing.T) {
 	}
 	t.Logf("%.2f bytes per tracked span", per)
 }
+
+// TestShrinkReleasesAndRefills: after a Shrink that empties most of a big
+// ring, the set still works: old keys are gone, new ones are stored in the
+// released pages, and every held key is found.
+func TestShrinkReleasesAndRefills(t *testing.T) {
+	s := newSet(t, 1<<16, 1<<60)
+	for i := range uint64(1 << 16) {
+		s.Observe(key(i), i, 0)
+	}
+	if got := s.Shrink(60000); got != 60000 {
+		t.Fatalf("Shrink = %d", got)
+	}
+	for i := uint64(1 << 20); i < 1<<20+50000; i++ {
+		if _, seen := s.Observe(key(i), i, 0); seen {
+			t.Fatalf("new key %d reported as seen", i)
+		}
+	}
+	for i := uint64(60000); i < 1<<16; i++ {
+		if v, ok := s.Lookup(key(i)); !ok || v != i {
+			t.Fatalf("survivor %d: (%d, %v)", i, v, ok)
+		}
+	}
+	for i := uint64(1 << 20); i < 1<<20+50000; i++ {
+		if v, ok := s.Lookup(key(i)); !ok || v != i {
+			t.Fatalf("new key %d: (%d, %v)", i, v, ok)
+		}
+	}
+	if _, ok := s.Lookup(key(5)); ok {
+		t.Fatal("shrunk key still held")
+	}
+}

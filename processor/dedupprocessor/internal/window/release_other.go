@@ -1,0 +1,5 @@
+//go:build !linux
+
+package window
+
+func releaseMemory[T any]([]T) {}

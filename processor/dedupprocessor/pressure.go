@@ -1,0 +1,68 @@
+package dedupprocessor
+
+import (
+	"context"
+	"os"
+	"runtime/metrics"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// pressureEvery is how often resident memory is compared with
+// memory_soft_limit_mib.
+const pressureEvery = time.Second
+
+// residentBytes is the process's resident set size: /proc/self/statm on
+// Linux, else what the Go runtime holds from the OS.
+func residentBytes() uint64 {
+	if b, err := os.ReadFile("/proc/self/statm"); err == nil {
+		if f := strings.Fields(string(b)); len(f) > 1 {
+			if pages, err := strconv.ParseUint(f[1], 10, 64); err == nil {
+				return pages * uint64(os.Getpagesize())
+			}
+		}
+	}
+	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64() - s[1].Value.Uint64()
+}
+
+// pressureLoop shrinks the span and log windows by a quarter whenever the
+// process's resident memory is above limit, before the memory_limiter (or
+// the kernel) has to act; what it removes is counted as
+// evicted_entries{reason="shrink"}.
+func (s *state) pressureLoop(limit uint64, stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	tick := time.NewTicker(pressureEvery)
+	defer tick.Stop()
+	var lastWarn time.Time
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		rss := residentBytes()
+		if rss <= limit {
+			continue
+		}
+		var removed int
+		for _, w := range []*signalWindow{&s.traces.signalWindow, &s.logs.signalWindow} {
+			w.mu.Lock()
+			removed += w.set.Shrink(w.set.Len() / 4)
+			capEv, shrunk := w.evictionsLocked()
+			w.mu.Unlock()
+			w.reportEvictions(context.Background(), s.tel, capEv, shrunk)
+		}
+		if time.Since(lastWarn) >= s.cfg.Telemetry.WarnInterval {
+			s.logger.Warn("memory pressure: dedup windows shrunk",
+				zap.Uint64("resident_mib", rss>>20),
+				zap.Int("memory_soft_limit_mib", s.cfg.MemorySoftLimitMiB),
+				zap.Int("entries_removed", removed))
+			lastWarn = time.Now()
+		}
+	}
+}
