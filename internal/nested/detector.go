@@ -1,0 +1,413 @@
+package nested
+
+import (
+	"cmp"
+	"slices"
+	"sync"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+)
+
+// Key identifies a finding: one pattern of nesting in one service.
+type Key struct {
+	Service    string `json:"service"`
+	Kind       string `json:"kind"` // the outer span's kind: SERVER, CLIENT, PRODUCER, CONSUMER, INTERNAL
+	Name       string `json:"name"` // the outer span's name
+	OuterScope Scope  `json:"outer_scope"`
+	InnerScope Scope  `json:"inner_scope"`
+}
+
+// Pair is one nested duplicate: Inner records Outer's operation a second
+// time, as its child or as a SERVER sibling whose time Outer contains.
+type Pair struct {
+	Key
+	InnerName string // the inner span's name
+	MatchedBy string // ByName, ByRoute or ByMethod
+	// Sibling: both spans are SERVER children of one parent (each
+	// instrumentation extracted the incoming context), Outer the one
+	// whose time contains the other's; otherwise Outer is Inner's parent.
+	Sibling bool
+	TraceID pcommon.TraceID
+	Outer   pcommon.SpanID
+	Inner   pcommon.SpanID
+}
+
+// Example names one occurrence by its ids, in hex.
+type Example struct {
+	TraceID     string `json:"trace_id"`
+	OuterSpanID string `json:"outer_span_id"`
+	InnerSpanID string `json:"inner_span_id"`
+}
+
+// Finding aggregates the pairs of one Key.
+type Finding struct {
+	Key
+	InnerName   string `json:"inner_name,omitempty"` // the inner spans' name, when it differs from Name
+	MatchedBy   string `json:"matched_by"`           // how the first pair matched: name, route or method
+	Traces      int    `json:"traces"`               // distinct traces with at least one pair
+	Occurrences int    `json:"occurrences"`          // pairs
+	Siblings    int    `json:"siblings"`             // pairs of SERVER siblings under one parent, rather than parent and child
+	// AffectedSpans counts the spans of Kind on either side of a pair,
+	// each once; KindSpans all spans of Kind in Service (distinct ids).
+	// For SERVER findings Share is the share of the service's server
+	// spans that are part of a doubled request.
+	AffectedSpans int       `json:"affected_spans"`
+	KindSpans     int       `json:"kind_spans"`
+	Share         float64   `json:"share"`
+	Diagnosis     string    `json:"diagnosis"`
+	Examples      []Example `json:"examples,omitempty"`
+}
+
+// Stats says what a Detector saw and what it had to forget.
+type Stats struct {
+	Spans      int `json:"spans"`       // spans added
+	Duplicates int `json:"duplicates"`  // spans whose ids were already held: ignored
+	InvalidIDs int `json:"invalid_ids"` // spans with an all-zero trace or span id: counted in KindSpans, never paired
+	Pairs      int `json:"pairs"`       // nested duplicates found
+	Held       int `json:"held"`        // spans held now
+	MaxSpans   int `json:"max_spans"`
+	// Evicted spans were forgotten to stay within MaxSpans: a parent or
+	// child of theirs arriving later is not compared with them.
+	// EvictedWaiting of them had not seen their parent yet.
+	Evicted        int `json:"evicted"`
+	EvictedWaiting int `json:"evicted_waiting"`
+	// TraceMarksEvicted: (finding, trace) marks forgotten (as many are
+	// held as MaxSpans); a trace seen again after that counts twice in
+	// Finding.Traces.
+	TraceMarksEvicted int `json:"trace_marks_evicted"`
+	// SiblingOverflow: SERVER spans not compared with their siblings
+	// because their parent already had MaxSiblings SERVER children held.
+	SiblingOverflow int `json:"sibling_overflow"`
+}
+
+// MaxSiblings bounds the SERVER children of one parent that are compared
+// with each other (one request has one or two; more is fan-in, not
+// double instrumentation).
+const MaxSiblings = 16
+
+// Report is a Detector's findings and stats.
+type Report struct {
+	Findings []Finding `json:"findings"`
+	Stats    Stats     `json:"stats"`
+}
+
+// Detect runs a fresh Detector over td.
+func Detect(td ptrace.Traces, opts Options) Report {
+	d := NewDetector(opts)
+	d.Add(td)
+	return d.Report()
+}
+
+type rec struct {
+	key       spanKey
+	parent    spanKey
+	hasParent bool
+	waiting   bool // listed in Detector.waiting under parent
+	inSibs    bool // listed in Detector.sibs under parent
+	info      spanInfo
+	innerF    int32 // the finding this span is the inner span of, or -1; a span is the inner span of one pair at most
+	outerF    int32 // the last finding this span was the outer span of, or -1
+}
+
+type findingAcc struct {
+	key         Key
+	innerName   string
+	by          string
+	traces, occ int
+	siblings    int
+	affected    int
+	examples    []Example
+}
+
+type traceMark struct {
+	trace   pcommon.TraceID
+	finding int32
+}
+
+type svcKind struct {
+	service string
+	kind    ptrace.SpanKind
+}
+
+// Detector finds nested duplicates over a stream of batches, holding at
+// most Options.MaxSpans spans. Parent and child may arrive in either
+// order and in different batches. It is safe for concurrent use.
+type Detector struct {
+	mu      sync.Mutex
+	o       Options
+	recs    []rec // a ring once full
+	head    int32
+	byKey   map[spanKey]int32
+	waiting map[spanKey][]int32 // parent key -> slots of children that arrived first
+	sibs    map[spanKey][]int32 // parent key -> slots of its SERVER children
+	finds   []*findingAcc
+	findIdx map[Key]int32
+	marks   *fifo[traceMark, struct{}]
+	kinds   map[svcKind]int
+	st      Stats
+	in      interner
+}
+
+// NewDetector returns an empty Detector; zero Options fields take their
+// defaults.
+func NewDetector(opts Options) *Detector {
+	o := opts.withDefaults()
+	return &Detector{
+		o:       o,
+		byKey:   make(map[spanKey]int32),
+		waiting: make(map[spanKey][]int32),
+		sibs:    make(map[spanKey][]int32),
+		findIdx: make(map[Key]int32),
+		marks:   newFIFO[traceMark, struct{}](o.MaxSpans),
+		kinds:   make(map[svcKind]int),
+		st:      Stats{MaxSpans: o.MaxSpans},
+		in:      interner{max: 4096},
+	}
+}
+
+// Add reads one batch and returns the pairs it completed (nil if none):
+// a pair is complete when both spans have arrived, in this batch or
+// earlier ones.
+func (d *Detector) Add(td ptrace.Traces) []Pair {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []Pair
+	for _, rs := range td.ResourceSpans().All() {
+		svc := d.in.str(serviceName(rs.Resource()))
+		for _, ss := range rs.ScopeSpans().All() {
+			scope := Scope{Name: d.in.str(ss.Scope().Name()), Version: d.in.str(ss.Scope().Version())}
+			for _, sp := range ss.Spans().All() {
+				d.st.Spans++
+				tid, sid := sp.TraceID(), sp.SpanID()
+				if tid.IsEmpty() || sid.IsEmpty() {
+					d.st.InvalidIDs++
+					d.kinds[svcKind{svc, kindOf(sp.Kind())}]++
+					continue
+				}
+				k := keyOf(tid, sid)
+				if _, dup := d.byKey[k]; dup {
+					d.st.Duplicates++
+					continue
+				}
+				d.kinds[svcKind{svc, kindOf(sp.Kind())}]++
+				r := rec{key: k, info: readSpan(svc, scope, sp, &d.in), innerF: -1, outerF: -1}
+				if psid := sp.ParentSpanID(); !psid.IsEmpty() && psid != sid {
+					r.parent, r.hasParent = keyOf(tid, psid), true
+				}
+				slot := d.insert(r)
+				if r.hasParent {
+					if ps, ok := d.byKey[r.parent]; ok {
+						out = d.eval(ps, slot, out)
+					} else {
+						d.waiting[r.parent] = append(d.waiting[r.parent], slot)
+						d.recs[slot].waiting = true
+					}
+					if r.info.kind == ptrace.SpanKindServer {
+						sibs := d.sibs[r.parent]
+						for _, ss := range sibs {
+							out = d.evalSibling(ss, slot, out)
+						}
+						if len(sibs) < MaxSiblings {
+							d.sibs[r.parent] = append(sibs, slot)
+							d.recs[slot].inSibs = true
+						} else {
+							d.st.SiblingOverflow++
+						}
+					}
+				}
+				if kids, ok := d.waiting[k]; ok {
+					delete(d.waiting, k)
+					for _, cs := range kids {
+						d.recs[cs].waiting = false
+						out = d.eval(slot, cs, out)
+					}
+				}
+			}
+		}
+	}
+	d.st.Held = len(d.byKey)
+	return out
+}
+
+func (d *Detector) insert(r rec) int32 {
+	var slot int32
+	if len(d.recs) < d.o.MaxSpans {
+		d.recs = append(d.recs, r)
+		slot = int32(len(d.recs) - 1)
+	} else {
+		slot = d.head
+		d.evict(slot)
+		d.recs[slot] = r
+		d.head = int32((int(d.head) + 1) % d.o.MaxSpans)
+	}
+	d.byKey[r.key] = slot
+	return slot
+}
+
+func (d *Detector) evict(slot int32) {
+	old := &d.recs[slot]
+	delete(d.byKey, old.key)
+	d.st.Evicted++
+	if old.waiting {
+		d.st.EvictedWaiting++
+		unlist(d.waiting, old.parent, slot)
+	}
+	if old.inSibs {
+		unlist(d.sibs, old.parent, slot)
+	}
+}
+
+func unlist(m map[spanKey][]int32, k spanKey, slot int32) {
+	l := m[k]
+	if i := slices.Index(l, slot); i >= 0 {
+		l = slices.Delete(l, i, i+1)
+	}
+	if len(l) == 0 {
+		delete(m, k)
+	} else {
+		m[k] = l
+	}
+}
+
+func (d *Detector) eval(ps, cs int32, out []Pair) []Pair {
+	p, c := &d.recs[ps], &d.recs[cs]
+	if c.innerF >= 0 {
+		return out
+	}
+	by, ok := d.o.match(&p.info, &c.info)
+	if !ok {
+		return out
+	}
+	return d.record(p, c, by, false, out)
+}
+
+// evalSibling compares a held SERVER span with a new sibling.
+func (d *Detector) evalSibling(held, added int32, out []Pair) []Pair {
+	a, b := &d.recs[held], &d.recs[added]
+	outerIsA, by, ok := d.o.matchSibling(&a.info, &b.info)
+	if !ok {
+		return out
+	}
+	if !outerIsA {
+		a, b = b, a
+	}
+	if b.innerF >= 0 {
+		return out
+	}
+	return d.record(a, b, by, true, out)
+}
+
+func (d *Detector) record(p, c *rec, by string, sibling bool, out []Pair) []Pair {
+	d.st.Pairs++
+	key := Key{
+		Service:    p.info.service,
+		Kind:       kindName(p.info.kind),
+		Name:       p.info.name,
+		OuterScope: p.info.scope,
+		InnerScope: c.info.scope,
+	}
+	fi, ok := d.findIdx[key]
+	if !ok {
+		fi = int32(len(d.finds))
+		d.findIdx[key] = fi
+		f := &findingAcc{key: key, by: by}
+		if c.info.name != p.info.name {
+			f.innerName = c.info.name
+		}
+		d.finds = append(d.finds, f)
+	}
+	f := d.finds[fi]
+	f.occ++
+	if sibling {
+		f.siblings++
+	}
+	tid := c.key.traceID()
+	if d.marks.put(traceMark{tid, fi}, struct{}{}) {
+		f.traces++
+	}
+	if c.info.kind == p.info.kind {
+		f.affected++
+	}
+	c.innerF = fi
+	if p.innerF != fi && p.outerF != fi {
+		f.affected++
+	}
+	p.outerF = fi
+	pair := Pair{Key: key, InnerName: c.info.name, MatchedBy: by, Sibling: sibling, TraceID: tid, Outer: p.key.spanID(), Inner: c.key.spanID()}
+	if len(f.examples) < d.o.MaxExamples {
+		f.examples = append(f.examples, Example{
+			TraceID:     tid.String(),
+			OuterSpanID: pair.Outer.String(),
+			InnerSpanID: pair.Inner.String(),
+		})
+	}
+	return append(out, pair)
+}
+
+// Findings are the aggregated findings so far, the most frequent first.
+func (d *Detector) Findings() []Finding {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.findings()
+}
+
+// Stats are the counters so far.
+func (d *Detector) Stats() Stats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.stats()
+}
+
+// Report is Findings and Stats taken together.
+func (d *Detector) Report() Report {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return Report{Findings: d.findings(), Stats: d.stats()}
+}
+
+func (d *Detector) stats() Stats {
+	s := d.st
+	s.Held = len(d.byKey)
+	s.TraceMarksEvicted = int(d.marks.evicted)
+	return s
+}
+
+func (d *Detector) findings() []Finding {
+	out := make([]Finding, 0, len(d.finds))
+	for _, a := range d.finds {
+		f := Finding{
+			Key:           a.key,
+			InnerName:     a.innerName,
+			MatchedBy:     a.by,
+			Traces:        a.traces,
+			Occurrences:   a.occ,
+			Siblings:      a.siblings,
+			AffectedSpans: a.affected,
+			Examples:      slices.Clone(a.examples),
+		}
+		for k, n := range d.kinds {
+			if k.service == a.key.Service && kindName(k.kind) == a.key.Kind {
+				f.KindSpans += n
+			}
+		}
+		if f.KindSpans > 0 {
+			f.Share = float64(f.AffectedSpans) / float64(f.KindSpans)
+		}
+		f.Diagnosis = Diagnosis(f)
+		out = append(out, f)
+	}
+	slices.SortStableFunc(out, func(a, b Finding) int {
+		return cmp.Or(
+			cmp.Compare(b.Occurrences, a.Occurrences),
+			cmp.Compare(a.Service, b.Service),
+			cmp.Compare(a.Name, b.Name),
+			cmp.Compare(a.Kind, b.Kind),
+			cmp.Compare(a.OuterScope.Name, b.OuterScope.Name),
+			cmp.Compare(a.OuterScope.Version, b.OuterScope.Version),
+			cmp.Compare(a.InnerScope.Name, b.InnerScope.Name),
+			cmp.Compare(a.InnerScope.Version, b.InnerScope.Version),
+		)
+	})
+	return out
+}

@@ -1,0 +1,96 @@
+package nested
+
+import (
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+)
+
+// s describes one span for build. Times are milliseconds after base.
+type s struct {
+	svc, scope, ver string
+	trace           byte // default 1
+	id, parent      byte // 0: none
+	name            string
+	kind            ptrace.SpanKind
+	start, end      float64
+	attrs           map[string]any
+}
+
+var base = time.Date(2026, 10, 1, 12, 0, 0, 0, time.UTC)
+
+func ts(ms float64) pcommon.Timestamp {
+	return pcommon.NewTimestampFromTime(base.Add(time.Duration(ms * float64(time.Millisecond))))
+}
+
+func tid(b byte) pcommon.TraceID { return pcommon.TraceID{15: b, 0: 0xab} }
+func sid(b byte) pcommon.SpanID  { return pcommon.SpanID{7: b, 0: 0xcd} }
+
+// build puts the spans into one batch, one ResourceSpans per service and
+// one ScopeSpans per scope, in order of first appearance.
+func build(spans ...s) ptrace.Traces {
+	td := ptrace.NewTraces()
+	rss := map[string]ptrace.ResourceSpans{}
+	sss := map[[3]string]ptrace.ScopeSpans{}
+	for _, x := range spans {
+		rs, ok := rss[x.svc]
+		if !ok {
+			rs = td.ResourceSpans().AppendEmpty()
+			if x.svc != "" {
+				rs.Resource().Attributes().PutStr("service.name", x.svc)
+			}
+			rss[x.svc] = rs
+		}
+		k := [3]string{x.svc, x.scope, x.ver}
+		ss, ok := sss[k]
+		if !ok {
+			ss = rs.ScopeSpans().AppendEmpty()
+			ss.Scope().SetName(x.scope)
+			ss.Scope().SetVersion(x.ver)
+			sss[k] = ss
+		}
+		sp := ss.Spans().AppendEmpty()
+		tr := x.trace
+		if tr == 0 {
+			tr = 1
+		}
+		sp.SetTraceID(tid(tr))
+		if x.id != 0 {
+			sp.SetSpanID(sid(x.id))
+		}
+		if x.parent != 0 {
+			sp.SetParentSpanID(sid(x.parent))
+		}
+		sp.SetName(x.name)
+		sp.SetKind(x.kind)
+		sp.SetStartTimestamp(ts(x.start))
+		sp.SetEndTimestamp(ts(x.end))
+		if err := sp.Attributes().FromRaw(x.attrs); err != nil {
+			panic(err)
+		}
+	}
+	return td
+}
+
+const (
+	server   = ptrace.SpanKindServer
+	client   = ptrace.SpanKindClient
+	internal = ptrace.SpanKindInternal
+	consumer = ptrace.SpanKindConsumer
+)
+
+const otelhttpScope = "go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+
+// spansByID lists td's spans by span id byte (the last byte of the id).
+func spansByID(td ptrace.Traces) map[pcommon.SpanID]ptrace.Span {
+	out := map[pcommon.SpanID]ptrace.Span{}
+	for _, rs := range td.ResourceSpans().All() {
+		for _, ss := range rs.ScopeSpans().All() {
+			for _, sp := range ss.Spans().All() {
+				out[sp.SpanID()] = sp
+			}
+		}
+	}
+	return out
+}

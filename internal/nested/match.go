@@ -1,0 +1,286 @@
+package nested
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+)
+
+// Defaults for Options' zero fields.
+const (
+	DefaultMinCoverage = 0.9
+	DefaultSkew        = time.Millisecond
+	DefaultMaxSpans    = 100_000
+	DefaultMaxExamples = 3
+	// MaxMaxSpans is the largest MaxSpans (slots are int32).
+	MaxMaxSpans = 1 << 24
+)
+
+// Options tune the rule. The zero value means every default.
+type Options struct {
+	// MinCoverage is the share of the outer span's duration the inner
+	// span must cover: inner ≥ MinCoverage × outer − Skew. 0 means
+	// DefaultMinCoverage (0.9); otherwise in (0, 1].
+	MinCoverage float64 `mapstructure:"min_coverage" json:"min_coverage"`
+	// Skew is how far the inner span may start before the outer one or
+	// end after it, and the absolute slack on MinCoverage (timestamps
+	// rounded by an SDK, instrumentation overhead on very short spans).
+	// 0 means DefaultSkew (1ms); it is never negative.
+	Skew time.Duration `mapstructure:"skew" json:"skew"`
+	// MaxSpans bounds the spans a Detector holds while it waits for
+	// their parents or children; the oldest go first, counted in
+	// Stats.Evicted. 0 means DefaultMaxSpans (100,000: about 35 MB,
+	// some 340 bytes a span); at most MaxMaxSpans.
+	MaxSpans int `mapstructure:"max_spans" json:"max_spans"`
+	// MaxExamples is how many (trace, outer, inner) ids a Finding keeps.
+	// 0 means DefaultMaxExamples (3); negative keeps none.
+	MaxExamples int `mapstructure:"max_examples" json:"max_examples"`
+	// InternalInServer also flags an INTERNAL span inside a SERVER span
+	// of another scope (OpenTelemetry Python's instrumentations start an
+	// INTERNAL span when a server span is already active). Off by default.
+	InternalInServer bool `mapstructure:"internal_in_server" json:"internal_in_server"`
+}
+
+// Validate reports a setting out of range.
+func (o Options) Validate() error {
+	var errs []error
+	if math.IsNaN(o.MinCoverage) || o.MinCoverage < 0 || o.MinCoverage > 1 {
+		errs = append(errs, fmt.Errorf("min_coverage %v: want a number in (0, 1], or 0 for the default %v", o.MinCoverage, DefaultMinCoverage))
+	}
+	if o.Skew < 0 {
+		errs = append(errs, fmt.Errorf("skew %v: must not be negative", o.Skew))
+	}
+	if o.MaxSpans < 0 || o.MaxSpans > MaxMaxSpans {
+		errs = append(errs, fmt.Errorf("max_spans %d: want 1 to %d, or 0 for the default %d", o.MaxSpans, MaxMaxSpans, DefaultMaxSpans))
+	}
+	return errors.Join(errs...)
+}
+
+// withDefaults fills zero fields and clamps what Validate would refuse.
+func (o Options) withDefaults() Options {
+	if math.IsNaN(o.MinCoverage) || o.MinCoverage <= 0 || o.MinCoverage > 1 {
+		o.MinCoverage = DefaultMinCoverage
+	}
+	if o.Skew <= 0 {
+		o.Skew = DefaultSkew
+	}
+	if o.MaxSpans <= 0 {
+		o.MaxSpans = DefaultMaxSpans
+	}
+	if o.MaxSpans > MaxMaxSpans {
+		o.MaxSpans = MaxMaxSpans
+	}
+	if o.MaxExamples == 0 {
+		o.MaxExamples = DefaultMaxExamples
+	}
+	return o
+}
+
+// Scope is an instrumentation scope.
+type Scope struct {
+	Name    string `json:"name"`
+	Version string `json:"version,omitempty"`
+}
+
+// String is "name version", or the name alone.
+func (s Scope) String() string {
+	n := s.Name
+	if n == "" {
+		n = "(unnamed scope)"
+	}
+	if s.Version == "" {
+		return n
+	}
+	return n + " " + s.Version
+}
+
+// How a pair matched.
+const (
+	ByName   = "name"   // the same span name
+	ByRoute  = "route"  // the same http.route (or url.template) and HTTP method
+	ByMethod = "method" // HTTP SERVER spans of one method, one of them named by the method alone, without a route
+)
+
+// spanInfo is what the rule looks at in one span.
+type spanInfo struct {
+	service    string
+	scope      Scope
+	name       string
+	kind       ptrace.SpanKind // UNSPECIFIED is read as INTERNAL
+	route      string          // http.route, else url.template
+	method     string          // http.request.method, else http.method
+	start, end uint64
+}
+
+func kindOf(k ptrace.SpanKind) ptrace.SpanKind {
+	if k == ptrace.SpanKindUnspecified {
+		return ptrace.SpanKindInternal
+	}
+	return k
+}
+
+// kindName is the OTLP enum name without its prefix.
+func kindName(k ptrace.SpanKind) string {
+	switch kindOf(k) {
+	case ptrace.SpanKindServer:
+		return "SERVER"
+	case ptrace.SpanKindClient:
+		return "CLIENT"
+	case ptrace.SpanKindProducer:
+		return "PRODUCER"
+	case ptrace.SpanKindConsumer:
+		return "CONSUMER"
+	case ptrace.SpanKindInternal:
+		return "INTERNAL"
+	}
+	return fmt.Sprintf("KIND_%d", int32(k))
+}
+
+func strAttr(m pcommon.Map, keys ...string) string {
+	for _, k := range keys {
+		if v, ok := m.Get(k); ok && v.Type() == pcommon.ValueTypeStr && v.Str() != "" {
+			return v.Str()
+		}
+	}
+	return ""
+}
+
+// serviceName is the resource's service.name ("" when absent).
+func serviceName(r pcommon.Resource) string {
+	return strAttr(r.Attributes(), "service.name")
+}
+
+func readSpan(service string, scope Scope, sp ptrace.Span, in *interner) spanInfo {
+	a := sp.Attributes()
+	return spanInfo{
+		service: service,
+		scope:   scope,
+		name:    in.str(sp.Name()),
+		kind:    kindOf(sp.Kind()),
+		route:   in.str(strAttr(a, "http.route", "url.template")),
+		method:  in.str(strAttr(a, "http.request.method", "http.method")),
+		start:   uint64(sp.StartTimestamp()),
+		end:     uint64(sp.EndTimestamp()),
+	}
+}
+
+// match reports whether c, a child of p, records p's operation a second
+// time, and by which rule.
+func (o *Options) match(p, c *spanInfo) (string, bool) {
+	if p.service != c.service {
+		return "", false
+	}
+	switch {
+	case p.kind == c.kind:
+		// Two INTERNAL spans of one scope nested under one name are
+		// nearly always recursion (a function calling itself), not two
+		// instrumentations.
+		if p.kind == ptrace.SpanKindInternal && p.scope == c.scope {
+			return "", false
+		}
+	case o.InternalInServer && p.kind == ptrace.SpanKindServer && c.kind == ptrace.SpanKindInternal:
+		if p.scope == c.scope {
+			return "", false
+		}
+	default:
+		return "", false
+	}
+	by, ok := sameOperation(p, c)
+	if !ok || !o.covers(p, c) {
+		return "", false
+	}
+	return by, true
+}
+
+// matchSibling reports whether two SERVER spans with the same parent
+// record one request twice, as when each of two instrumentations extracts
+// the incoming trace context; outerIsA says which one is the outer span:
+// the one that covers the other; when each covers the other (within
+// Skew), the longer one, then the one that starts first, then a.
+func (o *Options) matchSibling(a, b *spanInfo) (outerIsA bool, by string, ok bool) {
+	if a.service != b.service || a.kind != ptrace.SpanKindServer || b.kind != ptrace.SpanKindServer {
+		return false, "", false
+	}
+	by, ok = sameOperation(a, b)
+	if !ok {
+		return false, "", false
+	}
+	ab, ba := o.covers(a, b), o.covers(b, a)
+	switch {
+	case ab && ba:
+		da, db := a.end-a.start, b.end-b.start
+		return da > db || da == db && a.start <= b.start, by, true
+	case ab:
+		return true, by, true
+	case ba:
+		return false, by, true
+	}
+	return false, "", false
+}
+
+// sameOperation: the same name; or the same route and HTTP method; or two
+// HTTP SERVER spans of one method, one of them without a route and named
+// by the method alone.
+func sameOperation(p, c *spanInfo) (string, bool) {
+	switch {
+	case p.name == c.name:
+		return ByName, true
+	case c.route != "" && c.route == p.route && c.method != "" && c.method == p.method:
+		return ByRoute, true
+	case p.kind == ptrace.SpanKindServer && c.kind == ptrace.SpanKindServer &&
+		p.method != "" && p.method == c.method &&
+		(methodOnly(p) && p.route == "" || methodOnly(c) && c.route == ""):
+		return ByMethod, true
+	}
+	return "", false
+}
+
+// methodOnly: the span is named as HTTP semantic conventions name a server
+// span whose route is unknown ("GET", "HTTP GET", or "HTTP" for an
+// unknown method).
+func methodOnly(s *spanInfo) bool {
+	return s.name == s.method || s.name == "HTTP "+s.method || s.name == "HTTP"
+}
+
+// covers: c lies within p (give or take Skew) and lasts at least
+// MinCoverage of p, less Skew.
+func (o *Options) covers(p, c *spanInfo) bool {
+	if p.end < p.start || c.end < c.start {
+		return false
+	}
+	skew := uint64(o.Skew)
+	if c.start < p.start && p.start-c.start > skew {
+		return false
+	}
+	if c.end > p.end && c.end-p.end > skew {
+		return false
+	}
+	pd, cd := float64(p.end-p.start), float64(c.end-c.start)
+	return cd+float64(skew) >= o.MinCoverage*pd
+}
+
+// interner shares equal strings between held spans; it forgets everything
+// when it grows past its bound (the strings stay valid, only sharing is
+// lost).
+type interner struct {
+	m   map[string]string
+	max int
+}
+
+func (in *interner) str(s string) string {
+	if in == nil || s == "" {
+		return s
+	}
+	if v, ok := in.m[s]; ok {
+		return v
+	}
+	if in.m == nil || len(in.m) >= in.max {
+		in.m = make(map[string]string, 64)
+	}
+	in.m[s] = s
+	return s
+}
