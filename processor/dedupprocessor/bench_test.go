@@ -69,14 +69,17 @@ func setIDs(td ptrace.Traces, r *rand.Rand, prev [][24]byte, dupShare float64) [
 
 // BenchmarkTracesProcessor is the span path in steady state: the window is
 // full (max_spans 2M, every new span evicts one), batches of 1000 spans, with
-// none or half of each batch repeating the previous batch's spans.
+// none or half of each batch repeating the previous batch's spans; without
+// the nested-duplicate detector (the default) and with it.
 func BenchmarkTracesProcessor(b *testing.B) {
 	for _, bc := range []struct {
-		name  string
-		share float64
-	}{{"dup=0%", 0}, {"dup=50%", 0.5}} {
+		name   string
+		share  float64
+		nested bool
+	}{{"dup=0%", 0, false}, {"dup=50%", 0.5, false}, {"dup=0%/nested=on", 0, true}, {"dup=50%/nested=on", 0.5, true}} {
 		b.Run(bc.name, func(b *testing.B) {
 			cfg := createDefaultConfig()
+			cfg.Traces.Nested.Detect = bc.nested
 			p, err := NewFactory().CreateTraces(context.Background(), processortest.NewNopSettings(Type), cfg, consumertest.NewNop())
 			if err != nil {
 				b.Fatal(err)

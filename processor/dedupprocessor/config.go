@@ -3,6 +3,7 @@ package dedupprocessor
 import (
 	"errors"
 	"fmt"
+	"github.com/doubletake/doubletake/internal/nested"
 	"go.opentelemetry.io/collector/component"
 	"time"
 
@@ -54,6 +55,7 @@ const (
 	defaultWarnInterval    = time.Minute
 	defaultSummaryInterval = 0 // off
 	defaultCheckpoint      = 5 * time.Second
+	defaultNestedSpans     = 20_000 // spans held awaiting their parent: about 7 MB
 
 	defaultMaxStreams     = streams.DefaultMaxStreams // about 15 MB at 150 bytes per tracked stream
 	defaultMaxStale       = streams.DefaultMaxStale
@@ -105,6 +107,21 @@ type TracesConfig struct {
 	MaxSpans int `mapstructure:"max_spans"`
 	// OnConflict is keep_first (default) or pass.
 	OnConflict ConflictPolicy `mapstructure:"on_conflict"`
+	// Nested configures the detection of double instrumentation: one
+	// operation recorded as two nested spans.
+	Nested NestedConfig `mapstructure:"nested"`
+	// CollapseNested removes the inner span of each nested duplicate
+	// found within one request (mode drop only).
+	CollapseNested bool `mapstructure:"collapse_nested"`
+}
+
+// NestedConfig turns the nested-duplicate detector on and tunes it.
+type NestedConfig struct {
+	// Detect counts nested duplicates (by service and scope pair).
+	Detect bool `mapstructure:"detect"`
+	// Options are the detector's: min_coverage, skew, max_spans,
+	// max_examples, internal_in_server.
+	nested.Options `mapstructure:",squash"`
 }
 
 // LogsConfig bounds the log record window.
@@ -162,6 +179,9 @@ func createDefaultConfig() *Config {
 			Window:     defaultWindow,
 			MaxSpans:   defaultMaxSpans,
 			OnConflict: ConflictKeepFirst,
+			// Off by default: it roughly doubles the span path's cost
+			// (docs/benchmarks.md); the embedded default config turns it on.
+			Nested: NestedConfig{Detect: false, Options: nested.Options{MaxSpans: defaultNestedSpans}},
 		},
 		Logs: LogsConfig{
 			Window:     defaultWindow,
@@ -201,6 +221,12 @@ func (c *Config) Validate() error {
 	case ConflictKeepFirst, ConflictPass:
 	default:
 		errs = append(errs, fmt.Errorf("%w, got %q", errOnConflict, c.Traces.OnConflict))
+	}
+	if err := c.Traces.Nested.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("traces.nested: %w", err))
+	}
+	if c.Traces.CollapseNested && !c.Traces.Nested.Detect {
+		errs = append(errs, errors.New("traces.collapse_nested needs traces.nested.detect"))
 	}
 	if c.Logs.Window <= 0 {
 		errs = append(errs, fmt.Errorf("logs.window must be positive, got %s", c.Logs.Window))

@@ -101,6 +101,7 @@ type state struct {
 
 	spanSvcs *services
 	logSvcs  *services
+	nested   *nestedState // nil unless traces.nested.detect
 
 	users int // processors holding this state; guarded by factory.mu
 
@@ -133,6 +134,7 @@ func newState(id component.ID, set component.TelemetrySettings, cfg *Config) (*s
 		return nil, err
 	}
 	st := &state{
+		nested:   newNestedState(cfg),
 		id:       id,
 		seed:     seed,
 		cfg:      cfg,

@@ -32,6 +32,9 @@ type telemetry struct {
 	metricPoints    metric.Int64Counter
 	metricElections metric.Int64Counter
 	unjudged        metric.Int64Counter
+
+	// Nested duplicates (nested.go).
+	nestedSpans metric.Int64Counter
 }
 
 func newTelemetry(set component.TelemetrySettings) (*telemetry, error) {
@@ -64,6 +67,9 @@ func newTelemetry(set component.TelemetrySettings) (*telemetry, error) {
 	errs = errors.Join(errs, err)
 	t.unjudged, err = m.Int64Counter("otelcol_processor_dedup_unjudged_points",
 		metric.WithDescription("Metric points of new streams passed unjudged because metrics.max_streams streams were tracked already."), metric.WithUnit("{point}"))
+	errs = errors.Join(errs, err)
+	t.nestedSpans, err = m.Int64Counter("otelcol_processor_dedup_nested_spans",
+		metric.WithDescription("Nested duplicates (double instrumentation: one operation recorded as two spans) by service and scope pair; action is counted, or collapsed with traces.collapse_nested."), metric.WithUnit("{span}"))
 	errs = errors.Join(errs, err)
 	return t, errs
 }

@@ -153,6 +153,9 @@ func (p *tracesProcessor) ConsumeTraces(ctx context.Context, td ptrace.Traces) e
 	if p.drop && rss.Len() == 0 {
 		return nil // nothing new: the sender already delivered all of it
 	}
+	if p.st.nested != nil {
+		p.st.nested.process(ctx, td, p.st.tel)
+	}
 	err := p.next.ConsumeTraces(ctx, td)
 	if err == nil && len(sc.inserted) > 0 && p.st.persist != nil {
 		// Delivered: journal what it stored before the sender is answered.

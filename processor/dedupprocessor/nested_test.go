@@ -1,0 +1,91 @@
+package dedupprocessor
+
+import (
+	"testing"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/otel/attribute"
+)
+
+// doubleWrapped is one request recorded twice by one instrumentation applied
+// twice: an outer SERVER span, an inner SERVER span of the same name
+// covering 96% of it, and the handler's child span under the inner one.
+func doubleWrapped(trace byte) ptrace.Traces {
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("service.name", "api")
+	ss := rs.ScopeSpans().AppendEmpty()
+	ss.Scope().SetName("otelhttp")
+	ss.Scope().SetVersion("0.71.0")
+	tid := pcommon.TraceID{trace, 1}
+	add := func(id, parent byte, name string, kind ptrace.SpanKind, start, end uint64) {
+		s := ss.Spans().AppendEmpty()
+		s.SetTraceID(tid)
+		s.SetSpanID(pcommon.SpanID{trace, id})
+		if parent != 0 {
+			s.SetParentSpanID(pcommon.SpanID{trace, parent})
+		}
+		s.SetName(name)
+		s.SetKind(kind)
+		s.SetStartTimestamp(pcommon.Timestamp(start))
+		s.SetEndTimestamp(pcommon.Timestamp(end))
+	}
+	add(3, 2, "load", ptrace.SpanKindInternal, 1_100_000, 1_500_000)
+	add(2, 1, "GET /rollouts", ptrace.SpanKindServer, 1_020_000, 1_980_000)
+	add(1, 0, "GET /rollouts", ptrace.SpanKindServer, 1_000_000, 2_000_000)
+	return td
+}
+
+func TestNestedDuplicatesAreCountedNotDropped(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Traces.Nested.Detect = true })
+	for i := range 3 {
+		if err := h.sendTraces(doubleWrapped(byte(i + 1))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := len(h.delivered()); got != 9 {
+		t.Fatalf("%d spans delivered, want all 9: counting never drops", got)
+	}
+	got := h.counter("otelcol_processor_dedup_nested_spans", svc("api"),
+		attribute.String("outer_scope", "otelhttp 0.71.0"), attribute.String("inner_scope", "otelhttp 0.71.0"), attribute.String("action", "counted"))
+	if got != 3 {
+		t.Fatalf("nested_spans{counted} = %d, want 3", got)
+	}
+}
+
+func TestCollapseNested(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Traces.Nested.Detect, c.Traces.CollapseNested = true, true })
+	if err := h.sendTraces(doubleWrapped(1)); err != nil {
+		t.Fatal(err)
+	}
+	out := h.tsink.AllTraces()
+	if len(out) != 1 {
+		t.Fatalf("%d requests delivered", len(out))
+	}
+	spans := out[0].ResourceSpans().At(0).ScopeSpans().At(0).Spans()
+	if spans.Len() != 2 {
+		t.Fatalf("%d spans delivered, want 2 (the inner server span removed)", spans.Len())
+	}
+	for i := 0; i < spans.Len(); i++ {
+		s := spans.At(i)
+		if s.Name() == "load" && s.ParentSpanID() != (pcommon.SpanID{1, 1}) {
+			t.Fatalf("child span's parent is %s, want the outer span", s.ParentSpanID())
+		}
+		if s.SpanID() == (pcommon.SpanID{1, 2}) {
+			t.Fatal("the inner span is still there")
+		}
+	}
+	if got := h.counter("otelcol_processor_dedup_nested_spans", svc("api"), attribute.String("action", "collapsed")); got != 1 {
+		t.Fatalf("nested_spans{collapsed} = %d, want 1", got)
+	}
+}
+
+func TestCollapseNeedsDetect(t *testing.T) {
+	c := createDefaultConfig()
+	c.Traces.CollapseNested = true
+	c.Traces.Nested.Detect = false
+	if err := c.Validate(); err == nil {
+		t.Fatal("collapse_nested without detect accepted")
+	}
+}
