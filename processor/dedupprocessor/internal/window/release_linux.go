@@ -17,12 +17,12 @@ func releaseMemory[T any](s []T) {
 	}
 	var zero T
 	const page = 4096
-	start := uintptr(unsafe.Pointer(&s[0]))
-	end := start + uintptr(len(s))*unsafe.Sizeof(zero)
-	start = (start + page - 1) &^ (page - 1)
-	end &^= page - 1
-	if end <= start {
+	b := unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), uintptr(len(s))*unsafe.Sizeof(zero))
+	addr := uintptr(unsafe.Pointer(&b[0]))
+	lo := int((page - addr%page) % page) // first page boundary inside b
+	hi := len(b) - int((addr+uintptr(len(b)))%page)
+	if hi-lo < page {
 		return
 	}
-	_ = unix.Madvise(unsafe.Slice((*byte)(unsafe.Pointer(start)), end-start), unix.MADV_DONTNEED)
+	_ = unix.Madvise(b[lo:hi], unix.MADV_DONTNEED)
 }
