@@ -2,6 +2,8 @@ package analyze
 
 import (
 	"time"
+
+	"github.com/doubletake/doubletake/internal/nested"
 )
 
 // DefaultExportInterval is the default of Options.ExportInterval: the
@@ -23,6 +25,10 @@ type Options struct {
 	// MaxStreams bounds the metric streams tracked; points of further
 	// streams are counted as unjudged. Default DefaultMaxStreams.
 	MaxStreams int
+	// Nested tunes the nested-duplicate (double instrumentation) detector:
+	// its timing rule and the spans it holds (MaxSpans, default
+	// nested.DefaultMaxSpans); zero fields take nested's defaults.
+	Nested nested.Options
 }
 
 func (o Options) withDefaults() Options {
@@ -82,6 +88,7 @@ type Analyzer struct {
 	spans   spanIndex
 	logs    logIndex
 	metrics metricIndex
+	nested  *nested.Detector // bounded: at most Options.Nested.MaxSpans spans held
 
 	e   enc    // scratch encoder for content hashes
 	seq []byte // scratch: item hashes of the current request
@@ -101,6 +108,7 @@ func New(opts Options) *Analyzer {
 		digests:   map[digestKey]int32{},
 		protocols: map[string]int{},
 	}
+	a.nested = nested.NewDetector(a.opts.Nested)
 	a.spans.init()
 	a.logs.init()
 	a.metrics.init(a.opts.MaxStreams)
@@ -202,6 +210,7 @@ func (a *Analyzer) Report() *Report {
 		}
 	}
 	a.spanReport(r)
+	a.nestedReport(r)
 	a.metricReport(r)
 	a.logReport(r)
 	sortFindings(r.Findings)

@@ -1,8 +1,11 @@
 // Package analyze finds telemetry that arrived more than once: duplicate
-// spans and log records, metric streams with more than one writer, and the
-// counter resets Prometheus would compute on them. It gives every finding
-// one line of diagnosis: two exporters in one process, a re-sent batch, or
-// an identity collision.
+// spans and log records, metric streams with more than one writer, the
+// counter resets Prometheus would compute on them, and nested duplicates
+// (one operation recorded as two spans with different ids, one inside the
+// other: double instrumentation). It gives every finding one line of
+// diagnosis: two exporters in one process, a re-sent batch, an identity
+// collision, or a nested duplicate (internal/nested's diagnosis, naming
+// both instrumentation scopes).
 //
 // It is shared by `doubletake verify` (fed by the in-process receiver in
 // internal/capture) and `doubletake audit`: feed an Analyzer the captured
@@ -10,6 +13,9 @@
 // with its Arrival (sequence, time, connection), then call Report. The
 // Analyzer keeps a compact index of what it saw (about 120 bytes per span id),
 // never the pdata, so requests can be released as soon as they are added.
+// Nested duplicates come from an internal/nested Detector fed every traces
+// request in arrival order; it holds at most Options.Nested.MaxSpans spans
+// and reports what it had to forget (NestedReport.Stats.Evicted).
 //
 // Metric stream identity, writer election and the resets() rule are not
 // implemented here: they come from internal/streams, the same code the

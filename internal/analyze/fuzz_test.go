@@ -62,7 +62,7 @@ func FuzzAnalyze(f *testing.F) {
 		if err := WriteText(&buf, r); err != nil {
 			t.Fatal(err)
 		}
-		if err := WriteJUnit(&buf, "x", 0, JUnitCases(r, 0)); err != nil {
+		if err := WriteJUnit(&buf, "x", 0, JUnitCases(r, 0, false)); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := json.Marshal(r); err != nil {

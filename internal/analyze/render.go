@@ -36,6 +36,7 @@ func (e *errWriter) printf(format string, args ...any) {
 func WriteText(w io.Writer, r *Report) error {
 	ew := &errWriter{w: w}
 	writeSpansText(ew, &r.Spans)
+	writeNestedText(ew, &r.Nested)
 	writeMetricsText(ew, &r.Metrics)
 	writeLogsText(ew, &r.Logs)
 	if r.Malformed > 0 {
@@ -177,13 +178,15 @@ type JUnitCase struct {
 	Detail  string
 }
 
-// JUnitCases turns r into one case per check: spans, metric streams, logs
-// and decodable requests.
-func JUnitCases(r *Report, maxRatio float64) []JUnitCase {
-	detail := func(sig Signal) string {
+// JUnitCases turns r into one case per check: spans, nested duplicates,
+// metric streams, logs and decodable requests. maxRatio is the duplicate
+// ratio the id-based checks allow; allowNested passes the nested-duplicate
+// check (the report still lists its findings).
+func JUnitCases(r *Report, maxRatio float64, allowNested bool) []JUnitCase {
+	detail := func(sig Signal, nested bool) string {
 		var b strings.Builder
 		for _, f := range r.Findings {
-			if f.Signal == sig {
+			if f.Signal == sig && (f.Diagnosis == DiagNestedDuplicate) == nested {
 				b.WriteString(f.Line)
 				b.WriteString("\n")
 			}
@@ -193,24 +196,30 @@ func JUnitCases(r *Report, maxRatio float64) []JUnitCase {
 	ratio := func(extra, recv int) bool { return recv > 0 && float64(extra)/float64(recv) > maxRatio }
 	cs := []JUnitCase{
 		{Name: "spans arrive once", Class: "doubletake.verify.spans"},
+		{Name: "operations are recorded once (no nested duplicates)", Class: "doubletake.verify.nested"},
 		{Name: "metric streams have one writer", Class: "doubletake.verify.metrics"},
 		{Name: "log records arrive once", Class: "doubletake.verify.logs"},
 		{Name: "export requests decode", Class: "doubletake.verify.otlp"},
 	}
 	if ratio(r.Spans.ExtraCopies, r.Spans.Received) {
 		cs[0].Failure = fmt.Sprintf("%d of %d spans are extra copies", r.Spans.ExtraCopies, r.Spans.Received)
-		cs[0].Detail = detail(SignalSpans)
+		cs[0].Detail = detail(SignalSpans, false)
+	}
+	if n := r.Nested.Pairs; n > 0 && !allowNested {
+		cs[1].Failure = fmt.Sprintf("%s (double instrumentation) in %s", plural(n, "nested duplicate", "nested duplicates"),
+			plural(len(r.Nested.Findings), "finding", "findings"))
+		cs[1].Detail = detail(SignalSpans, true)
 	}
 	if ratio(r.Metrics.ExtraPoints, r.Metrics.Points) {
-		cs[1].Failure = fmt.Sprintf("%d streams with overlapping writers; %d of %d points are extra", r.Metrics.Overlapping, r.Metrics.ExtraPoints, r.Metrics.Points)
-		cs[1].Detail = detail(SignalMetrics)
+		cs[2].Failure = fmt.Sprintf("%d streams with overlapping writers; %d of %d points are extra", r.Metrics.Overlapping, r.Metrics.ExtraPoints, r.Metrics.Points)
+		cs[2].Detail = detail(SignalMetrics, false)
 	}
 	if ratio(r.Logs.ExtraCopies, r.Logs.Received) {
-		cs[2].Failure = fmt.Sprintf("%d of %d log records are extra copies", r.Logs.ExtraCopies, r.Logs.Received)
-		cs[2].Detail = detail(SignalLogs)
+		cs[3].Failure = fmt.Sprintf("%d of %d log records are extra copies", r.Logs.ExtraCopies, r.Logs.Received)
+		cs[3].Detail = detail(SignalLogs, false)
 	}
 	if r.Malformed > 0 {
-		cs[3].Failure = fmt.Sprintf("%d export requests could not be decoded", r.Malformed)
+		cs[4].Failure = fmt.Sprintf("%d export requests could not be decoded", r.Malformed)
 	}
 	return cs
 }

@@ -25,6 +25,8 @@ func TestWriteText(t *testing.T) {
   e.g. svc "rollout" trace 01010000000000000000000000000000 span 0102000000000000: 2 copies, later ones 3ms after the first
   e.g. svc "verify" trace 01010000000000000000000000000000 span 0202000000000000: 2 copies, later ones 3ms after the first
 
+nested duplicates (one operation recorded as two spans, one inside the other): none in 4 spans
+
 metrics: 9 points in 1 stream; 1 with more than one writer, 1 overlapping; 3 extra points (overlap 3); counter resets Prometheus would count: 3
   stream requests{route=/} (sum/cumulative/monotonic, unit 1) of service "svc", scope meter: 2 writers overlap
     writer start 2026-03-01T12:00:00Z: 6 points, values 10 → 60 (elected)
@@ -52,15 +54,16 @@ func TestWriteJUnit(t *testing.T) {
 	r := a.Report()
 	r.Malformed = 2
 	var b bytes.Buffer
-	if err := WriteJUnit(&b, "doubletake verify", 1500*time.Millisecond, JUnitCases(r, 0)); err != nil {
+	if err := WriteJUnit(&b, "doubletake verify", 1500*time.Millisecond, JUnitCases(r, 0, false)); err != nil {
 		t.Fatal(err)
 	}
 	want := `<?xml version="1.0" encoding="UTF-8"?>
-<testsuites name="doubletake verify" tests="4" failures="2">
-  <testsuite name="doubletake verify" tests="4" failures="2" errors="0" time="1.500">
+<testsuites name="doubletake verify" tests="5" failures="2">
+  <testsuite name="doubletake verify" tests="5" failures="2" errors="0" time="1.500">
     <testcase name="spans arrive once" classname="doubletake.verify.spans" time="0">
       <failure message="1 of 2 spans are extra copies" type="doubletake">spans of service &#34;svc&#34;: 1 extra copy of spans a, identical, 1ms after the first, on 2 connections: two exporters in one process (identical copies from one resource within the 5s export interval)&#xA;</failure>
     </testcase>
+    <testcase name="operations are recorded once (no nested duplicates)" classname="doubletake.verify.nested" time="0"></testcase>
     <testcase name="metric streams have one writer" classname="doubletake.verify.metrics" time="0"></testcase>
     <testcase name="log records arrive once" classname="doubletake.verify.logs" time="0"></testcase>
     <testcase name="export requests decode" classname="doubletake.verify.otlp" time="0">
@@ -73,7 +76,7 @@ func TestWriteJUnit(t *testing.T) {
 		t.Fatalf("JUnit:\n%s\nwant:\n%s", got, want)
 	}
 	// A ratio allowance passes the same spans.
-	for _, c := range JUnitCases(r, 0.5) {
+	for _, c := range JUnitCases(r, 0.5, false) {
 		if c.Failure != "" && !strings.Contains(c.Name, "decode") {
 			t.Errorf("case %q failed under --max-duplicate-ratio 0.5: %s", c.Name, c.Failure)
 		}

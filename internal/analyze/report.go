@@ -27,12 +27,15 @@ const (
 
 // Report is the outcome of an analysis.
 type Report struct {
-	Requests  RequestCounts `json:"requests"`
-	Spans     SpanReport    `json:"spans"`
-	Metrics   MetricReport  `json:"metrics"`
-	Logs      LogReport     `json:"logs"`
-	Findings  []Finding     `json:"findings"`
-	Malformed uint64        `json:"malformed_requests"` // set by the caller: requests refused as undecodable
+	Requests RequestCounts `json:"requests"`
+	Spans    SpanReport    `json:"spans"`
+	// Nested: spans recording another span's operation a second time
+	// (double instrumentation); not counted in the duplicate ratio.
+	Nested    NestedReport `json:"nested_duplicates"`
+	Metrics   MetricReport `json:"metrics"`
+	Logs      LogReport    `json:"logs"`
+	Findings  []Finding    `json:"findings"`
+	Malformed uint64       `json:"malformed_requests"` // set by the caller: requests refused as undecodable
 }
 
 // RequestCounts counts export requests.
@@ -102,7 +105,8 @@ func fmtDur(d time.Duration) string {
 
 // DuplicateRatio is the share of received items that are extra copies:
 // spans and log records after their first copy, metric points from writers
-// other than each stream's elected one, and duplicate points.
+// other than each stream's elected one, and duplicate points. Nested
+// duplicates are not in it: their spans have ids of their own.
 func (r *Report) DuplicateRatio() float64 {
 	recv := r.Spans.Received + r.Logs.Received + r.Metrics.Points
 	if recv == 0 {
@@ -111,17 +115,26 @@ func (r *Report) DuplicateRatio() float64 {
 	return float64(r.Spans.ExtraCopies+r.Logs.ExtraCopies+r.Metrics.ExtraPoints) / float64(recv)
 }
 
-// Clean reports whether nothing was duplicated or overlapped.
+// Clean reports whether nothing was duplicated or overlapped, and no
+// operation was recorded twice.
 func (r *Report) Clean() bool {
-	return r.Spans.ExtraCopies == 0 && r.Logs.ExtraCopies == 0 && r.Metrics.ExtraPoints == 0
+	return r.Spans.ExtraCopies == 0 && r.Logs.ExtraCopies == 0 && r.Metrics.ExtraPoints == 0 && r.Nested.Pairs == 0
 }
 
-// sortFindings orders findings by signal, size and subject.
+// sortFindings orders findings by signal (nested duplicates after the
+// other span findings), size and subject.
 func sortFindings(fs []Finding) {
 	order := map[Signal]int{SignalSpans: 0, SignalMetrics: 1, SignalLogs: 2}
+	nestedLast := func(d Diagnosis) int {
+		if d == DiagNestedDuplicate {
+			return 1
+		}
+		return 0
+	}
 	slices.SortStableFunc(fs, func(a, b Finding) int {
 		return cmp.Or(
 			cmp.Compare(order[a.Signal], order[b.Signal]),
+			cmp.Compare(nestedLast(a.Diagnosis), nestedLast(b.Diagnosis)),
 			cmp.Compare(b.Items, a.Items),
 			strings.Compare(a.Subject, b.Subject),
 			strings.Compare(string(a.Diagnosis), string(b.Diagnosis)),

@@ -169,6 +169,9 @@ func (a *Analyzer) AddTraces(at Arrival, td ptrace.Traces) {
 		}
 	}
 	a.endRequest(ri, n)
+	// Double instrumentation: the detector holds what it needs (bounded),
+	// ignores repeated ids, and pairs spans across requests.
+	a.nested.Add(td)
 }
 
 func spanHash(e *enc, res, scope uint64, sp ptrace.Span) uint64 {

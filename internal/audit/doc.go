@@ -15,7 +15,9 @@
 //   - Trace backends ([TraceSource]): Jaeger's api/v3 with raw_traces=true,
 //     which skips the query service's adjusters (among them
 //     DeduplicateSpans), and Tempo's HTTP API. Duplicate span ids per
-//     trace are counted by service and span name with internal/analyze.
+//     trace are counted by service and span name with internal/analyze,
+//     which also finds nested duplicates (one operation stored as two
+//     spans, one inside the other: double instrumentation).
 //   - OTLP-JSON-lines files as the collector's file exporter and the
 //     gateway's default sink write them, plain, gzip or zstd.
 //

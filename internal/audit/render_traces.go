@@ -14,8 +14,8 @@ import (
 // maxExamples bounds the example ids printed per span group.
 const maxExamples = 3
 
-// WriteTraceText writes a trace audit: a summary and the span groups with
-// duplicate ids.
+// WriteTraceText writes a trace audit: a summary, the span groups with
+// duplicate ids, and the nested duplicates.
 func WriteTraceText(w io.Writer, r *TraceReport) error {
 	ew := &errWriter{w: w}
 	ew.printf("%s %s, service %q, %s to %s\n", r.Backend, orDash(r.URL), r.Service, r.Start.Format(time.RFC3339), r.End.Format(time.RFC3339))
@@ -32,6 +32,9 @@ func WriteTraceText(w io.Writer, r *TraceReport) error {
 	}
 	ew.printf("\n")
 	writeSpanGroups(ew, s.Groups)
+	if ew.err == nil {
+		ew.err = analyze.WriteNestedText(ew.w, &r.Nested)
+	}
 	for _, t := range r.Truncated {
 		ew.printf("warning: window %s: raise --limit or shorten --lookback\n", t)
 	}
@@ -99,10 +102,49 @@ func WriteTraceHTML(w io.Writer, r *TraceReport) error {
 	if t, ok := spanTable(s.Groups); ok {
 		p.Tables = append(p.Tables, t)
 	}
+	addNested(&p, &r.Nested, true)
 	for _, t := range r.Truncated {
 		p.Notes = append(p.Notes, "window "+t+": raise --limit or shorten --lookback")
 	}
 	return writePage(w, p)
+}
+
+// addNested adds the nested duplicates to a page: a summary line, a table
+// and, with notes, each finding's diagnosis as a note (an OTLP audit has
+// them among its findings already).
+func addNested(p *htmlPage, n *analyze.NestedReport, notes bool) {
+	if n.Stats.Spans == 0 && len(n.Findings) == 0 {
+		return
+	}
+	if len(n.Findings) == 0 {
+		p.Summary = append(p.Summary, fmt.Sprintf("nested duplicates (one operation recorded as two spans, one inside the other): none in %s.",
+			plural(n.Stats.Spans, "span", "spans")))
+	} else {
+		p.Summary = append(p.Summary, fmt.Sprintf("nested duplicates (one operation recorded as two spans, one inside the other: double instrumentation): %s in %s.",
+			plural(n.Pairs, "nested duplicate", "nested duplicates"), plural(len(n.Findings), "finding", "findings")))
+		t := htmlTable{Caption: "Nested duplicates: one operation recorded as two spans (double instrumentation)",
+			Head: []string{"#", "service", "kind", "span name", "outer scope", "inner scope", "traces", "pairs", "share of the kind's spans", "example (trace / outer / inner)"}}
+		for i, f := range n.Findings {
+			name := f.Name
+			if f.InnerName != "" {
+				name += " / " + f.InnerName
+			}
+			ex := ""
+			if len(f.Examples) > 0 {
+				ex = f.Examples[0].TraceID + " / " + f.Examples[0].OuterSpanID + " / " + f.Examples[0].InnerSpanID
+			}
+			t.Rows = append(t.Rows, []string{strconv.Itoa(i + 1), orDash(f.Service), f.Kind, orDash(name), f.OuterScope.String(), f.InnerScope.String(),
+				strconv.Itoa(f.Traces), strconv.Itoa(f.Occurrences), fmt.Sprintf("%d of %d (%s)", f.AffectedSpans, f.KindSpans, strconv.FormatFloat(100*f.Share, 'f', 1, 64)+"%"), ex})
+			if notes {
+				p.Notes = append(p.Notes, "nested duplicate: "+f.Diagnosis)
+			}
+		}
+		p.Tables = append(p.Tables, t)
+	}
+	if st := n.Stats; st.Evicted > 0 {
+		p.Notes = append(p.Notes, fmt.Sprintf("nested duplicates: %s forgotten to stay within %d held (%d before their parent arrived): a pair split across them was not compared.",
+			plural(st.Evicted, "span was", "spans were"), st.MaxSpans, st.EvictedWaiting))
+	}
 }
 
 func spanTable(groups []analyze.SpanGroup) (htmlTable, bool) {
@@ -167,6 +209,7 @@ func WriteOTLPHTML(w io.Writer, r *OTLPReport) error {
 	if t, ok := spanTable(a.Spans.Groups); ok {
 		p.Tables = append(p.Tables, t)
 	}
+	addNested(&p, &a.Nested, false)
 	if len(a.Metrics.List) > 0 {
 		t := htmlTable{Caption: "Metric streams with more than one writer, dropped points or resets",
 			Head: []string{"#", "stream", "type", "service", "points", "writers", "overlap", "resets()", "diagnosis"}}

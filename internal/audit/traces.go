@@ -86,14 +86,19 @@ type TraceReport struct {
 	// Spans counts spans and duplicate span ids per service and span name
 	// (internal/analyze, the analysis verify uses).
 	Spans analyze.SpanReport `json:"spans"`
+	// Nested counts nested duplicates: one operation stored as two spans
+	// with different ids, one inside the other (double instrumentation;
+	// internal/analyze's detector, the one verify runs).
+	Nested analyze.NestedReport `json:"nested_duplicates"`
 }
 
-// Findings counts span ids stored more than once.
-func (r *TraceReport) Findings() int { return r.Spans.Duplicated }
+// Findings counts span ids stored more than once and nested duplicates.
+func (r *TraceReport) Findings() int { return r.Spans.Duplicated + r.Nested.Pairs }
 
 // AuditTraces reads the traces of one service over the lookback and counts
-// duplicate span ids. Windows are paged: one that returns Limit traces is
-// split in halves, so no request holds more than Limit traces.
+// duplicate span ids and nested duplicates. Windows are paged: one that
+// returns Limit traces is split in halves, so no request holds more than
+// Limit traces.
 func AuditTraces(ctx context.Context, src TraceSource, o TraceOptions) (*TraceReport, error) {
 	o = o.withDefaults()
 	if o.MinWindow <= 0 {
@@ -146,7 +151,8 @@ func AuditTraces(ctx context.Context, src TraceSource, o TraceOptions) (*TraceRe
 		return nil, fmt.Errorf("%w: %s has no traces of %q between %s and %s", ErrNoData, src.Name(), o.Service,
 			start.UTC().Format(time.RFC3339), end.UTC().Format(time.RFC3339))
 	}
-	rep.Spans = an.Report().Spans
+	ar := an.Report()
+	rep.Spans, rep.Nested = ar.Spans, ar.Nested
 	return rep, nil
 }
 

@@ -49,9 +49,12 @@ func newAuditCommand(s Streams) *cobra.Command {
               monotonic chains, alternating dips) against genuine restarts;
               increase() as stored against the dominant writer's increase
   traces      span ids stored more than once per trace, by service and span
-              name, in Jaeger (raw, before its query-time deduplication) or Tempo
+              name, in Jaeger (raw, before its query-time deduplication) or
+              Tempo; and nested duplicates (one operation stored as two spans,
+              one inside the other: double instrumentation)
   otlp        OTLP-JSON-lines files (the collector's file exporter, the
-              gateway's default sink), plain, gzip or zstd
+              gateway's default sink), plain, gzip or zstd: everything verify
+              reports, nested duplicates included
 
 Each writes a text table (or --format json) and, with --html FILE, a
 self-contained HTML report.
@@ -416,9 +419,13 @@ func newAuditTracesCommand(s Streams) *cobra.Command {
 		client: clientFlags{envToken: envTracesToken, envUser: envTracesUser, envPassword: envTracesPassword}}
 	cmd := &cobra.Command{
 		Use:   "traces (--jaeger URL | --tempo URL) --service S [--lookback 1h]",
-		Short: "Count span ids stored more than once in Jaeger or Tempo",
+		Short: "Count span ids stored more than once, and nested duplicates, in Jaeger or Tempo",
 		Long: `Read the stored traces of one service over --lookback and count span ids
-stored more than once per trace, by service and span name.
+stored more than once per trace, by service and span name, and nested
+duplicates: one operation recorded as two spans with different ids, one
+inside the other (double instrumentation: two instrumentations of one
+framework, or one applied twice), each with a diagnosis naming both
+instrumentation scopes.
 
 Jaeger: its query service deduplicates at query time (the DeduplicateSpans
 adjuster drops identical copies), so the default API hides the damage. audit
@@ -439,7 +446,7 @@ Credentials: ` + envTracesToken + ` or --bearer-token-file; or
 ` + envTracesUser + ` (or --username) with ` + envTracesPassword + ` or
 --password-file.
 
-` + auditExitStatus + ` Findings: duplicate span ids.`,
+` + auditExitStatus + ` Findings: duplicate span ids, nested duplicates.`,
 		Example: `  doubletake audit traces --jaeger http://jaeger:16686 --service checkout --lookback 6h
   doubletake audit traces --tempo http://tempo:3200 --service checkout --format json`,
 		Args:          cobra.NoArgs,
@@ -511,8 +518,8 @@ func runAuditTraces(ctx context.Context, s Streams, o auditTracesOptions) error 
 		func(w io.Writer) error { return audit.WriteTraceHTML(w, rep) }); err != nil {
 		return err
 	}
-	fmt.Fprintf(s.Err, "doubletake audit: %s, %d span ids stored more than once (%d extra copies)\n",
-		auditCount(rep.Traces, "trace"), rep.Spans.Duplicated, rep.Spans.ExtraCopies)
+	fmt.Fprintf(s.Err, "doubletake audit: %s, %d span ids stored more than once (%d extra copies), %s (double instrumentation)\n",
+		auditCount(rep.Traces, "trace"), rep.Spans.Duplicated, rep.Spans.ExtraCopies, auditCount(rep.Nested.Pairs, "nested duplicate"))
 	if rep.Findings() > 0 {
 		return &ExitError{Code: ExitFindings}
 	}
@@ -523,16 +530,17 @@ func newAuditOTLPCommand(s Streams) *cobra.Command {
 	var out auditOutput
 	cmd := &cobra.Command{
 		Use:   "otlp FILE...",
-		Short: "Find duplicate spans, log records and metric writers in OTLP-JSON-lines files",
+		Short: "Find duplicate spans, nested duplicates, log records and metric writers in OTLP-JSON-lines files",
 		Long: `Read OTLP-JSON-lines files, one export request per line, as the collector's
 file exporter (format: json) and the gateway's default sink write them;
 plain, gzip or zstd (recognised by their first bytes). The files are read in
 the order given, as one stream, and analysed as verify analyses what it
-receives: duplicate span ids, duplicate log records, metric streams with more
-than one writer and the resets Prometheus would count. Lines that are not
-OTLP-JSON are skipped and reported.
+receives: duplicate span ids, nested duplicates (one operation recorded as
+two spans, one inside the other: double instrumentation), duplicate log
+records, metric streams with more than one writer and the resets Prometheus
+would count. Lines that are not OTLP-JSON are skipped and reported.
 
-` + auditExitStatus + ` Findings: any duplicate or overlap.`,
+` + auditExitStatus + ` Findings: any duplicate, nested duplicate or overlap.`,
 		Example:       `  doubletake audit otlp doubletake-data/traces.jsonl doubletake-data/logs.jsonl`,
 		Args:          cobra.MinimumNArgs(1),
 		SilenceUsage:  true,
@@ -566,8 +574,9 @@ OTLP-JSON are skipped and reported.
 			for _, f := range rep.Files {
 				malformed += f.Malformed
 			}
-			fmt.Fprintf(s.Err, "doubletake audit: %s read, %s, %s skipped as malformed\n",
-				auditCount(len(rep.Files), "file"), auditCount(rep.Findings(), "finding"), auditCount(malformed, "line"))
+			fmt.Fprintf(s.Err, "doubletake audit: %s read, %s, %s skipped as malformed; %s (double instrumentation)\n",
+				auditCount(len(rep.Files), "file"), auditCount(rep.Findings(), "finding"), auditCount(malformed, "line"),
+				auditCount(rep.Analysis.NestedDuplicates(), "nested duplicate"))
 			switch {
 			case rep.Findings() > 0:
 				return &ExitError{Code: ExitFindings}

@@ -305,3 +305,49 @@ func TestAuditOTLPCommand(t *testing.T) {
 	code, _, stderr = runAuditCmd(t, "otlp", write("c.jsonl", clean+"\n"), "-o", filepath.Join(dir, "no", "such", "dir", "out"))
 	expect(t, "unwritable output", code, ExitInternal, stderr, "writing the report")
 }
+
+// nestedTraceJSON is helperNestedSpans (one request of three recorded
+// twice by one instrumentation) as OTLP JSON, of service svc.
+func nestedTraceJSON() string {
+	td := helperNestedSpans()
+	td.ResourceSpans().At(0).Resource().Attributes().PutStr("service.name", "svc")
+	b, _ := (&ptrace.JSONMarshaler{}).MarshalTraces(td)
+	return string(b)
+}
+
+func TestAuditNestedDuplicates(t *testing.T) {
+	u := jaegerStub(t, func(w http.ResponseWriter) { fmt.Fprint(w, `{"result":`+nestedTraceJSON()+`}`) })
+	html := filepath.Join(t.TempDir(), "r.html")
+	code, stdout, stderr := runAuditCmd(t, "traces", "--jaeger", u, "--service", "svc", "--html", html)
+	expect(t, "traces", code, ExitFindings, stderr, "3 traces, 0 span ids stored more than once (0 extra copies), 1 nested duplicate (double instrumentation)")
+	for _, want := range []string{
+		"no duplicate span ids",
+		"nested duplicates (one operation recorded as two spans, one inside the other): 1 nested duplicate in 4 spans, 1 finding",
+		`  - otelhttp 0.1.0 inside otelhttp 0.1.0: one request recorded twice ("GET /x", 50% of server spans)`,
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("traces text lacks %q:\n%s", want, stdout)
+		}
+	}
+	if b, _ := os.ReadFile(html); !strings.Contains(string(b), "Nested duplicates: one operation recorded as two spans") {
+		t.Errorf("traces HTML:\n%s", b)
+	}
+	code, stdout, stderr = runAuditCmd(t, "traces", "--jaeger", u, "--service", "svc", "--format", "json")
+	expect(t, "traces json", code, ExitFindings, stderr)
+	if !strings.Contains(stdout, `"nested_duplicates": {`) || !strings.Contains(stdout, `"diagnosis": "otelhttp 0.1.0 inside otelhttp 0.1.0: one request recorded twice`) {
+		t.Errorf("traces JSON:\n%s", stdout)
+	}
+
+	p := filepath.Join(t.TempDir(), "traces.jsonl")
+	if err := os.WriteFile(p, []byte(nestedTraceJSON()+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr = runAuditCmd(t, "otlp", p, "--format", "json", "--html", html)
+	expect(t, "otlp", code, ExitFindings, stderr, "1 file read, 1 finding, 0 lines skipped as malformed; 1 nested duplicate (double instrumentation)")
+	if !strings.Contains(stdout, `"diagnosis": "nested-duplicate"`) || !strings.Contains(stdout, `"nested_duplicates": {`) {
+		t.Errorf("otlp JSON:\n%s", stdout)
+	}
+	if b, _ := os.ReadFile(html); !strings.Contains(string(b), "Nested duplicates: one operation recorded as two spans") {
+		t.Errorf("otlp HTML:\n%s", b)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -54,6 +55,23 @@ type verifyOptions struct {
 	maxRatio        float64
 	ignoreExit      bool
 	exportInterval  time.Duration
+	allow           []string
+}
+
+// allowNestedDuplicates is the --allow value that passes nested duplicates.
+const allowNestedDuplicates = "nested-duplicates"
+
+// allowValues are the finding kinds --allow accepts.
+var allowValues = []string{allowNestedDuplicates}
+
+// allows reports whether --allow names kind.
+func (o *verifyOptions) allows(kind string) bool {
+	for _, a := range o.allow {
+		if strings.TrimSpace(a) == kind {
+			return true
+		}
+	}
+	return false
 }
 
 func newVerifyCommand(s Streams) *cobra.Command {
@@ -64,8 +82,10 @@ func newVerifyCommand(s Streams) *cobra.Command {
 		Long: `Run CMD with OTEL_EXPORTER_OTLP_ENDPOINT pointing at an in-process OTLP
 receiver (gRPC, HTTP/protobuf and HTTP/JSON on one free loopback port), wait
 for its final exports, and report duplicate spans, metric streams with more
-than one writer (with the counter resets Prometheus would compute) and
-duplicate log records, each with a one-line diagnosis.
+than one writer (with the counter resets Prometheus would compute),
+duplicate log records, and nested duplicates (one operation recorded as two
+spans with different ids, one inside the other: double instrumentation),
+each with a one-line diagnosis.
 
 The per-signal variables OTEL_EXPORTER_OTLP_{TRACES,METRICS,LOGS}_ENDPOINT are
 removed from CMD's environment so the one base endpoint serves every signal
@@ -76,10 +96,11 @@ Without CMD, --listen ADDR receives until SIGINT/SIGTERM or --duration, for
 long-running services. --forward also sends everything received on, so verify
 can sit in a real pipeline.
 
-Exit status: 0 clean; 1 duplicates or overlaps above --max-duplicate-ratio, or
-undecodable OTLP received; 2 usage error; 3 CMD failed (not found, non-zero
-exit, killed by a signal; --ignore-exit to not count it), which takes
-precedence over 1; 4 verify itself failed (address in use, report not written).`,
+Exit status: 0 clean; 1 duplicates or overlaps above --max-duplicate-ratio,
+nested duplicates (unless --allow nested-duplicates), or undecodable OTLP
+received; 2 usage error; 3 CMD failed (not found, non-zero exit, killed by a
+signal; --ignore-exit to not count it), which takes precedence over 1; 4
+verify itself failed (address in use, report not written).`,
 		Example: `  doubletake verify -- go test ./...
   doubletake verify --format json --junit verify.xml -- node app.mjs
   doubletake verify --listen 127.0.0.1:4317 --duration 5m --forward http://collector:4317`,
@@ -102,7 +123,8 @@ precedence over 1; 4 verify itself failed (address in use, report not written).`
 	f.StringVar(&o.format, "format", o.format, "report format on stdout: text or json")
 	f.StringVarP(&o.output, "output", "o", "", "write the report to this file instead of stdout")
 	f.StringVar(&o.junit, "junit", "", "also write a JUnit XML report to this file")
-	f.Float64Var(&o.maxRatio, "max-duplicate-ratio", 0, "fail (exit 1) when extra copies / items received exceeds this (0..1)")
+	f.Float64Var(&o.maxRatio, "max-duplicate-ratio", 0, "fail (exit 1) when extra copies / items received exceeds this (0..1); id duplicates only (spans, log records, metric points): nested duplicates are not counted, see --allow")
+	f.StringSliceVar(&o.allow, "allow", nil, "do not fail on these finding kinds (still reported); repeatable or comma-separated: "+strings.Join(allowValues, ", "))
 	f.BoolVar(&o.ignoreExit, "ignore-exit", false, "do not fail (exit 3) when CMD fails; its status is still reported")
 	f.DurationVar(&o.exportInterval, "export-interval", o.exportInterval, "identical copies closer than this are diagnosed as two exporters, further apart as a re-send")
 	return cmd
@@ -125,6 +147,11 @@ func (o *verifyOptions) validate(args []string, listenSet bool) error {
 	}
 	if o.exportInterval <= 0 {
 		return usageError("verify: --export-interval %s: want a duration above 0", o.exportInterval)
+	}
+	for _, a := range o.allow {
+		if !slices.Contains(allowValues, strings.TrimSpace(a)) {
+			return usageError("verify: --allow %q: want %s", a, strings.Join(allowValues, " or "))
+		}
 	}
 	if o.duration < 0 {
 		return usageError("verify: --duration %s: want a duration of 0 or more", o.duration)
@@ -182,6 +209,7 @@ type verifyReport struct {
 	ListenedFor   analyze.Millis        `json:"listened_ms,omitempty"`
 	Forward       *capture.ForwardStats `json:"forward,omitempty"`
 	MaxRatio      float64               `json:"max_duplicate_ratio"`
+	Allow         []string              `json:"allow,omitempty"`
 	Ratio         float64               `json:"duplicate_ratio"`
 	Verdict       string                `json:"verdict"`
 	ExitCode      int                   `json:"exit_code"`
@@ -242,6 +270,11 @@ func runVerify(ctx context.Context, s Streams, o verifyOptions, args []string, l
 	defer signal.Stop(sigs)
 
 	rep := &verifyReport{Endpoint: srv.Endpoint(), MaxRatio: o.maxRatio}
+	for _, a := range o.allow {
+		if a = strings.TrimSpace(a); !slices.Contains(rep.Allow, a) {
+			rep.Allow = append(rep.Allow, a)
+		}
+	}
 	var cmdErr error
 	if len(args) > 0 {
 		rep.Command, cmdErr = runChild(s, args, srv, sigs, o)
@@ -308,6 +341,11 @@ func (r *verifyReport) decide(o verifyOptions) {
 	if r.Ratio > o.maxRatio {
 		problems = append(problems, fmt.Sprintf("duplicate ratio %.4g exceeds --max-duplicate-ratio %g", r.Ratio, o.maxRatio))
 	}
+	nested := r.Report.NestedDuplicates()
+	nestedFails := nested > 0 && !o.allows(allowNestedDuplicates)
+	if nestedFails {
+		problems = append(problems, nestedSummary(r.Report, "; --allow nested-duplicates to pass"))
+	}
 	if r.Report.Malformed > 0 {
 		problems = append(problems, countNoun(int(r.Report.Malformed), "malformed export request", "malformed export requests"))
 	}
@@ -320,7 +358,11 @@ func (r *verifyReport) decide(o verifyOptions) {
 		}
 	case len(problems) > 0:
 		r.Verdict, r.ExitCode = "duplicates", ExitFindings
-		if r.Report.Malformed > 0 && r.Ratio <= o.maxRatio {
+		switch {
+		case r.Ratio > o.maxRatio:
+		case nestedFails:
+			r.Verdict = "nested-duplicates"
+		case r.Report.Malformed > 0:
 			r.Verdict = "malformed"
 		}
 		r.VerdictReason = strings.Join(problems, ", ")
@@ -330,7 +372,18 @@ func (r *verifyReport) decide(o verifyOptions) {
 		if r.Ratio > 0 {
 			r.VerdictReason = fmt.Sprintf("duplicate ratio %.4g within --max-duplicate-ratio %g", r.Ratio, o.maxRatio)
 		}
+		if nested > 0 {
+			r.VerdictReason += "; " + nestedSummary(r.Report, "") + " allowed by --allow nested-duplicates"
+		}
 	}
+}
+
+// nestedSummary says how many nested duplicates the report has, with note
+// inside the parentheses.
+func nestedSummary(r *analyze.Report, note string) string {
+	return fmt.Sprintf("%s (double instrumentation, %s%s)",
+		countNoun(r.NestedDuplicates(), "nested duplicate", "nested duplicates"),
+		countNoun(len(r.Nested.Findings), "finding", "findings"), note)
 }
 
 // countNoun renders n with the noun in the right number.
@@ -541,7 +594,7 @@ func writeVerifyJSON(w io.Writer, r *verifyReport) error {
 }
 
 func writeVerifyJUnit(path string, r *verifyReport) error {
-	cases := analyze.JUnitCases(r.Report, r.MaxRatio)
+	cases := analyze.JUnitCases(r.Report, r.MaxRatio, slices.Contains(r.Allow, allowNestedDuplicates))
 	var elapsed time.Duration
 	if r.Command != nil {
 		elapsed = time.Duration(r.Command.Elapsed)

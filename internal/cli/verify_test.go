@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -34,7 +35,11 @@ func TestVerifyHelperProcess(t *testing.T) {
 func helper(mode string) int {
 	endpoint := os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT")
 	send := func(n int) int {
-		body, _ := ptraceotlp.NewExportRequestFromTraces(helperSpans()).MarshalJSON()
+		td := helperSpans()
+		if mode == "nested" {
+			td = helperNestedSpans()
+		}
+		body, _ := ptraceotlp.NewExportRequestFromTraces(td).MarshalJSON()
 		for range n {
 			resp, err := http.Post(endpoint+"/v1/traces", "application/json", bytes.NewReader(body))
 			if err != nil {
@@ -50,6 +55,8 @@ func helper(mode string) int {
 		return send(1)
 	case "twice":
 		return send(2)
+	case "nested":
+		return send(1)
 	case "env":
 		for _, kv := range os.Environ() {
 			if strings.HasPrefix(kv, "OTEL_EXPORTER_OTLP") {
@@ -77,6 +84,34 @@ func helperSpans() ptrace.Traces {
 		sp.SetStartTimestamp(1)
 		sp.SetEndTimestamp(2)
 	}
+	return td
+}
+
+// helperNestedSpans: one request handled by a handler wrapped twice with
+// the same instrumentation, two requests handled once.
+func helperNestedSpans() ptrace.Traces {
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("service.name", "helper")
+	ss := rs.ScopeSpans().AppendEmpty()
+	ss.Scope().SetName("otelhttp")
+	ss.Scope().SetVersion("0.1.0")
+	add := func(trace, id, parent byte, start, end uint64) {
+		sp := ss.Spans().AppendEmpty()
+		sp.SetTraceID(pcommon.TraceID{trace})
+		sp.SetSpanID(pcommon.SpanID{id})
+		if parent != 0 {
+			sp.SetParentSpanID(pcommon.SpanID{parent})
+		}
+		sp.SetKind(ptrace.SpanKindServer)
+		sp.SetName("GET /x")
+		sp.SetStartTimestamp(pcommon.Timestamp(start))
+		sp.SetEndTimestamp(pcommon.Timestamp(end))
+	}
+	add(1, 1, 0, 1e9, 1.1e9)
+	add(1, 2, 1, 1e9+1e5, 1.1e9-1e5)
+	add(2, 1, 0, 2e9, 2.1e9)
+	add(3, 1, 0, 3e9, 3.1e9)
 	return td
 }
 
@@ -162,7 +197,7 @@ func TestVerifyDuplicatesExitOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`<testsuite name="doubletake verify" tests="5" failures="1"`, `<failure message="3 of 6 spans are extra copies"`, `name="command succeeds"`} {
+	for _, want := range []string{`<testsuite name="doubletake verify" tests="6" failures="1"`, `<failure message="3 of 6 spans are extra copies"`, `name="command succeeds"`} {
 		if !strings.Contains(string(x), want) {
 			t.Errorf("JUnit lacks %q:\n%s", want, x)
 		}
@@ -170,6 +205,85 @@ func TestVerifyDuplicatesExitOne(t *testing.T) {
 	// A ratio allowance lets the same run pass.
 	if r := verify(t, "twice", "--max-duplicate-ratio", "0.5"); r.code != ExitOK {
 		t.Errorf("--max-duplicate-ratio 0.5: exit %d, want 0\n%s", r.code, r.stdout)
+	}
+}
+
+func TestVerifyNestedDuplicates(t *testing.T) {
+	junit := filepath.Join(t.TempDir(), "verify.xml")
+	// --max-duplicate-ratio is about id duplicates: 1 does not pass
+	// nested duplicates.
+	r := verify(t, "nested", "--format", "json", "--junit", junit, "--max-duplicate-ratio", "1")
+	if r.code != ExitFindings {
+		t.Fatalf("exit %d, want 1\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	m := jsonReport(t, r)
+	wantReason := "1 nested duplicate (double instrumentation, 1 finding; --allow nested-duplicates to pass)"
+	if at(t, m, "verdict") != "nested-duplicates" || at(t, m, "verdict_reason") != wantReason || at(t, m, "duplicate_ratio") != 0.0 {
+		t.Fatalf("verdict: %s", r.stdout)
+	}
+	if !strings.Contains(r.stderr, "doubletake: verify: "+wantReason) {
+		t.Errorf("stderr: %s", r.stderr)
+	}
+	fs, _ := at(t, m, "nested_duplicates", "findings").([]any)
+	if len(fs) != 1 {
+		t.Fatalf("nested findings: %s", r.stdout)
+	}
+	f := fs[0].(map[string]any)
+	scope := map[string]any{"name": "otelhttp", "version": "0.1.0"}
+	if f["service"] != "helper" || f["kind"] != "SERVER" || f["name"] != "GET /x" || f["traces"] != 1.0 || f["occurrences"] != 1.0 ||
+		f["affected_spans"] != 2.0 || f["kind_spans"] != 4.0 || f["share"] != 0.5 ||
+		!reflect.DeepEqual(f["outer_scope"], scope) || !reflect.DeepEqual(f["inner_scope"], scope) ||
+		f["diagnosis"] != `otelhttp 0.1.0 inside otelhttp 0.1.0: one request recorded twice ("GET /x", 50% of server spans): the same instrumentation is applied twice (a handler or client wrapped twice?); keep one` {
+		t.Fatalf("finding: %v", f)
+	}
+	found := false
+	for _, x := range at(t, m, "findings").([]any) {
+		if x.(map[string]any)["diagnosis"] == "nested-duplicate" {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no nested-duplicate in findings: %v", at(t, m, "findings"))
+	}
+	x, err := os.ReadFile(junit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`tests="6" failures="1"`, `<failure message="1 nested duplicate (double instrumentation) in 1 finding"`} {
+		if !strings.Contains(string(x), want) {
+			t.Errorf("JUnit lacks %q:\n%s", want, x)
+		}
+	}
+
+	// The text report has the section and the verdict.
+	r = verify(t, "nested")
+	for _, want := range []string{
+		"nested duplicates (one operation recorded as two spans, one inside the other): 1 nested duplicate in 4 spans, 1 finding",
+		"  - otelhttp 0.1.0 inside otelhttp 0.1.0: one request recorded twice",
+		`    service helper, SERVER span "GET /x": 1 pair in 1 trace; 2 of 4 server spans of the service (50%) are part of one; matched by name`,
+		`  - spans of service "helper": double instrumentation, 1 nested duplicate in 1 trace: otelhttp 0.1.0 inside`,
+		"verdict: FAIL (exit 1): " + wantReason,
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("text report lacks %q:\n%s", want, r.stdout)
+		}
+	}
+
+	// --allow nested-duplicates passes the run and still reports.
+	for _, allow := range [][]string{{"--allow", "nested-duplicates"}, {"--allow", " nested-duplicates", "--allow=nested-duplicates"}} {
+		r = verify(t, "nested", append([]string{"--format", "json", "--junit", junit}, allow...)...)
+		if r.code != ExitOK {
+			t.Fatalf("%v: exit %d, want 0\n%s\n%s", allow, r.code, r.stdout, r.stderr)
+		}
+		m = jsonReport(t, r)
+		if at(t, m, "verdict") != "clean" || at(t, m, "nested_duplicates", "pairs") != 1.0 ||
+			!reflect.DeepEqual(at(t, m, "allow"), []any{"nested-duplicates"}) ||
+			at(t, m, "verdict_reason") != "nothing arrived twice; 1 nested duplicate (double instrumentation, 1 finding) allowed by --allow nested-duplicates" {
+			t.Fatalf("%v: report: %s", allow, r.stdout)
+		}
+		if x, _ := os.ReadFile(junit); !strings.Contains(string(x), `failures="0"`) {
+			t.Errorf("%v: JUnit:\n%s", allow, x)
+		}
 	}
 }
 
@@ -258,6 +372,8 @@ func TestVerifyUsageErrors(t *testing.T) {
 		{[]string{"--forward-protocol", "udp", "--", "true"}, `--forward-protocol "udp": want grpc or http`},
 		{[]string{"--export-interval", "-1s", "--", "true"}, "--export-interval -1s: want a duration above 0"},
 		{[]string{"--no-such-flag", "--", "true"}, "unknown flag: --no-such-flag"},
+		{[]string{"--allow", "duplicates", "--", "true"}, `--allow "duplicates": want nested-duplicates`},
+		{[]string{"--allow", "nested-duplicates,nested", "--", "true"}, `--allow "nested": want nested-duplicates`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			var out, errb bytes.Buffer
