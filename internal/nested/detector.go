@@ -232,6 +232,11 @@ func (d *Detector) Add(td ptrace.Traces) []Pair {
 
 func (d *Detector) insert(r rec) int32 {
 	var slot int32
+	if d.recs == nil {
+		// Grown once to its bound: appending would copy it log2(MaxSpans)
+		// times on the way.
+		d.recs = make([]rec, 0, d.o.MaxSpans)
+	}
 	if len(d.recs) < d.o.MaxSpans {
 		d.recs = append(d.recs, r)
 		slot = int32(len(d.recs) - 1)
