@@ -38,11 +38,16 @@ go test -count=1 -race ./processor/... ./internal/capture/
 # Every fuzz target, briefly, from its committed seed corpus
 # (testdata/fuzz/<Target>): FUZZTIME=0 skips this step.
 fuzztime=${FUZZTIME:-5s}
+fuzzlog=$(mktemp)
+trap 'rm -f "$fuzzlog"' EXIT
 if [ "$fuzztime" != 0 ]; then
   for pkg in $(go list ./...); do
     for target in $(go test -list '^Fuzz' "$pkg" | grep '^Fuzz' || true); do
       echo "fuzz: $pkg $target ($fuzztime)"
-      go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$pkg" >/dev/null
+      if ! go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$pkg" >"$fuzzlog" 2>&1; then
+        cat "$fuzzlog"
+        exit 1
+      fi
     done
   done
 fi
