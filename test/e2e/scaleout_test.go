@@ -2,6 +2,12 @@ package e2e
 
 import (
 	"path/filepath"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"testing"
 	"time"
 
@@ -103,4 +109,86 @@ func (s *scaleOut) unique() int {
 		n += u
 	}
 	return n
+}
+
+// TestScaleOutMetricStreamHasOneWriter: two writers of one metric stream (a
+// second pipeline with fresh state, started later) send through different
+// fronts; routing by stream id brings both to one gateway, which keeps the
+// earliest writer only.
+func TestScaleOutMetricStreamHasOneWriter(t *testing.T) {
+	s := startScaleOut(t)
+	ctx := ctxTimeout(t, time.Minute)
+	point := func(start, at uint64, v int64) pmetric.Metrics {
+		md := pmetric.NewMetrics()
+		rm := md.ResourceMetrics().AppendEmpty()
+		rm.Resource().Attributes().PutStr("service.name", "scaled")
+		m := rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+		m.SetName("rollouts")
+		m.SetEmptySum().SetIsMonotonic(true)
+		m.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+		dp := m.Sum().DataPoints().AppendEmpty()
+		dp.SetStartTimestamp(pcommon.Timestamp(start))
+		dp.SetTimestamp(pcommon.Timestamp(at))
+		dp.SetIntValue(v)
+		return md
+	}
+	var clients []pmetricotlp.GRPCClient
+	for _, front := range s.fronts {
+		conn, err := grpc.NewClient(front, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		clients = append(clients, pmetricotlp.NewGRPCClient(conn))
+	}
+	const sec = uint64(time.Second)
+	base := uint64(time.Now().UnixNano()) / sec * sec
+	// Writer A started at base (front 0), writer B 2.5 s later with fresh
+	// state (front 1); they export in turn, every second.
+	for i := range uint64(6) {
+		if _, err := clients[0].Export(ctx, pmetricotlp.NewExportRequestFromMetrics(point(base, base+(10+2*i)*sec, int64(10+i)))); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := clients[1].Export(ctx, pmetricotlp.NewExportRequestFromMetrics(point(base+2*sec+sec/2, base+(11+2*i)*sec, int64(1+i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 30*time.Second, "writer A's six points at the sinks", func() bool {
+		n := 0
+		for _, sk := range s.sinks {
+			sk.mu.Lock()
+			for _, e := range sk.metrics {
+				n += e.md.DataPointCount()
+			}
+			sk.mu.Unlock()
+		}
+		return n >= 6
+	})
+	for _, g := range s.gws {
+		g.stop(t)
+	}
+	starts := map[uint64]int{}
+	gateways := 0
+	for _, sk := range s.sinks {
+		got := 0
+		for _, e := range sk.metrics {
+			rms := e.md.ResourceMetrics()
+			for i := 0; i < rms.Len(); i++ {
+				dps := rms.At(i).ScopeMetrics().At(0).Metrics().At(0).Sum().DataPoints()
+				for j := 0; j < dps.Len(); j++ {
+					starts[uint64(dps.At(j).StartTimestamp())]++
+					got++
+				}
+			}
+		}
+		if got > 0 {
+			gateways++
+		}
+	}
+	if gateways != 1 {
+		t.Errorf("the stream's points came out of %d gateways, want 1 (routing by stream id)", gateways)
+	}
+	if len(starts) != 1 || starts[base] != 6 {
+		t.Fatalf("points by writer start: %v; want writer A's 6 only", starts)
+	}
 }
