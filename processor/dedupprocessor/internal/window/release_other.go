@@ -3,3 +3,5 @@
 package window
 
 func releaseMemory[T any]([]T) {}
+
+func adviseHugePages[T any]([]T) {}
