@@ -3,5 +3,3 @@
 package window
 
 func releaseMemory[T any]([]T) {}
-
-func adviseHugePages[T any]([]T) {}

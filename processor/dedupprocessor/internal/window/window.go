@@ -38,9 +38,6 @@ const (
 	loadDen = 2
 )
 
-// hugePages: ask for transparent huge pages under the ring and the index.
-var hugePages = true
-
 var (
 	errCapacity = errors.New("capacity must be between 1 and 16777215")
 	errWindow   = errors.New("window must be positive")
@@ -95,16 +92,11 @@ func New[K comparable, V any](capacity int, window int64, hash func(K) uint64) (
 	nslots := uint64(capacity)*loadNum/loadDen + 1
 	posBits := uint(bits.Len32(uint32(capacity)))
 	blocks := (capacity + 1<<blockShift - 1) >> blockShift
-	ring, slots := make([]entry[K, V], capacity), make([]uint32, nslots)
-	if hugePages {
-		adviseHugePages(ring)
-		adviseHugePages(slots)
-	}
 	return &Set[K, V]{
 		hash:       hash,
 		window:     window,
-		ring:       ring,
-		slots:      slots,
+		ring:       make([]entry[K, V], capacity),
+		slots:      make([]uint32, nslots),
 		nslots:     nslots,
 		posBits:    posBits,
 		posMask:    1<<posBits - 1,

@@ -6,59 +6,47 @@ import (
 )
 
 // BenchmarkObserve measures one Observe in steady state: the set is full, so
-// every new key also evicts the oldest one. pages=huge is the default (the
-// ring and index advised onto transparent huge pages), pages=4k the same set
-// without the advice; both sets are made and filled before either is
-// measured, so that neither reuses memory the other touched.
+// every new key also evicts the oldest one.
 func BenchmarkObserve(b *testing.B) {
 	const capacity = 1 << 21
-	r := rand.New(rand.NewPCG(3, 4))
-	keys := make([][24]byte, 1<<16)
-	for i := range keys {
-		for j := range keys[i] {
-			keys[i][j] = byte(r.Uint32())
-		}
-	}
-	next := uint64(0)
-	fresh := func() [24]byte {
-		next++
-		k := keys[next&(1<<16-1)]
-		k[0] ^= byte(next >> 16)
-		k[1] ^= byte(next >> 24)
-		k[2] ^= byte(next >> 32)
-		return k
-	}
-	sets := map[string]*Set[[24]byte, uint64]{}
-	for _, pages := range []string{"4k", "huge"} {
-		hugePages = pages == "huge"
-		s := newSet(b, capacity, 1<<62)
-		for range capacity + capacity/2 {
-			s.Observe(fresh(), 0, 0)
-		}
-		sets[pages] = s
-	}
-	hugePages = true
 	for _, dup := range []struct {
 		name  string
 		every int // every n-th key repeats an earlier one; 0 for none
 	}{{"dup=0%", 0}, {"dup=50%", 2}} {
-		for _, pages := range []string{"huge", "4k"} {
-			b.Run(dup.name+"/pages="+pages, func(b *testing.B) {
-				s := sets[pages]
-				var last [24]byte
-				b.ReportAllocs()
-				b.ResetTimer()
-				for i := range b.N {
-					k := fresh()
-					if dup.every > 0 && i%dup.every == 1 {
-						k = last
-					}
-					s.Observe(k, 0, 0)
-					last = k
+		b.Run(dup.name, func(b *testing.B) {
+			s := newSet(b, capacity, 1<<62)
+			r := rand.New(rand.NewPCG(3, 4))
+			keys := make([][24]byte, 1<<16)
+			for i := range keys {
+				for j := range keys[i] {
+					keys[i][j] = byte(r.Uint32())
 				}
-				b.ReportMetric(float64(s.Bytes())/float64(s.Capacity()), "bytes/entry")
-			})
-		}
+			}
+			next := uint64(0)
+			fresh := func() [24]byte {
+				next++
+				k := keys[next&(1<<16-1)]
+				k[0] ^= byte(next >> 16)
+				k[1] ^= byte(next >> 24)
+				k[2] ^= byte(next >> 32)
+				return k
+			}
+			for range capacity + capacity/2 {
+				s.Observe(fresh(), 0, 0)
+			}
+			var last [24]byte
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				k := fresh()
+				if dup.every > 0 && i%dup.every == 1 {
+					k = last
+				}
+				s.Observe(k, 0, 0)
+				last = k
+			}
+			b.ReportMetric(float64(s.Bytes())/float64(s.Capacity()), "bytes/entry")
+		})
 	}
 }
 
