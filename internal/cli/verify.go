@@ -90,7 +90,8 @@ each with a one-line diagnosis.
 The per-signal variables OTEL_EXPORTER_OTLP_{TRACES,METRICS,LOGS}_ENDPOINT are
 removed from CMD's environment so the one base endpoint serves every signal
 over either protocol; the protocol is left to the SDK. stdin, stdout and
-stderr are CMD's; SIGINT and SIGTERM are passed on to it.
+stderr are CMD's; SIGINT and SIGTERM are passed on to it, except a SIGINT
+that the terminal has sent to CMD as well (^C with verify in the foreground).
 
 Without CMD, --listen ADDR receives until SIGINT/SIGTERM or --duration, for
 long-running services. --forward also sends everything received on, so verify
@@ -455,15 +456,20 @@ func runChild(s Streams, args []string, srv *capture.Server, sigs <-chan os.Sign
 	}
 	done := make(chan error, 1)
 	go func() { done <- c.Wait() }()
+	// CMD runs in verify's process group: a ^C at a terminal where verify
+	// runs in the foreground reaches CMD directly. Only what the terminal
+	// cannot have sent (SIGTERM, a SIGINT sent to verify alone) is passed on.
+	fromTerminal := interruptFromTerminal(s.In, s.Out, s.Err)
 	var waitErr error
-	interrupted := 0
 wait:
 	for {
 		select {
 		case waitErr = <-done:
 			break wait
 		case sig := <-sigs:
-			interrupted++
+			if sig == os.Interrupt && fromTerminal {
+				continue
+			}
 			_ = c.Process.Signal(sig)
 		}
 	}

@@ -1,0 +1,7 @@
+//go:build !(linux || darwin || freebsd || netbsd || openbsd)
+
+package cli
+
+// interruptFromTerminal: without a portable way to ask a terminal for its
+// foreground process group, every signal is passed on.
+func interruptFromTerminal(...any) bool { return false }
