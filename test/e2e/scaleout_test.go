@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"path/filepath"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -21,9 +22,10 @@ import (
 // the loadbalancing exporter in front of two doubletake gateways, each
 // forwarding to a sink of its own (so the test sees who got what).
 type scaleOut struct {
-	fronts []string // OTLP/gRPC addresses of the fronts
-	sinks  []*sink  // one per gateway
-	gws    []*gateway
+	fronts    []string // OTLP/gRPC addresses of the fronts
+	frontProc []*gateway
+	sinks     []*sink // one per gateway
+	gws       []*gateway
 }
 
 func startScaleOut(t *testing.T) *scaleOut {
@@ -41,9 +43,9 @@ func startScaleOut(t *testing.T) *scaleOut {
 	}
 	for range 2 {
 		addr, health := freePort(t), freePort(t)
-		startGateway(t, health,
+		s.frontProc = append(s.frontProc, startGateway(t, health,
 			[]string{"FRONT_GRPC=" + addr, "FRONT_HEALTH=" + health, "GATEWAY_1=" + gwAddrs[0], "GATEWAY_2=" + gwAddrs[1]},
-			"--config", filepath.Join(dir, "front.yaml"))
+			"--config", filepath.Join(dir, "front.yaml")))
 		s.fronts = append(s.fronts, addr)
 	}
 	return s
@@ -143,17 +145,7 @@ func TestScaleOutMetricStreamHasOneWriter(t *testing.T) {
 	}
 	const sec = uint64(time.Second)
 	base := uint64(time.Now().UnixNano()) / sec * sec
-	// Writer A started at base (front 0), writer B 2.5 s later with fresh
-	// state (front 1); they export in turn, every second.
-	for i := range uint64(6) {
-		if _, err := clients[0].Export(ctx, pmetricotlp.NewExportRequestFromMetrics(point(base, base+(10+2*i)*sec, int64(10+i)))); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := clients[1].Export(ctx, pmetricotlp.NewExportRequestFromMetrics(point(base+2*sec+sec/2, base+(11+2*i)*sec, int64(1+i)))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	waitFor(t, 30*time.Second, "writer A's six points at the sinks", func() bool {
+	atSinks := func() int {
 		n := 0
 		for _, sk := range s.sinks {
 			sk.mu.Lock()
@@ -162,8 +154,28 @@ func TestScaleOutMetricStreamHasOneWriter(t *testing.T) {
 			}
 			sk.mu.Unlock()
 		}
-		return n >= 6
-	})
+		return n
+	}
+	// Writer A started at base (front 0), writer B 2.5 s later with fresh
+	// state (front 1); they export in turn. A front answers before it has
+	// forwarded (its exporter queues), so each of A's points is awaited at
+	// the sinks before B's next one is sent: B's first point must not
+	// overtake A's first (a gateway can only elect the writers it has
+	// seen, and B really started later), nor A's points one another.
+	for i := range uint64(6) {
+		if _, err := clients[0].Export(ctx, pmetricotlp.NewExportRequestFromMetrics(point(base, base+(10+2*i)*sec, int64(10+i)))); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 30*time.Second, fmt.Sprintf("writer A's point %d at the sinks", i+1), func() bool { return atSinks() > int(i) })
+		if _, err := clients[1].Export(ctx, pmetricotlp.NewExportRequestFromMetrics(point(base+2*sec+sec/2, base+(11+2*i)*sec, int64(1+i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Stop the fronts first: they hand what they queued to the gateways,
+	// so every point of B's has been judged before the gateways stop.
+	for _, f := range s.frontProc {
+		f.stop(t)
+	}
 	for _, g := range s.gws {
 		g.stop(t)
 	}
