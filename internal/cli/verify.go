@@ -456,10 +456,6 @@ func runChild(s Streams, args []string, srv *capture.Server, sigs <-chan os.Sign
 	}
 	done := make(chan error, 1)
 	go func() { done <- c.Wait() }()
-	// CMD runs in verify's process group: a ^C at a terminal where verify
-	// runs in the foreground reaches CMD directly. Only what the terminal
-	// cannot have sent (SIGTERM, a SIGINT sent to verify alone) is passed on.
-	fromTerminal := interruptFromTerminal(s.In, s.Out, s.Err)
 	var waitErr error
 wait:
 	for {
@@ -467,7 +463,12 @@ wait:
 		case waitErr = <-done:
 			break wait
 		case sig := <-sigs:
-			if sig == os.Interrupt && fromTerminal {
+			// CMD runs in verify's process group: a ^C at a terminal where
+			// verify runs in the foreground (asked now: a job can be moved
+			// to the background) has reached CMD directly. Only what the
+			// terminal cannot have sent (SIGTERM, a SIGINT sent to verify
+			// alone) is passed on.
+			if sig == os.Interrupt && interruptFromTerminal(s.In, s.Out, s.Err) {
 				continue
 			}
 			_ = c.Process.Signal(sig)
