@@ -7,13 +7,18 @@ import (
 	"math"
 )
 
-// snapshotMagic starts a snapshot: a format name and version.
-const snapshotMagic = "dtstreams1"
+// snapshotMagic starts a snapshot: a format name and version. Version 1
+// had no change-over shift; it is still read.
+const (
+	snapshotMagic   = "dtstreams2"
+	snapshotMagicV1 = "dtstreams1"
+)
 
 // writerBytes and streamBytes are the encoded sizes.
 const (
-	writerBytes = 6 * 8
-	streamBytes = 16 + 2*writerBytes + 8 + 1 + 1
+	writerBytes   = 6 * 8
+	streamBytesV1 = 16 + 2*writerBytes + 8 + 1 + 1
+	streamBytes   = streamBytesV1 + 16
 )
 
 var errSnapshot = errors.New("not a stream tracker snapshot")
@@ -55,6 +60,8 @@ func (t *Tracker) AppendSnapshot(b []byte) []byte {
 		b = appendWriter(b, &s.alt)
 		b = binary.LittleEndian.AppendUint64(b, uint64(s.seen))
 		b = append(b, byte(s.shape), s.flags)
+		b = binary.LittleEndian.AppendUint64(b, s.shift.Start)
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(s.shift.Offset))
 	}
 	return b
 }
@@ -63,17 +70,25 @@ func (t *Tracker) AppendSnapshot(b []byte) []byte {
 // tracker's limit, skipping streams it tracks already. It returns how many
 // it added.
 func (t *Tracker) Restore(b []byte) (int, error) {
-	if len(b) < len(snapshotMagic)+8 || string(b[:len(snapshotMagic)]) != snapshotMagic {
+	if len(b) < len(snapshotMagic)+8 {
+		return 0, errSnapshot
+	}
+	size := uint64(streamBytes)
+	switch string(b[:len(snapshotMagic)]) {
+	case snapshotMagic:
+	case snapshotMagicV1:
+		size = streamBytesV1
+	default:
 		return 0, errSnapshot
 	}
 	b = b[len(snapshotMagic):]
 	n := binary.LittleEndian.Uint64(b)
 	b = b[8:]
-	if uint64(len(b)) != n*streamBytes {
-		return 0, fmt.Errorf("stream tracker snapshot: %d bytes for %d streams, want %d", len(b), n, n*streamBytes)
+	if n > uint64(len(b)) || uint64(len(b)) != n*size {
+		return 0, fmt.Errorf("stream tracker snapshot: %d bytes for %d streams, want %d", len(b), n, n*size)
 	}
 	added := 0
-	for ; len(b) > 0; b = b[streamBytes:] {
+	for ; len(b) > 0; b = b[size:] {
 		var id ID
 		copy(id[:], b)
 		if _, _, ok := t.index.find(&id, t); ok || t.index.n >= t.max {
@@ -89,6 +104,15 @@ func (t *Tracker) Restore(b []byte) (int, error) {
 			shape:   Shape(b[16+2*writerBytes+8]),
 			flags:   b[16+2*writerBytes+9] | flagLive,
 			version: t.nextVersion(),
+		}
+		if size == streamBytes {
+			o := streamBytesV1
+			s.shift = Shift{
+				Start:  binary.LittleEndian.Uint64(b[o:]),
+				Offset: math.Float64frombits(binary.LittleEndian.Uint64(b[o+8:])),
+			}
+		} else {
+			s.flags &^= flagShift
 		}
 		t.index.insert(&id, i)
 		added++

@@ -68,3 +68,46 @@ func TestRestoreHonoursTheLimit(t *testing.T) {
 		t.Fatalf("Restore into a 4-stream tracker = %d, %v (Len %d); want 4", n, err, small.Len())
 	}
 }
+
+// TestSnapshotKeepsTheShift: a writer elected at an interpolated change-over
+// is still shifted after a restore; a snapshot of the first format (which
+// had no shift) still restores, without one.
+func TestSnapshotKeepsTheShift(t *testing.T) {
+	shape := NewShape(KindSum, true, true)
+	orig, _ := NewTracker(DefaultPolicy())
+	id := ID{1}
+	for _, p := range []Point{
+		{Start: secs(100), Time: secs(110), Value: 10},
+		{Start: secs(100), Time: secs(120), Value: 20},
+		{Start: secs(115), Time: secs(121), Value: 1},
+		{Start: secs(115), Time: secs(150), Value: 35}, // failover, shifted
+	} {
+		orig.Observe(id, shape, p, 1)
+	}
+	snap := orig.AppendSnapshot(nil)
+	next := Point{Start: secs(115), Time: secs(160), Value: 40}
+
+	restored, _ := NewTracker(DefaultPolicy())
+	if n, err := restored.Restore(snap); err != nil || n != 1 {
+		t.Fatalf("Restore = %d, %v", n, err)
+	}
+	want := orig.Observe(id, shape, next, 2)
+	got := restored.Observe(id, shape, next, 2)
+	if !want.Shifted || got.Shifted != want.Shifted || got.Shift != want.Shift {
+		t.Fatalf("restored: shifted %v %+v; original: shifted %v %+v", got.Shifted, got.Shift, want.Shifted, want.Shift)
+	}
+
+	// The same snapshot in the first format: the magic, the count, and
+	// each stream without its last 16 bytes.
+	v1 := append([]byte(snapshotMagicV1), snap[len(snapshotMagic):len(snapshotMagic)+8]...)
+	for b := snap[len(snapshotMagic)+8:]; len(b) > 0; b = b[streamBytes:] {
+		v1 = append(v1, b[:streamBytesV1]...)
+	}
+	old, _ := NewTracker(DefaultPolicy())
+	if n, err := old.Restore(v1); err != nil || n != 1 {
+		t.Fatalf("Restore(v1) = %d, %v", n, err)
+	}
+	if d := old.Observe(id, shape, next, 2); d.Verdict != want.Verdict || d.Shifted {
+		t.Fatalf("v1 restore: %v shifted %v; want %v, not shifted", d, d.Shifted, want)
+	}
+}

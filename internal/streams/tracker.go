@@ -112,6 +112,21 @@ type Decision struct {
 	// Elected is the start of the writer that was elected before this
 	// point (for warnings that name both writers).
 	Elected uint64
+	// Shift, when Shifted, is how to write a point of a monotonic
+	// cumulative Sum that passes after an interpolated change-over (see
+	// Policy.Interpolate): with start time Shift.Start, its value less
+	// Shift.Offset.
+	Shift   Shift
+	Shifted bool
+}
+
+// Shift is the rewrite of a writer's points after an interpolated
+// change-over: the start moves to the previous writer's newest time, and
+// the count the new writer had made before it (estimated by linear
+// interpolation over its first passing point) is taken off every value.
+type Shift struct {
+	Start  uint64
+	Offset float64
 }
 
 // String renders a decision as "verdict[ reason][ elect:election]", as the
@@ -146,6 +161,14 @@ type Policy struct {
 	// Split keeps every writer's points as its own series (Verdict Label)
 	// instead of dropping the points of writers that were not elected.
 	Split bool
+	// Interpolate applies the data model's overlap interpolation to
+	// monotonic cumulative Sums: when a failover elects a writer whose
+	// start lies before the previous writer's newest point (one process
+	// started just before the other stopped), that writer's points are
+	// shifted (Decision.Shift) so that its series starts where the
+	// previous one ended, with no overlap: the counts both made in the
+	// overlap are not counted twice.
+	Interpolate bool
 }
 
 // Defaults and limits.
@@ -160,9 +183,10 @@ const (
 	MaxStreamsLimit = 1 << 26
 )
 
-// DefaultPolicy returns the defaults: keep one writer per stream.
+// DefaultPolicy returns the defaults: keep one writer per stream, and
+// interpolate change-overs.
 func DefaultPolicy() Policy {
-	return Policy{MaxStreams: DefaultMaxStreams, MaxStale: DefaultMaxStale, FailoverFloor: DefaultFailoverFloor}
+	return Policy{MaxStreams: DefaultMaxStreams, MaxStale: DefaultMaxStale, FailoverFloor: DefaultFailoverFloor, Interpolate: true}
 }
 
 var (
@@ -281,11 +305,12 @@ func (w *writer) acceptDelta(p Point) {
 	w.sum = math.Float64frombits(p.Start)
 }
 
-// stream is one tracked stream: 128 bytes.
+// stream is one tracked stream: 144 bytes.
 type stream struct {
 	id      ID
 	cur     writer // the elected writer (deltas: the current run)
 	alt     writer // the most relevant other writer, when flagAlt
+	shift   Shift  // cur's points' rewrite, when flagShift
 	seen    int64  // the caller's clock at the newest point
 	version uint32 // changes with every Observe; guards Undo
 	shape   Shape
@@ -295,6 +320,7 @@ type stream struct {
 const (
 	flagLive uint8 = 1 << iota
 	flagAlt
+	flagShift // cur was elected by an interpolated change-over
 )
 
 // Streams live in fixed pages, so that growing never copies them and the
@@ -310,11 +336,12 @@ const (
 // a stream is forgotten MaxStale after its newest point. A Tracker is not
 // safe for concurrent use.
 type Tracker struct {
-	max      int
-	maxStale int64
-	failover uint64
-	floor    uint64
-	split    bool
+	max         int
+	maxStale    int64
+	failover    uint64
+	floor       uint64
+	split       bool
+	interpolate bool
 
 	index  index
 	pages  [][]stream
@@ -344,12 +371,13 @@ func NewTracker(p Policy) (*Tracker, error) {
 		floor = DefaultFailoverFloor
 	}
 	return &Tracker{
-		max:      p.MaxStreams,
-		maxStale: int64(p.MaxStale),
-		failover: uint64(p.FailoverAfter),
-		floor:    uint64(floor),
-		split:    p.Split,
-		index:    newIndex(),
+		max:         p.MaxStreams,
+		maxStale:    int64(p.MaxStale),
+		failover:    uint64(p.FailoverAfter),
+		floor:       uint64(floor),
+		split:       p.Split,
+		interpolate: p.Interpolate,
+		index:       newIndex(),
 	}, nil
 }
 
@@ -480,6 +508,9 @@ func (t *Tracker) cumulative(s *stream, p Point) Decision {
 			return dropped(d, r)
 		}
 		c.accept(p)
+		if s.flags&flagShift != 0 {
+			d.Shift, d.Shifted = s.shift, true
+		}
 		return d
 	}
 	known := s.flags&flagAlt != 0 && a.start == p.Start
@@ -543,8 +574,31 @@ func (t *Tracker) elect(s *stream, p Point, known bool, e Election, d Decision) 
 	}
 	s.alt = old
 	s.flags |= flagAlt
+	s.flags &^= flagShift
 	d.Election = e
+	if sh, ok := t.changeOver(s, &old, p, e); ok {
+		s.shift = sh
+		s.flags |= flagShift
+		d.Shift, d.Shifted = sh, true
+	}
 	return d
+}
+
+// changeOver returns the shift of a writer taking over from old at p, when
+// the data model's overlap interpolation applies: a failover (old went
+// quiet) to a writer of a monotonic cumulative Sum that started before
+// old's newest point. The count the new writer made in that overlap is
+// estimated by linear interpolation over (p.Start, p.Time], as if its rate
+// had been constant: p.Value × (old.time − p.Start) / (p.Time − p.Start).
+func (t *Tracker) changeOver(s *stream, old *writer, p Point, e Election) (Shift, bool) {
+	if !t.interpolate || e != ElectionFailover || s.shape.Kind() != KindSum || !s.shape.Monotonic() ||
+		p.NoValue || p.Start == 0 || p.Start >= old.time || p.Time <= old.time ||
+		math.IsNaN(p.Value) || math.IsInf(p.Value, 0) || p.Value < 0 {
+		return Shift{}, false
+	}
+	overlap := float64(old.time - p.Start)
+	span := float64(p.Time - p.Start)
+	return Shift{Start: old.time, Offset: p.Value * (overlap / span)}, true
 }
 
 // delta judges a point of a delta stream. An unbroken run has each start

@@ -431,3 +431,79 @@ func TestObserveAllocs(t *testing.T) {
 		t.Fatalf("Observe allocates %.1f times per run", allocs)
 	}
 }
+
+// TestChangeOverInterpolation: a failover to a writer that started before
+// the previous writer's newest point shifts that writer's points of a
+// monotonic cumulative Sum: start at the previous writer's newest time,
+// less the count interpolated over the overlap. Nothing else is shifted.
+func TestChangeOverInterpolation(t *testing.T) {
+	// A (start 100) every 10 s to 130; B (start 120) dropped while A is
+	// live; A quiet from 130, so B's point at 160 (3 intervals) fails over.
+	steps := func(shape Shape, tr *Tracker) []Decision {
+		var out []Decision
+		for _, p := range []pt{
+			{start: 100, time: 110, value: 10},
+			{start: 100, time: 120, value: 20},
+			{start: 100, time: 130, value: 30},
+			{start: 120, time: 125, value: 2},
+			{start: 120, time: 160, value: 40},
+			{start: 120, time: 170, value: 50},
+		} {
+			out = append(out, tr.Observe(ID{1}, shape, p.point(), 1))
+		}
+		return out
+	}
+	d := steps(monoSum, newTracker(t, nil))
+	if d[4].Election != ElectionFailover || !d[4].Shifted || !d[5].Shifted {
+		t.Fatalf("failover %v, shifted %v then %v; want a shifted failover", d[4], d[4].Shifted, d[5].Shifted)
+	}
+	// Overlap (120, 130] of B's (120, 160]: a quarter of 40.
+	want := Shift{Start: secs(130), Offset: 10}
+	if d[4].Shift != want || d[5].Shift != want {
+		t.Fatalf("shifts %+v, %+v; want %+v for both", d[4].Shift, d[5].Shift, want)
+	}
+	for i := range 4 {
+		if d[i].Shifted {
+			t.Errorf("point %d of the elected writer shifted: %+v", i, d[i].Shift)
+		}
+	}
+	for name, c := range map[string]struct {
+		shape Shape
+		tr    *Tracker
+	}{
+		"up-down counter": {upDown, newTracker(t, nil)},
+		"histogram":       {histogram, newTracker(t, nil)},
+		"interpolate off": {monoSum, newTracker(t, func(p *Policy) { p.Interpolate = false })},
+	} {
+		d := steps(c.shape, c.tr)
+		if d[4].Election != ElectionFailover {
+			t.Fatalf("%s: %v, want a failover", name, d[4])
+		}
+		if d[4].Shifted || d[5].Shifted {
+			t.Errorf("%s: shifted %+v", name, d[4].Shift)
+		}
+	}
+
+	// A restart (started at or after the newest point) does not overlap:
+	// nothing to interpolate.
+	tr := newTracker(t, nil)
+	run(t, tr, monoSum, []pt{
+		{start: 100, time: 110, value: 10, want: "pass"},
+		{start: 100, time: 120, value: 20, want: "pass"},
+		{start: 125, time: 135, value: 3, want: "pass elect:restart"},
+	})
+	if d := tr.Observe(ID{1}, monoSum, pt{start: 125, time: 145, value: 5}.point(), 1); d.Shifted {
+		t.Errorf("restart shifted: %+v", d.Shift)
+	}
+
+	// A later election ends the shift: A, started earlier, turns out to
+	// be alive and takes back over.
+	tr = newTracker(t, nil)
+	steps(monoSum, tr)
+	if d := tr.Observe(ID{1}, monoSum, pt{start: 100, time: 175, value: 31}.point(), 1); d.Election != ElectionEarlierStart || d.Shifted {
+		t.Errorf("A back: %v, shifted %v; want elect:earlier_start, not shifted", d, d.Shifted)
+	}
+	if d := tr.Observe(ID{1}, monoSum, pt{start: 100, time: 185, value: 32}.point(), 1); d.Shifted {
+		t.Errorf("A's next point shifted: %+v", d.Shift)
+	}
+}

@@ -149,6 +149,12 @@ type MetricsConfig struct {
 	// SplitAttribute is the point attribute that tells the writers apart
 	// with overlap: split.
 	SplitAttribute string `mapstructure:"split_attribute"`
+	// InterpolateChangeover applies the data model's overlap interpolation
+	// to monotonic cumulative Sums: after a failover to a writer that
+	// started before the previous writer's newest point, that writer's
+	// points start where the previous one ended, less the count
+	// (interpolated) that both made in the overlap. Default true.
+	InterpolateChangeover bool `mapstructure:"interpolate_changeover"`
 }
 
 // policy is the streams.Policy the config asks for.
@@ -158,6 +164,7 @@ func (m MetricsConfig) policy() streams.Policy {
 	p.MaxStale = m.MaxStale
 	p.FailoverAfter = m.FailoverAfter
 	p.Split = m.Overlap == OverlapSplit
+	p.Interpolate = m.InterpolateChangeover
 	return p
 }
 
@@ -188,11 +195,12 @@ func createDefaultConfig() *Config {
 			MaxRecords: defaultMaxLogRecords,
 		},
 		Metrics: MetricsConfig{
-			MaxStreams:     defaultMaxStreams,
-			MaxStale:       defaultMaxStale,
-			FailoverAfter:  0, // derived per stream
-			Overlap:        OverlapKeepOne,
-			SplitAttribute: defaultSplitAttribute,
+			MaxStreams:            defaultMaxStreams,
+			MaxStale:              defaultMaxStale,
+			FailoverAfter:         0, // derived per stream
+			Overlap:               OverlapKeepOne,
+			SplitAttribute:        defaultSplitAttribute,
+			InterpolateChangeover: true,
 		},
 		CheckpointInterval: defaultCheckpoint,
 		Telemetry: TelemetryConfig{

@@ -94,16 +94,16 @@ func TestConfigMetricsFromYAML(t *testing.T) {
 	if err := confmap.Validate(cfg); err != nil {
 		t.Fatal(err)
 	}
-	want := MetricsConfig{MaxStreams: 5000, MaxStale: 10 * time.Minute, FailoverAfter: 90 * time.Second, Overlap: OverlapSplit, SplitAttribute: "writer"}
+	want := MetricsConfig{MaxStreams: 5000, MaxStale: 10 * time.Minute, FailoverAfter: 90 * time.Second, Overlap: OverlapSplit, SplitAttribute: "writer", InterpolateChangeover: false}
 	if cfg.Metrics != want {
 		t.Fatalf("metrics config %+v, want %+v", cfg.Metrics, want)
 	}
 	p := cfg.Metrics.policy()
-	if p.MaxStreams != 5000 || p.MaxStale != 10*time.Minute || p.FailoverAfter != 90*time.Second || !p.Split {
+	if p.MaxStreams != 5000 || p.MaxStale != 10*time.Minute || p.FailoverAfter != 90*time.Second || !p.Split || p.Interpolate {
 		t.Fatalf("policy %+v", p)
 	}
 	def := createDefaultConfig().Metrics
-	if def.MaxStreams != 100_000 || def.MaxStale != 5*time.Minute || def.FailoverAfter != 0 || def.Overlap != OverlapKeepOne || def.SplitAttribute != "service.instance.id" {
+	if def.MaxStreams != 100_000 || def.MaxStale != 5*time.Minute || def.FailoverAfter != 0 || def.Overlap != OverlapKeepOne || def.SplitAttribute != "service.instance.id" || !def.InterpolateChangeover || !def.policy().Interpolate {
 		t.Fatalf("defaults %+v", def)
 	}
 }

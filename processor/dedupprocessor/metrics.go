@@ -2,6 +2,7 @@ package dedupprocessor
 
 import (
 	"context"
+	"math"
 	"sync"
 	"time"
 
@@ -93,12 +94,30 @@ type judging struct {
 	now       int64
 	mutate    bool // mode drop: remove and label points
 	splitAttr string
+	shift     streams.Shift // the last judged point's rewrite, if shifted
+	shifted   bool
+}
+
+// shift rewrites a Sum point of a writer elected at an interpolated
+// change-over: it starts where the previous writer ended, and counts from
+// there. An integer point loses the offset rounded to the nearest integer,
+// the same for every point of the writer, so that its increments are kept
+// exactly; no value goes below zero.
+func shift(dp pmetric.NumberDataPoint, sh streams.Shift) {
+	dp.SetStartTimestamp(pcommon.Timestamp(sh.Start))
+	switch dp.ValueType() {
+	case pmetric.NumberDataPointValueTypeInt:
+		dp.SetIntValue(max(dp.IntValue()-int64(math.Round(sh.Offset)), 0))
+	case pmetric.NumberDataPointValueTypeDouble:
+		dp.SetDoubleValue(max(dp.DoubleValue()-sh.Offset, 0))
+	}
 }
 
 // remove judges one point and says whether to remove it. With overlap:
 // split it labels the point of a writer that was not elected.
 func (j *judging) remove(attrs pcommon.Map, pt streams.Point) bool {
 	d := j.tracker.Observe(j.hasher.Point(attrs), j.shape, pt, j.now)
+	j.shift, j.shifted = d.Shift, d.Shifted
 	j.c.received++
 	if d.Reason != streams.ReasonNone || d.Election != streams.ElectionNone {
 		j.c.note(d, j.metric, j.mutate)
@@ -116,7 +135,15 @@ func (j *judging) remove(attrs pcommon.Map, pt streams.Point) bool {
 
 func (j *judging) numbers(dps pmetric.NumberDataPointSlice) bool {
 	if j.mutate {
-		dps.RemoveIf(func(dp pmetric.NumberDataPoint) bool { return j.remove(dp.Attributes(), streams.NumberPoint(dp)) })
+		dps.RemoveIf(func(dp pmetric.NumberDataPoint) bool {
+			if j.remove(dp.Attributes(), streams.NumberPoint(dp)) {
+				return true
+			}
+			if j.shifted {
+				shift(dp, j.shift)
+			}
+			return false
+		})
 		return dps.Len() > 0
 	}
 	for i := 0; i < dps.Len(); i++ {
