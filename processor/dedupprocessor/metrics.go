@@ -107,7 +107,12 @@ func shift(dp pmetric.NumberDataPoint, sh streams.Shift) {
 	dp.SetStartTimestamp(pcommon.Timestamp(sh.Start))
 	switch dp.ValueType() {
 	case pmetric.NumberDataPointValueTypeInt:
-		dp.SetIntValue(max(dp.IntValue()-int64(math.Round(sh.Offset)), 0))
+		off := math.Round(sh.Offset)
+		if off >= math.MaxInt64 { // only from a value at the int64 limit
+			dp.SetIntValue(0)
+			return
+		}
+		dp.SetIntValue(max(dp.IntValue()-int64(off), 0))
 	case pmetric.NumberDataPointValueTypeDouble:
 		dp.SetDoubleValue(max(dp.DoubleValue()-sh.Offset, 0))
 	}

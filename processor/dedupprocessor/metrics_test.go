@@ -3,6 +3,7 @@ package dedupprocessor
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 
@@ -225,5 +226,31 @@ func TestTrackerSetAdapter(t *testing.T) {
 	w.mu.Unlock()
 	if n != 0 || shrunk != 0 || w.set.Stats().Expired != 2 {
 		t.Fatalf("after expire: len %d shrunk %d stats %+v", n, shrunk, w.set.Stats())
+	}
+}
+
+// TestShiftStaysInRange: the rewrite after an interpolated change-over
+// never takes a value below zero, nor overflows at the int64 limit.
+func TestShiftStaysInRange(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		set    func(pmetric.NumberDataPoint)
+		offset float64
+		check  func(pmetric.NumberDataPoint) bool
+	}{
+		{"int", func(dp pmetric.NumberDataPoint) { dp.SetIntValue(100) }, 30.4, func(dp pmetric.NumberDataPoint) bool { return dp.IntValue() == 70 }},
+		{"int rounds", func(dp pmetric.NumberDataPoint) { dp.SetIntValue(100) }, 30.5, func(dp pmetric.NumberDataPoint) bool { return dp.IntValue() == 69 }},
+		{"int floor", func(dp pmetric.NumberDataPoint) { dp.SetIntValue(3) }, 10, func(dp pmetric.NumberDataPoint) bool { return dp.IntValue() == 0 }},
+		{"int limit", func(dp pmetric.NumberDataPoint) { dp.SetIntValue(math.MaxInt64) }, float64(math.MaxInt64), func(dp pmetric.NumberDataPoint) bool { return dp.IntValue() == 0 }},
+		{"double", func(dp pmetric.NumberDataPoint) { dp.SetDoubleValue(7) }, 1.25, func(dp pmetric.NumberDataPoint) bool { return dp.DoubleValue() == 5.75 }},
+		{"double floor", func(dp pmetric.NumberDataPoint) { dp.SetDoubleValue(1) }, 2, func(dp pmetric.NumberDataPoint) bool { return dp.DoubleValue() == 0 }},
+	} {
+		dp := pmetric.NewNumberDataPoint()
+		dp.SetStartTimestamp(5)
+		tc.set(dp)
+		shift(dp, streams.Shift{Start: 42, Offset: tc.offset})
+		if dp.StartTimestamp() != 42 || !tc.check(dp) {
+			t.Errorf("%s: start %d, int %d, double %v", tc.name, dp.StartTimestamp(), dp.IntValue(), dp.DoubleValue())
+		}
 	}
 }
