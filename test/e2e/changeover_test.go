@@ -8,7 +8,6 @@ import (
 
 	"github.com/prometheus/common/model"
 	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -82,17 +81,7 @@ func TestChangeOverCountsOnce(t *testing.T) {
 	base := (time.Now().UnixNano()/sec - 60) * sec // a minute ago: within Prometheus' head
 	at := func(s int64) pcommon.Timestamp { return pcommon.Timestamp(base + s*sec) }
 	send := func(start, now int64, v int64) {
-		md := pmetric.NewMetrics()
-		rm := md.ResourceMetrics().AppendEmpty()
-		rm.Resource().Attributes().PutStr("service.name", "handover")
-		m := rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
-		m.SetName("events")
-		m.SetEmptySum().SetIsMonotonic(true)
-		m.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
-		dp := m.Sum().DataPoints().AppendEmpty()
-		dp.SetStartTimestamp(at(start))
-		dp.SetTimestamp(at(now))
-		dp.SetIntValue(v)
+		md := counterPoint("handover", "events", at(start), at(now), v)
 		if _, err := client.Export(ctx, pmetricotlp.NewExportRequestFromMetrics(md)); err != nil {
 			t.Fatal(err)
 		}

@@ -18,6 +18,23 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 )
 
+// counterPoint is one point of a monotonic cumulative integer Sum, the
+// only metric of a request, from a resource with service.name service.
+func counterPoint(service, name string, start, at pcommon.Timestamp, v int64) pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	rm := md.ResourceMetrics().AppendEmpty()
+	rm.Resource().Attributes().PutStr("service.name", service)
+	m := rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+	m.SetName(name)
+	m.SetEmptySum().SetIsMonotonic(true)
+	m.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	dp := m.Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(at)
+	dp.SetIntValue(v)
+	return md
+}
+
 // scaleOut runs examples/scale-out as written: two front collectors with
 // the loadbalancing exporter in front of two doubletake gateways, each
 // forwarding to a sink of its own (so the test sees who got what).
@@ -121,18 +138,7 @@ func TestScaleOutMetricStreamHasOneWriter(t *testing.T) {
 	s := startScaleOut(t)
 	ctx := ctxTimeout(t, time.Minute)
 	point := func(start, at uint64, v int64) pmetric.Metrics {
-		md := pmetric.NewMetrics()
-		rm := md.ResourceMetrics().AppendEmpty()
-		rm.Resource().Attributes().PutStr("service.name", "scaled")
-		m := rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
-		m.SetName("rollouts")
-		m.SetEmptySum().SetIsMonotonic(true)
-		m.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
-		dp := m.Sum().DataPoints().AppendEmpty()
-		dp.SetStartTimestamp(pcommon.Timestamp(start))
-		dp.SetTimestamp(pcommon.Timestamp(at))
-		dp.SetIntValue(v)
-		return md
+		return counterPoint("scaled", "rollouts", pcommon.Timestamp(start), pcommon.Timestamp(at), v)
 	}
 	var clients []pmetricotlp.GRPCClient
 	for _, front := range s.fronts {
