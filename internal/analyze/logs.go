@@ -234,16 +234,7 @@ func (a *Analyzer) logReport(r *Report) {
 			Received: acc.received, Unique: acc.unique,
 			Duplicated: acc.duplicated, ExtraCopies: acc.extra,
 		}
-		for c, n := range acc.copies {
-			if n > 0 {
-				lg.Copies = append(lg.Copies, CopyCount{Copies: int(c), IDs: n})
-			}
-		}
-		slices.SortFunc(lg.Copies, func(a, b CopyCount) int { return cmp.Compare(a.Copies, b.Copies) })
-		if len(delays[i]) > 0 {
-			d := delaysOf(delays[i])
-			lg.Delays = &d
-		}
+		lg.Copies, lg.Delays = copyCounts(acc.copies), delaysOrNil(delays[i])
 		for _, k := range order[i] {
 			lg.Examples = append(lg.Examples, *examples[i][k])
 		}

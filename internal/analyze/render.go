@@ -72,6 +72,36 @@ func delaysText(d *Delays) string {
 	return fmt.Sprintf("%s / %s / %s", d.Min, d.Median, d.Max)
 }
 
+// groupRow is one row of a span or log group table.
+type groupRow struct {
+	service, what                       string
+	received, unique, duplicated, extra int
+	copies                              []CopyCount
+	delays                              *Delays
+}
+
+// writeGroupTable writes the first maxGroupRows of n group rows as an
+// indented table; what and copies name the second and the copies columns.
+func writeGroupTable(ew *errWriter, what, copies string, n int, row func(int) groupRow) {
+	tw := tabwriter.NewWriter(ew.w, 0, 4, 2, ' ', 0)
+	tew := &errWriter{w: tw}
+	tew.printf("  SERVICE\t%s\tRECEIVED\tUNIQUE\tDUPLICATED\tEXTRA\t%s\tDELAY min / median / max\n", what, copies)
+	for i := range n {
+		if i == maxGroupRows {
+			tew.printf("  … %d more\t\t\t\t\t\t\t\n", n-i)
+			break
+		}
+		r := row(i)
+		tew.printf("  %s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", orDash(r.service), orDash(r.what), r.received, r.unique, r.duplicated, r.extra, copiesText(r.copies), delaysText(r.delays))
+	}
+	if tew.err == nil {
+		tew.err = tw.Flush()
+	}
+	if ew.err == nil {
+		ew.err = tew.err
+	}
+}
+
 func writeSpansText(ew *errWriter, s *SpanReport) {
 	ew.printf("spans: %d received, %d unique, %d duplicated ids, %s", s.Received, s.Unique, s.Duplicated, plural(s.ExtraCopies, "extra copy", "extra copies"))
 	if s.Conflicting > 0 {
@@ -84,22 +114,10 @@ func writeSpansText(ew *errWriter, s *SpanReport) {
 	if len(s.Groups) == 0 {
 		return
 	}
-	tw := tabwriter.NewWriter(ew.w, 0, 4, 2, ' ', 0)
-	tew := &errWriter{w: tw}
-	tew.printf("  SERVICE\tSPAN\tRECEIVED\tUNIQUE\tDUPLICATED\tEXTRA\tIDS×COPIES\tDELAY min / median / max\n")
-	for i, g := range s.Groups {
-		if i == maxGroupRows {
-			tew.printf("  … %d more\t\t\t\t\t\t\t\n", len(s.Groups)-i)
-			break
-		}
-		tew.printf("  %s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", orDash(g.Service), orDash(g.Name), g.Received, g.Unique, g.Duplicated, g.ExtraCopies, copiesText(g.Copies), delaysText(g.Delays))
-	}
-	if tew.err == nil {
-		tew.err = tw.Flush()
-	}
-	if ew.err == nil {
-		ew.err = tew.err
-	}
+	writeGroupTable(ew, "SPAN", "IDS×COPIES", len(s.Groups), func(i int) groupRow {
+		g := &s.Groups[i]
+		return groupRow{g.Service, g.Name, g.Received, g.Unique, g.Duplicated, g.ExtraCopies, g.Copies, g.Delays}
+	})
 	shown := 0
 	for _, g := range s.Groups {
 		for _, ex := range g.Examples {
@@ -121,22 +139,10 @@ func writeLogsText(ew *errWriter, l *LogReport) {
 	if len(l.Groups) == 0 {
 		return
 	}
-	tw := tabwriter.NewWriter(ew.w, 0, 4, 2, ' ', 0)
-	tew := &errWriter{w: tw}
-	tew.printf("  SERVICE\tSCOPE\tRECEIVED\tUNIQUE\tDUPLICATED\tEXTRA\tRECORDS×COPIES\tDELAY min / median / max\n")
-	for i, g := range l.Groups {
-		if i == maxGroupRows {
-			tew.printf("  … %d more\t\t\t\t\t\t\t\n", len(l.Groups)-i)
-			break
-		}
-		tew.printf("  %s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", orDash(g.Service), orDash(g.Scope), g.Received, g.Unique, g.Duplicated, g.ExtraCopies, copiesText(g.Copies), delaysText(g.Delays))
-	}
-	if tew.err == nil {
-		tew.err = tw.Flush()
-	}
-	if ew.err == nil {
-		ew.err = tew.err
-	}
+	writeGroupTable(ew, "SCOPE", "RECORDS×COPIES", len(l.Groups), func(i int) groupRow {
+		g := &l.Groups[i]
+		return groupRow{g.Service, g.Scope, g.Received, g.Unique, g.Duplicated, g.ExtraCopies, g.Copies, g.Delays}
+	})
 	shown := 0
 	for _, g := range l.Groups {
 		for _, ex := range g.Examples {

@@ -81,6 +81,28 @@ func (m Millis) MarshalJSON() ([]byte, error) {
 
 func (m Millis) String() string { return fmtDur(time.Duration(m)) }
 
+// copyCounts lists how many ids (or records) came in how many copies,
+// fewest copies first.
+func copyCounts(copies map[uint32]int) []CopyCount {
+	var out []CopyCount
+	for c, n := range copies {
+		if n > 0 {
+			out = append(out, CopyCount{Copies: int(c), IDs: n})
+		}
+	}
+	slices.SortFunc(out, func(a, b CopyCount) int { return cmp.Compare(a.Copies, b.Copies) })
+	return out
+}
+
+// delaysOrNil is delaysOf(ds), or nil when there are no delays.
+func delaysOrNil(ds []time.Duration) *Delays {
+	if len(ds) == 0 {
+		return nil
+	}
+	d := delaysOf(ds)
+	return &d
+}
+
 func delaysOf(ds []time.Duration) Delays {
 	if len(ds) == 0 {
 		return Delays{}

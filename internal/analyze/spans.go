@@ -366,16 +366,7 @@ func (a *Analyzer) spanReport(r *Report) {
 			Duplicated: acc.duplicated, ExtraCopies: acc.extra,
 			Conflicting: len(extra[i].conflict),
 		}
-		for c, n := range acc.copies {
-			if n > 0 {
-				sg.Copies = append(sg.Copies, CopyCount{Copies: int(c), IDs: n})
-			}
-		}
-		slices.SortFunc(sg.Copies, func(a, b CopyCount) int { return cmp.Compare(a.Copies, b.Copies) })
-		if len(extra[i].delays) > 0 {
-			d := delaysOf(extra[i].delays)
-			sg.Delays = &d
-		}
+		sg.Copies, sg.Delays = copyCounts(acc.copies), delaysOrNil(extra[i].delays)
 		for _, k := range extra[i].order {
 			sg.Examples = append(sg.Examples, *extra[i].examples[k])
 		}
