@@ -419,16 +419,7 @@ func Collapse(td ptrace.Traces, opts Options, st *State) CollapseResult {
 		res.Groups = append(res.Groups, CollapsedGroup{Key: k, Spans: n})
 	}
 	slices.SortFunc(res.Groups, func(a, b CollapsedGroup) int {
-		return cmp.Or(
-			cmp.Compare(b.Spans, a.Spans),
-			cmp.Compare(a.Service, b.Service),
-			cmp.Compare(a.Name, b.Name),
-			cmp.Compare(a.Kind, b.Kind),
-			cmp.Compare(a.OuterScope.Name, b.OuterScope.Name),
-			cmp.Compare(a.OuterScope.Version, b.OuterScope.Version),
-			cmp.Compare(a.InnerScope.Name, b.InnerScope.Name),
-			cmp.Compare(a.InnerScope.Version, b.InnerScope.Version),
-		)
+		return cmp.Or(cmp.Compare(b.Spans, a.Spans), a.Key.compare(b.Key))
 	})
 	return res
 }

@@ -18,6 +18,19 @@ type Key struct {
 	InnerScope Scope  `json:"inner_scope"`
 }
 
+// compare orders keys by service, name, kind, then outer and inner scope.
+func (k Key) compare(o Key) int {
+	return cmp.Or(
+		cmp.Compare(k.Service, o.Service),
+		cmp.Compare(k.Name, o.Name),
+		cmp.Compare(k.Kind, o.Kind),
+		cmp.Compare(k.OuterScope.Name, o.OuterScope.Name),
+		cmp.Compare(k.OuterScope.Version, o.OuterScope.Version),
+		cmp.Compare(k.InnerScope.Name, o.InnerScope.Name),
+		cmp.Compare(k.InnerScope.Version, o.InnerScope.Version),
+	)
+}
+
 // Pair is one nested duplicate: Inner records Outer's operation a second
 // time, as its child or as a SERVER sibling whose time Outer contains.
 type Pair struct {
@@ -403,16 +416,7 @@ func (d *Detector) findings() []Finding {
 		out = append(out, f)
 	}
 	slices.SortStableFunc(out, func(a, b Finding) int {
-		return cmp.Or(
-			cmp.Compare(b.Occurrences, a.Occurrences),
-			cmp.Compare(a.Service, b.Service),
-			cmp.Compare(a.Name, b.Name),
-			cmp.Compare(a.Kind, b.Kind),
-			cmp.Compare(a.OuterScope.Name, b.OuterScope.Name),
-			cmp.Compare(a.OuterScope.Version, b.OuterScope.Version),
-			cmp.Compare(a.InnerScope.Name, b.InnerScope.Name),
-			cmp.Compare(a.InnerScope.Version, b.InnerScope.Version),
-		)
+		return cmp.Or(cmp.Compare(b.Occurrences, a.Occurrences), a.Key.compare(b.Key))
 	})
 	return out
 }
