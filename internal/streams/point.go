@@ -153,6 +153,19 @@ func (f *fingerprint) add(v uint64) { *f = fingerprint(mix(uint64(*f)^v, fp1)) }
 
 func (f *fingerprint) float(v float64) { f.add(math.Float64bits(v)) }
 
+// optional adds a histogram's optional sum, min and max, those it has.
+func (f *fingerprint) optional(hasSum bool, sum float64, hasMin bool, min float64, hasMax bool, max float64) {
+	if hasSum {
+		f.float(sum)
+	}
+	if hasMin {
+		f.float(min)
+	}
+	if hasMax {
+		f.float(max + 1) // +1: a min equal to a max in the other slot still differs
+	}
+}
+
 func noValue(flags pmetric.DataPointFlags) bool { return flags.NoRecordedValue() }
 
 // NumberPoint reads a Gauge or Sum point.
@@ -179,15 +192,7 @@ func HistogramPoint(dp pmetric.HistogramDataPoint) Point {
 	}
 	f := fingerprint(fp1 ^ uint64(dp.Flags()))
 	f.add(dp.Count())
-	if dp.HasSum() {
-		f.float(dp.Sum())
-	}
-	if dp.HasMin() {
-		f.float(dp.Min())
-	}
-	if dp.HasMax() {
-		f.float(dp.Max() + 1) // +1: a min equal to a max in the other slot still differs
-	}
+	f.optional(dp.HasSum(), dp.Sum(), dp.HasMin(), dp.Min(), dp.HasMax(), dp.Max())
 	bc, eb := dp.BucketCounts(), dp.ExplicitBounds()
 	f.add(uint64(bc.Len())<<32 | uint64(eb.Len()))
 	for i := 0; i < bc.Len(); i++ {
@@ -208,15 +213,7 @@ func ExponentialHistogramPoint(dp pmetric.ExponentialHistogramDataPoint) Point {
 	}
 	f := fingerprint(fp2 ^ uint64(dp.Flags()))
 	f.add(dp.Count())
-	if dp.HasSum() {
-		f.float(dp.Sum())
-	}
-	if dp.HasMin() {
-		f.float(dp.Min())
-	}
-	if dp.HasMax() {
-		f.float(dp.Max() + 1)
-	}
+	f.optional(dp.HasSum(), dp.Sum(), dp.HasMin(), dp.Min(), dp.HasMax(), dp.Max())
 	f.add(uint64(uint32(dp.Scale())))
 	f.add(dp.ZeroCount())
 	f.float(dp.ZeroThreshold())
