@@ -40,37 +40,31 @@ type telemetry struct {
 func newTelemetry(set component.TelemetrySettings) (*telemetry, error) {
 	m := set.MeterProvider.Meter(scopeName)
 	t := &telemetry{}
-	var err, errs error
-	t.received, err = m.Int64Counter("otelcol_processor_dedup_received_items",
-		metric.WithDescription("Items (spans, log records, metric points) the processor judged."), metric.WithUnit("{item}"))
-	errs = errors.Join(errs, err)
-	t.duplicates, err = m.Int64Counter("otelcol_processor_dedup_duplicate_items",
-		metric.WithDescription("Exact copies of items already seen within the window; action says whether they were dropped or passed."), metric.WithUnit("{item}"))
-	errs = errors.Join(errs, err)
-	t.conflicts, err = m.Int64Counter("otelcol_processor_dedup_conflict_items",
-		metric.WithDescription("Spans whose ids were seen before with different content; action follows traces.on_conflict."), metric.WithUnit("{item}"))
-	errs = errors.Join(errs, err)
-	t.invalid, err = m.Int64Counter("otelcol_processor_dedup_invalid_id_items",
-		metric.WithDescription("Spans with an all-zero trace or span id, passed through untouched."), metric.WithUnit("{item}"))
-	errs = errors.Join(errs, err)
-	t.evicted, err = m.Int64Counter("otelcol_processor_dedup_evicted_entries",
-		metric.WithDescription("Window entries removed before their window ended: the window was full (reason=capacity) or memory ran short (reason=shrink)."), metric.WithUnit("{entry}"))
-	errs = errors.Join(errs, err)
-	t.rolledBack, err = m.Int64Counter("otelcol_processor_dedup_rolled_back_entries",
-		metric.WithDescription("Window entries taken back because the next component refused their data, so that a retry is not taken for a duplicate."), metric.WithUnit("{entry}"))
-	errs = errors.Join(errs, err)
-	t.metricPoints, err = m.Int64Counter("otelcol_processor_dedup_metric_points",
-		metric.WithDescription("Metric points that broke the single-writer rule, by reason (duplicate, overlap, out_of_order, decrease, suspected_writer); action says whether they were dropped, passed, or split into their writer's own series."), metric.WithUnit("{point}"))
-	errs = errors.Join(errs, err)
-	t.metricElections, err = m.Int64Counter("otelcol_processor_dedup_metric_elections",
-		metric.WithDescription("Changes of a metric stream's elected writer, by reason: earlier_start (a live writer with an earlier start took over), restart (a new start after the elected writer went quiet), failover (the elected writer sent nothing for metrics.failover_after)."), metric.WithUnit("{election}"))
-	errs = errors.Join(errs, err)
-	t.unjudged, err = m.Int64Counter("otelcol_processor_dedup_unjudged_points",
-		metric.WithDescription("Metric points of new streams passed unjudged because metrics.max_streams streams were tracked already."), metric.WithUnit("{point}"))
-	errs = errors.Join(errs, err)
-	t.nestedSpans, err = m.Int64Counter("otelcol_processor_dedup_nested_spans",
-		metric.WithDescription("Nested duplicates (double instrumentation: one operation recorded as two spans) by service and scope pair; action is counted, or collapsed with traces.collapse_nested."), metric.WithUnit("{span}"))
-	errs = errors.Join(errs, err)
+	var errs error
+	counter := func(dst *metric.Int64Counter, name, unit, description string) {
+		c, err := m.Int64Counter(name, metric.WithDescription(description), metric.WithUnit(unit))
+		*dst, errs = c, errors.Join(errs, err)
+	}
+	counter(&t.received, "otelcol_processor_dedup_received_items", "{item}",
+		"Items (spans, log records, metric points) the processor judged.")
+	counter(&t.duplicates, "otelcol_processor_dedup_duplicate_items", "{item}",
+		"Exact copies of items already seen within the window; action says whether they were dropped or passed.")
+	counter(&t.conflicts, "otelcol_processor_dedup_conflict_items", "{item}",
+		"Spans whose ids were seen before with different content; action follows traces.on_conflict.")
+	counter(&t.invalid, "otelcol_processor_dedup_invalid_id_items", "{item}",
+		"Spans with an all-zero trace or span id, passed through untouched.")
+	counter(&t.evicted, "otelcol_processor_dedup_evicted_entries", "{entry}",
+		"Window entries removed before their window ended: the window was full (reason=capacity) or memory ran short (reason=shrink).")
+	counter(&t.rolledBack, "otelcol_processor_dedup_rolled_back_entries", "{entry}",
+		"Window entries taken back because the next component refused their data, so that a retry is not taken for a duplicate.")
+	counter(&t.metricPoints, "otelcol_processor_dedup_metric_points", "{point}",
+		"Metric points that broke the single-writer rule, by reason (duplicate, overlap, out_of_order, decrease, suspected_writer); action says whether they were dropped, passed, or split into their writer's own series.")
+	counter(&t.metricElections, "otelcol_processor_dedup_metric_elections", "{election}",
+		"Changes of a metric stream's elected writer, by reason: earlier_start (a live writer with an earlier start took over), restart (a new start after the elected writer went quiet), failover (the elected writer sent nothing for metrics.failover_after).")
+	counter(&t.unjudged, "otelcol_processor_dedup_unjudged_points", "{point}",
+		"Metric points of new streams passed unjudged because metrics.max_streams streams were tracked already.")
+	counter(&t.nestedSpans, "otelcol_processor_dedup_nested_spans", "{span}",
+		"Nested duplicates (double instrumentation: one operation recorded as two spans) by service and scope pair; action is counted, or collapsed with traces.collapse_nested.")
 	return t, errs
 }
 
