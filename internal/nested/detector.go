@@ -118,9 +118,13 @@ type rec struct {
 	hasParent bool
 	waiting   bool // listed in Detector.waiting under parent
 	inSibs    bool // listed in Detector.sibs under parent
-	info      spanInfo
-	innerF    int32 // the finding this span is the inner span of, or -1; a span is the inner span of one pair at most
-	outerF    int32 // the last finding this span was the outer span of, or -1
+	// The next slot in the same list of Detector.waiting and
+	// Detector.sibs, or -1: the lists run through the records, so that
+	// listing a span allocates nothing.
+	nextWaiting, nextSib int32
+	info                 spanInfo
+	innerF               int32 // the finding this span is the inner span of, or -1; a span is the inner span of one pair at most
+	outerF               int32 // the last finding this span was the outer span of, or -1
 }
 
 type findingAcc struct {
@@ -152,8 +156,8 @@ type Detector struct {
 	recs    []rec // a ring once full
 	head    int32
 	byKey   map[spanKey]int32
-	waiting map[spanKey][]int32 // parent key -> slots of children that arrived first
-	sibs    map[spanKey][]int32 // parent key -> slots of its SERVER children
+	waiting map[spanKey]slotList // parent key -> slots of children that arrived first
+	sibs    map[spanKey]slotList // parent key -> slots of its SERVER children
 	finds   []*findingAcc
 	findIdx map[Key]int32
 	marks   *fifo[traceMark, struct{}]
@@ -169,8 +173,8 @@ func NewDetector(opts Options) *Detector {
 	return &Detector{
 		o:       o,
 		byKey:   make(map[spanKey]int32),
-		waiting: make(map[spanKey][]int32),
-		sibs:    make(map[spanKey][]int32),
+		waiting: make(map[spanKey]slotList),
+		sibs:    make(map[spanKey]slotList),
 		findIdx: make(map[Key]int32),
 		marks:   newFIFO[traceMark, struct{}](o.MaxSpans),
 		kinds:   make(map[svcKind]int),
@@ -213,16 +217,16 @@ func (d *Detector) Add(td ptrace.Traces) []Pair {
 					if ps, ok := d.byKey[r.parent]; ok {
 						out = d.eval(ps, slot, out)
 					} else {
-						d.waiting[r.parent] = append(d.waiting[r.parent], slot)
+						d.push(d.waiting, r.parent, slot, waitingLinks)
 						d.recs[slot].waiting = true
 					}
 					if r.info.kind == ptrace.SpanKindServer {
-						sibs := d.sibs[r.parent]
-						for _, ss := range sibs {
+						sibs, ok := d.sibs[r.parent]
+						for ss := sibs.head; ok && ss >= 0; ss = d.recs[ss].nextSib {
 							out = d.evalSibling(ss, slot, out)
 						}
-						if len(sibs) < MaxSiblings {
-							d.sibs[r.parent] = append(sibs, slot)
+						if sibs.n < MaxSiblings {
+							d.push(d.sibs, r.parent, slot, sibLinks)
 							d.recs[slot].inSibs = true
 						} else {
 							d.st.SiblingOverflow++
@@ -231,7 +235,7 @@ func (d *Detector) Add(td ptrace.Traces) []Pair {
 				}
 				if kids, ok := d.waiting[k]; ok {
 					delete(d.waiting, k)
-					for _, cs := range kids {
+					for cs := kids.head; cs >= 0; cs = d.recs[cs].nextWaiting {
 						d.recs[cs].waiting = false
 						out = d.eval(slot, cs, out)
 					}
@@ -269,22 +273,74 @@ func (d *Detector) evict(slot int32) {
 	d.st.Evicted++
 	if old.waiting {
 		d.st.EvictedWaiting++
-		unlist(d.waiting, old.parent, slot)
+		d.unlist(d.waiting, old.parent, slot, waitingLinks)
 	}
 	if old.inSibs {
-		unlist(d.sibs, old.parent, slot)
+		d.unlist(d.sibs, old.parent, slot, sibLinks)
 	}
 }
 
-func unlist(m map[spanKey][]int32, k spanKey, slot int32) {
-	l := m[k]
-	if i := slices.Index(l, slot); i >= 0 {
-		l = slices.Delete(l, i, i+1)
+// slotList is a list of record slots in arrival order, linked through one
+// of the records' next fields.
+type slotList struct{ head, tail, n int32 }
+
+// links says which next field a list runs through.
+type links bool
+
+const (
+	waitingLinks links = false
+	sibLinks     links = true
+)
+
+func (d *Detector) next(slot int32, l links) *int32 {
+	if l == sibLinks {
+		return &d.recs[slot].nextSib
 	}
-	if len(l) == 0 {
+	return &d.recs[slot].nextWaiting
+}
+
+// push appends slot to the list of m under k.
+func (d *Detector) push(m map[spanKey]slotList, k spanKey, slot int32, l links) {
+	*d.next(slot, l) = -1
+	lst, ok := m[k]
+	if !ok {
+		m[k] = slotList{head: slot, tail: slot, n: 1}
+		return
+	}
+	*d.next(lst.tail, l) = slot
+	lst.tail = slot
+	lst.n++
+	m[k] = lst
+}
+
+// unlist removes slot from the list of m under k (lists are short: the
+// children of one span), and the list when it is left empty.
+func (d *Detector) unlist(m map[spanKey]slotList, k spanKey, slot int32, l links) {
+	lst, ok := m[k]
+	if !ok {
+		return
+	}
+	prev := int32(-1)
+	for cur := lst.head; cur >= 0; prev, cur = cur, *d.next(cur, l) {
+		if cur != slot {
+			continue
+		}
+		nx := *d.next(cur, l)
+		if prev < 0 {
+			lst.head = nx
+		} else {
+			*d.next(prev, l) = nx
+		}
+		if lst.tail == slot {
+			lst.tail = prev
+		}
+		lst.n--
+		break
+	}
+	if lst.n == 0 {
 		delete(m, k)
 	} else {
-		m[k] = l
+		m[k] = lst
 	}
 }
 

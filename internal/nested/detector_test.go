@@ -2,6 +2,7 @@ package nested
 
 import (
 	"encoding/json"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -382,5 +383,66 @@ func TestOptionsValidate(t *testing.T) {
 	err := Options{MinCoverage: 1.5, Skew: -1, MaxSpans: -1}.Validate()
 	if err == nil || !strings.Contains(err.Error(), "min_coverage") || !strings.Contains(err.Error(), "skew") || !strings.Contains(err.Error(), "max_spans") {
 		t.Fatalf("err: %v", err)
+	}
+}
+
+// checkLists verifies that the waiting and sibling lists run through the
+// records exactly as the records' flags say: every listed slot is held,
+// flagged and a child of the list's key, counts match, and every flagged
+// record is in its parent's list.
+func checkLists(t *testing.T, d *Detector) {
+	t.Helper()
+	for _, c := range []struct {
+		name string
+		m    map[spanKey]slotList
+		l    links
+		flag func(*rec) bool
+	}{
+		{"waiting", d.waiting, waitingLinks, func(r *rec) bool { return r.waiting }},
+		{"sibs", d.sibs, sibLinks, func(r *rec) bool { return r.inSibs }},
+	} {
+		listed := map[int32]bool{}
+		for k, lst := range c.m {
+			n, last := int32(0), int32(-1)
+			for cur := lst.head; cur >= 0; cur = *d.next(cur, c.l) {
+				r := &d.recs[cur]
+				if !c.flag(r) || r.parent != k || listed[cur] {
+					t.Fatalf("%s: slot %d listed under the wrong parent, unflagged or twice", c.name, cur)
+				}
+				listed[cur] = true
+				n, last = n+1, cur
+			}
+			if n != lst.n || last != lst.tail || n == 0 {
+				t.Fatalf("%s: list of %d (tail %d) says n=%d tail=%d", c.name, n, last, lst.n, lst.tail)
+			}
+		}
+		for i := range d.recs {
+			if c.flag(&d.recs[i]) && !listed[int32(i)] {
+				t.Fatalf("%s: slot %d flagged but in no list", c.name, i)
+			}
+		}
+	}
+}
+
+// TestListsStayConsistent drives a small detector with random parent and
+// child orders, SERVER siblings and evictions, checking its lists after
+// every batch.
+func TestListsStayConsistent(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, max := range []int{2, 5, 17} {
+		d := NewDetector(Options{MaxSpans: max})
+		for range 300 {
+			var spans []s
+			for range 1 + r.IntN(8) {
+				kind := ptrace.SpanKindInternal
+				if r.IntN(2) == 0 {
+					kind = ptrace.SpanKindServer
+				}
+				spans = append(spans, s{svc: "api", scope: "a", trace: byte(1 + r.IntN(3)), id: byte(1 + r.IntN(20)),
+					parent: byte(r.IntN(6)), name: "GET /x", kind: kind, start: 0, end: 10})
+			}
+			d.Add(build(spans...))
+			checkLists(t, d)
+		}
 	}
 }
