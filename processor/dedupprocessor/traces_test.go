@@ -253,21 +253,3 @@ func TestCapabilities(t *testing.T) {
 		_ = p.Shutdown(context.Background())
 	}
 }
-
-// TestOnlyTheSignalsUsedTakeMemory: a dedup component that sees spans only
-// never takes the log window's memory (22 MB at the default bound), and the
-// span window's only when spans come.
-func TestOnlyTheSignalsUsedTakeMemory(t *testing.T) {
-	h := newHarness(t, nil)
-	st := h.traces.(*tracesProcessor).st
-	if st.traces.spans.Allocated() || st.logs.records.Allocated() {
-		t.Fatal("windows took their memory before any data")
-	}
-	if err := h.sendTraces(traces(spanSpec{"a", 1, 1, "x", 0})); err != nil {
-		t.Fatal(err)
-	}
-	if !st.traces.spans.Allocated() || st.logs.records.Allocated() {
-		t.Fatalf("after spans only: span window allocated %v, log window %v; want true, false",
-			st.traces.spans.Allocated(), st.logs.records.Allocated())
-	}
-}

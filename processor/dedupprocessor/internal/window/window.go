@@ -5,9 +5,7 @@
 // keys can never be taken for one another. Its memory is fixed at
 // construction: a ring of entries in arrival order and an open-addressing
 // index of 32-bit slots over it, about (sizeof(K)+sizeof(V)) + 6 bytes per
-// entry of capacity, taken when the first key is stored (a set that never
-// stores one, like the log window of a processor in trace pipelines only,
-// costs nothing). A Set is not safe for concurrent use.
+// entry of capacity. A Set is not safe for concurrent use.
 package window
 
 import (
@@ -63,13 +61,11 @@ type Set[K comparable, V any] struct {
 	hash   func(K) uint64
 	window int64
 
-	capacity int
-	blocks   int
-	ring     []entry[K, V] // arrival order; the live part is the n entries before head; nil until the first key
-	head     int           // where the next entry is written
-	n        int           // entries in the ring, including forgotten ones
+	ring []entry[K, V] // arrival order; the live part is the n entries before head
+	head int           // where the next entry is written
+	n    int           // entries in the ring, including forgotten ones
 
-	slots    []uint32 // 0 empty; else tag | dist<<posBits | (ring position + 1); nil until the first key
+	slots    []uint32 // 0 empty; else tag | dist<<posBits | (ring position + 1)
 	nslots   uint64
 	posBits  uint
 	posMask  uint32
@@ -97,32 +93,22 @@ func New[K comparable, V any](capacity int, window int64, hash func(K) uint64) (
 	posBits := uint(bits.Len32(uint32(capacity)))
 	blocks := (capacity + 1<<blockShift - 1) >> blockShift
 	return &Set[K, V]{
-		hash:     hash,
-		window:   window,
-		capacity: capacity,
-		blocks:   blocks,
-		nslots:   nslots,
-		posBits:  posBits,
-		posMask:  1<<posBits - 1,
-		distMask: maxDist << posBits,
-		tagMask:  ^uint32(0) << (posBits + distBits),
+		hash:       hash,
+		window:     window,
+		ring:       make([]entry[K, V], capacity),
+		slots:      make([]uint32, nslots),
+		nslots:     nslots,
+		posBits:    posBits,
+		posMask:    1<<posBits - 1,
+		distMask:   maxDist << posBits,
+		tagMask:    ^uint32(0) << (posBits + distBits),
+		blockFirst: make([]int64, blocks),
+		blockLast:  make([]int64, blocks),
 	}, nil
 }
 
-// allocate takes the set's memory, once, when the first key is stored.
-func (s *Set[K, V]) allocate() {
-	s.ring = make([]entry[K, V], s.capacity)
-	s.slots = make([]uint32, s.nslots)
-	s.blockFirst = make([]int64, s.blocks)
-	s.blockLast = make([]int64, s.blocks)
-}
-
-// Allocated reports whether the set has taken its memory (it has stored a
-// key).
-func (s *Set[K, V]) Allocated() bool { return s.ring != nil }
-
 // Capacity is the most keys the set holds.
-func (s *Set[K, V]) Capacity() int { return s.capacity }
+func (s *Set[K, V]) Capacity() int { return len(s.ring) }
 
 // Len is the number of keys the set holds now.
 func (s *Set[K, V]) Len() int { return s.live }
@@ -130,11 +116,10 @@ func (s *Set[K, V]) Len() int { return s.live }
 // Stats returns the counters of evicted and expired entries.
 func (s *Set[K, V]) Stats() Stats { return s.stats }
 
-// Bytes is the memory the set holds once it has stored a key: fixed by its
-// capacity.
+// Bytes is the memory the set holds, fixed at construction.
 func (s *Set[K, V]) Bytes() int {
 	var e entry[K, V]
-	return s.capacity*sizeOf(e) + int(s.nslots)*4 + 2*8*s.blocks
+	return len(s.ring)*sizeOf(e) + len(s.slots)*4 + 2*8*len(s.blockFirst)
 }
 
 // Oldest returns the arrival time of the oldest block still held, and false
@@ -150,7 +135,7 @@ func (s *Set[K, V]) Oldest() (int64, bool) {
 func (s *Set[K, V]) tail() int {
 	t := s.head - s.n
 	if t < 0 {
-		t += s.capacity
+		t += len(s.ring)
 	}
 	return t
 }
@@ -176,9 +161,6 @@ func (s *Set[K, V]) dist(v uint32) uint32 { return (v & s.distMask) >> s.posBits
 // find returns the slot holding k. Robin Hood order lets a miss stop at the
 // first slot whose resident is closer to its home than k would be.
 func (s *Set[K, V]) find(k K, h uint64) (uint64, bool) {
-	if s.slots == nil {
-		return 0, false
-	}
 	i, tag := s.home(h)
 	for d := uint32(0); d <= maxDist; d++ {
 		v := s.slots[i]
@@ -253,10 +235,7 @@ func (s *Set[K, V]) Observe(k K, v V, now int64) (V, bool) {
 	if i, ok := s.find(k, h); ok {
 		return s.ring[s.slots[i]&s.posMask-1].val, true
 	}
-	if s.ring == nil {
-		s.allocate()
-	}
-	if s.n == s.capacity {
+	if s.n == len(s.ring) {
 		s.evictTail()
 		s.stats.Evicted++
 	}
@@ -268,7 +247,7 @@ func (s *Set[K, V]) Observe(k K, v V, now int64) (V, bool) {
 	}
 	s.blockLast[b] = now
 	s.head++
-	if s.head == s.capacity {
+	if s.head == len(s.ring) {
 		s.head = 0
 	}
 	s.n++
@@ -305,7 +284,10 @@ func (s *Set[K, V]) Expire(now int64) {
 			return
 		}
 		// Remove the tail up to the end of its block (or the head).
-		end := min((b+1)<<blockShift, s.capacity)
+		end := (b + 1) << blockShift
+		if end > len(s.ring) {
+			end = len(s.ring)
+		}
 		for t < end && s.n > 0 {
 			s.evictTail()
 			s.stats.Expired++

@@ -3,7 +3,6 @@ package window
 import (
 	"encoding/binary"
 	"math/rand/v2"
-	"runtime"
 	"testing"
 )
 
@@ -249,33 +248,5 @@ func TestShrinkReleasesAndRefills(t *testing.T) {
 	}
 	if _, ok := s.Lookup(key(5)); ok {
 		t.Fatal("shrunk key still held")
-	}
-}
-
-// TestMemoryTakenAtTheFirstKey: a set takes its memory when it first stores
-// a key, not when it is made; until then every call answers as for an empty
-// set.
-func TestMemoryTakenAtTheFirstKey(t *testing.T) {
-	var m0, m1, m2 runtime.MemStats
-	runtime.ReadMemStats(&m0)
-	s := newSet(t, 1<<20, 1<<40)
-	runtime.ReadMemStats(&m1)
-	if made := m1.TotalAlloc - m0.TotalAlloc; made > 64<<10 || s.Allocated() {
-		t.Fatalf("New took %d bytes (allocated %v), want the set's memory left for later", made, s.Allocated())
-	}
-	if _, ok := s.Lookup(key(1)); ok || s.Forget(key(1)) || s.Len() != 0 || s.Shrink(10) != 0 {
-		t.Fatal("an empty set answered as if it held something")
-	}
-	s.Expire(1 << 50)
-	if _, ok := s.Oldest(); ok || s.Allocated() {
-		t.Fatal("reading an empty set took its memory")
-	}
-	s.Observe(key(1), 7, 1)
-	runtime.ReadMemStats(&m2)
-	if took := m2.TotalAlloc - m1.TotalAlloc; took < uint64(s.Bytes()) || !s.Allocated() {
-		t.Fatalf("the first key took %d bytes, want at least Bytes() = %d", took, s.Bytes())
-	}
-	if v, ok := s.Lookup(key(1)); !ok || v != 7 {
-		t.Fatalf("Lookup after the first key = %d, %v", v, ok)
 	}
 }
