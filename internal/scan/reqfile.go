@@ -1,0 +1,326 @@
+package scan
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
+	"golang.org/x/text/encoding"
+	"golang.org/x/text/encoding/charmap"
+	"golang.org/x/text/encoding/htmlindex"
+	"golang.org/x/text/encoding/unicode"
+	"golang.org/x/text/encoding/unicode/utf32"
+	"golang.org/x/text/transform"
+)
+
+// This file reads a pip requirements file the way pip does (pip's
+// src/pip/_internal/req/req_file.py: _decode_req_file, preprocess,
+// join_lines, ignore_comments, break_args_options), streaming: it holds one
+// logical line at a time, never the file.
+//
+//   - Encoding: a UTF-8, UTF-32 or UTF-16 byte order mark picks the encoding
+//     (UTF-32's first: its little-endian mark starts with UTF-16's); else a
+//     PEP 263 "coding: NAME" in a # comment on the first two lines; else
+//     UTF-8. (pip falls back to the locale's encoding when UTF-8 fails;
+//     the scan reports the lines that are not UTF-8 instead.)
+//   - Lines end at every line boundary of Python's str.splitlines: \n, \r,
+//     \r\n, \v, \f, \x1c, \x1d, \x1e, U+0085, U+2028, U+2029.
+//   - A line ending in \ is joined to the next without a space, after
+//     stripping the backslashes at both of its ends; a comment line (# after
+//     optional whitespace) never continues, even if it ends in \.
+//   - Comments are # at the start of a line or after whitespace, to the end.
+
+// pep263 matches a PEP 263 encoding declaration, as pip's
+// PEP263_ENCODING_RE does.
+var pep263 = regexp.MustCompile(`coding[:=]\s*([-\w.]+)`)
+
+// maxPeekDeclaration is how much of the file is searched for a PEP 263
+// declaration on its first two lines.
+const maxPeekDeclaration = 4096
+
+// decodeRequirements returns a reader of the UTF-8 text of a requirements
+// file, and whether that text comes out of a decoder (so is valid UTF-8).
+func decodeRequirements(br *bufio.Reader) (io.Reader, bool, error) {
+	head, _ := br.Peek(4)
+	for _, b := range []struct {
+		bom []byte
+		enc encoding.Encoding
+	}{
+		{[]byte{0xef, 0xbb, 0xbf}, nil},
+		{[]byte{0xff, 0xfe, 0, 0}, utf32.UTF32(utf32.LittleEndian, utf32.IgnoreBOM)},
+		{[]byte{0, 0, 0xfe, 0xff}, utf32.UTF32(utf32.BigEndian, utf32.IgnoreBOM)},
+		{[]byte{0xfe, 0xff}, unicode.UTF16(unicode.BigEndian, unicode.IgnoreBOM)},
+		{[]byte{0xff, 0xfe}, unicode.UTF16(unicode.LittleEndian, unicode.IgnoreBOM)},
+	} {
+		if bytes.HasPrefix(head, b.bom) {
+			br.Discard(len(b.bom))
+			if b.enc == nil {
+				return br, false, nil
+			}
+			return transform.NewReader(br, b.enc.NewDecoder()), true, nil
+		}
+	}
+	peek, _ := br.Peek(maxPeekDeclaration)
+	for i, line := range bytes.SplitN(peek, []byte("\n"), 3) {
+		if i == 2 {
+			break
+		}
+		if len(line) == 0 || line[0] != '#' {
+			continue
+		}
+		m := pep263.FindSubmatch(line)
+		if m == nil {
+			continue
+		}
+		enc, err := lookupEncoding(string(m[1]))
+		if err != nil {
+			return nil, false, err
+		}
+		if enc == nil {
+			return br, false, nil
+		}
+		return transform.NewReader(br, enc.NewDecoder()), true, nil
+	}
+	return br, false, nil
+}
+
+// lookupEncoding finds a decoder for a PEP 263 encoding name; nil means
+// UTF-8 (or ASCII, its subset).
+func lookupEncoding(name string) (encoding.Encoding, error) {
+	n := strings.ReplaceAll(strings.ToLower(name), "_", "-")
+	switch n {
+	case "utf-8", "utf8", "u8", "utf", "ascii", "us-ascii", "646", "utf-8-sig":
+		return nil, nil
+	case "latin-1", "latin1", "l1", "iso-8859-1", "iso8859-1", "8859", "cp819", "iso-ir-100":
+		return charmap.ISO8859_1, nil
+	case "utf-16", "utf16":
+		return unicode.UTF16(unicode.LittleEndian, unicode.ExpectBOM), nil
+	case "utf-16-le", "utf-16le":
+		return unicode.UTF16(unicode.LittleEndian, unicode.IgnoreBOM), nil
+	case "utf-16-be", "utf-16be":
+		return unicode.UTF16(unicode.BigEndian, unicode.IgnoreBOM), nil
+	case "cp1252", "windows-1252":
+		return charmap.Windows1252, nil
+	}
+	if enc, err := htmlindex.Get(n); err == nil {
+		return enc, nil
+	}
+	return nil, fmt.Errorf("unknown encoding %s in the coding declaration", excerpt(name))
+}
+
+// errBinary stops reading a file that holds a NUL byte.
+var errBinary = errors.New("binary data (a NUL byte); not a requirements file, the rest is not read")
+
+// physicalLines splits text at Python's str.splitlines boundaries. A line
+// longer than max is not returned: fn gets tooLong instead, once, and the
+// rest of the line is skipped. fn returning an error stops the split.
+func physicalLines(r io.Reader, max int, fn func(line []byte, tooLong bool) error) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var buf []byte
+	skipping := false
+	emit := func(line []byte) error {
+		if skipping {
+			skipping = false
+			return fn(nil, true)
+		}
+		return fn(line, false)
+	}
+	for {
+		chunk, err := br.ReadSlice('\n')
+		for len(chunk) > 0 {
+			i, n := lineBreak(chunk)
+			if i < 0 {
+				if !skipping {
+					buf = append(buf, chunk...)
+				}
+				break
+			}
+			if i == len(chunk)-1 && chunk[i] == '\r' && n == 1 && errors.Is(err, bufio.ErrBufferFull) {
+				// A \r at the end of a full buffer may start \r\n.
+				if next, _ := br.Peek(1); len(next) == 1 && next[0] == '\n' {
+					br.Discard(1)
+				}
+			}
+			line := chunk[:i]
+			if len(buf) > 0 {
+				line = append(buf, line...)
+			}
+			if !skipping && len(line) > max {
+				skipping = true
+			}
+			if e := emit(line); e != nil {
+				return e
+			}
+			buf = buf[:0]
+			chunk = chunk[i+n:]
+		}
+		if !skipping && len(buf) > max {
+			skipping, buf = true, buf[:0]
+		}
+		switch {
+		case err == nil || errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF):
+			if len(buf) > 0 || skipping {
+				return emit(buf)
+			}
+			return nil
+		default:
+			return err
+		}
+	}
+}
+
+// lineBreak returns the index and length of the first line boundary in b.
+// A multi-byte boundary cut at the end of b is not found.
+func lineBreak(b []byte) (int, int) {
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; c {
+		case '\n', '\v', '\f', 0x1c, 0x1d, 0x1e:
+			return i, 1
+		case '\r':
+			if i+1 < len(b) && b[i+1] == '\n' {
+				return i, 2
+			}
+			return i, 1
+		case 0xc2:
+			if i+1 < len(b) && b[i+1] == 0x85 {
+				return i, 2
+			}
+		case 0xe2:
+			if i+2 < len(b) && b[i+1] == 0x80 && (b[i+2] == 0xa8 || b[i+2] == 0xa9) {
+				return i, 3
+			}
+		}
+	}
+	return -1, 0
+}
+
+// logicalLines joins physical lines as pip's join_lines does and calls fn
+// with each logical line and the number of its first physical line.
+// tooLong lines (and the logical line they belong to) are reported with
+// text "" and tooLong set.
+type lineJoiner struct {
+	max     int
+	pending []byte
+	first   int // first physical line of pending
+	n       int // current physical line
+	cont    bool
+	fn      func(n int, text []byte, tooLong bool) error
+}
+
+func (j *lineJoiner) add(line []byte, tooLong bool) error {
+	j.n++
+	if tooLong {
+		first := j.n
+		if j.cont {
+			first = j.first
+		}
+		j.pending, j.cont = j.pending[:0], false
+		return j.fn(first, nil, true)
+	}
+	comment := isCommentLine(line)
+	if !bytes.HasSuffix(line, []byte{'\\'}) || comment {
+		if !j.cont {
+			return j.fn(j.n, line, false)
+		}
+		if comment {
+			j.pending = append(j.pending, ' ')
+		}
+		j.pending = append(j.pending, line...)
+		j.cont = false
+		return j.flush(j.first)
+	}
+	if !j.cont {
+		j.cont, j.first = true, j.n
+		j.pending = j.pending[:0]
+	}
+	j.pending = append(j.pending, bytes.Trim(line, `\`)...)
+	if len(j.pending) > j.max {
+		j.pending, j.cont = j.pending[:0], false
+		return j.fn(j.first, nil, true)
+	}
+	return nil
+}
+
+func (j *lineJoiner) flush(first int) error {
+	if len(j.pending) > j.max {
+		j.pending = j.pending[:0]
+		return j.fn(first, nil, true)
+	}
+	err := j.fn(first, j.pending, false)
+	j.pending = j.pending[:0]
+	return err
+}
+
+// end yields a last line that ended in a backslash.
+func (j *lineJoiner) end() error {
+	if j.cont {
+		j.cont = false
+		return j.flush(j.first)
+	}
+	return nil
+}
+
+// isCommentLine reports whether pip's COMMENT_RE, (^|\s+)#.*$, matches at
+// the start of line: # after optional whitespace.
+func isCommentLine(line []byte) bool {
+	for _, c := range line {
+		switch {
+		case c == '#':
+			return true
+		case isPySpace(c):
+			continue
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// stripComment removes what pip's COMMENT_RE removes: from the first #
+// that starts the line or follows whitespace, to the end.
+func stripComment(line string) string {
+	for i := 0; i < len(line); i++ {
+		if line[i] == '#' && (i == 0 || isPySpace(line[i-1])) {
+			return line[:i]
+		}
+	}
+	return line
+}
+
+// isPySpace reports whether c is an ASCII character Python's \s matches in
+// a str pattern.
+func isPySpace(c byte) bool {
+	return isSpace(c) || c >= 0x1c && c <= 0x1f
+}
+
+// readRequirementLines streams the logical lines of a requirements file
+// read from r to fn. It returns errBinary at a NUL byte. Lines that are not
+// valid UTF-8 are passed with valid false.
+func readRequirementLines(r io.Reader, maxLine int, fn func(n int, text string, valid, tooLong bool) error) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	text, decoded, err := decodeRequirements(br)
+	if err != nil {
+		return err
+	}
+	j := &lineJoiner{max: maxLine, fn: func(n int, line []byte, tooLong bool) error {
+		if tooLong {
+			return fn(n, "", true, true)
+		}
+		if bytes.IndexByte(line, 0) >= 0 {
+			return fmt.Errorf("line %d: %w", n, errBinary)
+		}
+		valid := decoded || utf8.Valid(line)
+		return fn(n, string(line), valid, false)
+	}}
+	if err := physicalLines(text, maxLine, j.add); err != nil {
+		return err
+	}
+	return j.end()
+}
