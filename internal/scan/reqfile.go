@@ -119,8 +119,7 @@ var errBinary = errors.New("binary data (a NUL byte); not a requirements file, t
 // physicalLines splits text at Python's str.splitlines boundaries. A line
 // longer than max is not returned: fn gets tooLong instead, once, and the
 // rest of the line is skipped. fn returning an error stops the split.
-func physicalLines(r io.Reader, max int, fn func(line []byte, tooLong bool) error) error {
-	br := bufio.NewReaderSize(r, 64<<10)
+func physicalLines(br *bufio.Reader, max int, fn func(line []byte, tooLong bool) error) error {
 	var buf []byte
 	skipping := false
 	emit := func(line []byte) error {
@@ -319,7 +318,12 @@ func readRequirementLines(r io.Reader, maxLine int, fn func(n int, text string, 
 		valid := decoded || utf8.Valid(line)
 		return fn(n, string(line), valid, false)
 	}}
-	if err := physicalLines(text, maxLine, j.add); err != nil {
+	// As git does, a NUL byte in the first 8,000 bytes marks a binary file.
+	tb := bufio.NewReaderSize(text, 64<<10)
+	if head, _ := tb.Peek(8000); bytes.IndexByte(head, 0) >= 0 {
+		return errBinary
+	}
+	if err := physicalLines(tb, maxLine, j.add); err != nil {
 		return err
 	}
 	return j.end()

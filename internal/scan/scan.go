@@ -150,7 +150,7 @@ func (s *scanner) root(root string) {
 			return
 		}
 		defer r.Close()
-		s.read(r, root, base, root, kind, 0)
+		s.read(r, filepath.Dir(root), base, root, kind, 0)
 		return
 	}
 	r, err := os.OpenRoot(root)
