@@ -60,13 +60,13 @@ func TestAdmittedBy(t *testing.T) {
 		{">0.142.4,<0.142.4.post3", ""},       // >V leaves out V's post-releases
 		{">0.142.3.post0,<0.142.3.post2", "0.142.3.post1"},
 		{">=0.142.4.post1,<0.142.4.1", "0.142.4.0.1"}, // a final release, preferred
-		{"<=0.142.0.post0,>0.142.0", ""},     // >0.142.0 leaves out 0.142.0.post0
-		{"==0.142.1.0.0.5", "0.142.1.0.0.5"}, // a long release
+		{"<=0.142.0.post0,>0.142.0", ""},              // >0.142.0 leaves out 0.142.0.post0
+		{"==0.142.1.0.0.5", "0.142.1.0.0.5"},          // a long release
 		{">0.142.1,<0.142.1.0.0.1", "0.142.1.0.0.0.1"},
 		{">0.142.1,<0.142.1.0.0.0", ""}, // 0.142.1.0.0.0 is 0.142.1
 		{">0.142.1.post9,<0.142.1.post10.dev0", ""},
 		{">0.142.1.post9,<=0.142.1.post10", "0.142.1.post10"},
-		{">=0.142.2a1,<0.142.2", ""},         // pre-releases, and the specifier names one: but <V leaves out V's
+		{">=0.142.2a1,<0.142.2", ""}, // pre-releases, and the specifier names one: but <V leaves out V's
 		{">=0.142.2a1,<0.142.2.post1", "0.142.2"},
 	}
 	for _, tt := range tests {
