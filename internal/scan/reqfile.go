@@ -175,10 +175,16 @@ func physicalLines(br *bufio.Reader, max int, fn func(line []byte, tooLong bool)
 	}
 }
 
+// mayBreak marks the bytes that start a line boundary.
+var mayBreak = [256]bool{'\n': true, '\v': true, '\f': true, '\r': true, 0x1c: true, 0x1d: true, 0x1e: true, 0xc2: true, 0xe2: true}
+
 // lineBreak returns the index and length of the first line boundary in b.
 // A multi-byte boundary cut at the end of b is not found.
 func lineBreak(b []byte) (int, int) {
 	for i := 0; i < len(b); i++ {
+		if !mayBreak[b[i]] {
+			continue
+		}
 		switch c := b[i]; c {
 		case '\n', '\v', '\f', 0x1c, 0x1d, 0x1e:
 			return i, 1
@@ -226,6 +232,9 @@ func (j *lineJoiner) add(line []byte, tooLong bool) error {
 	comment := isCommentLine(line)
 	if !bytes.HasSuffix(line, []byte{'\\'}) || comment {
 		if !j.cont {
+			if comment {
+				return nil // pip strips it to nothing
+			}
 			return j.fn(j.n, line, false)
 		}
 		if comment {

@@ -278,9 +278,8 @@ func looksLikePath(s string) bool {
 var archiveExts = []string{".whl", ".zip", ".tar.gz", ".tgz", ".tar", ".tar.bz2", ".tbz", ".tar.xz", ".txz", ".tlz", ".tar.lz", ".tar.lzma"}
 
 func isArchive(s string) bool {
-	l := strings.ToLower(s)
 	for _, e := range archiveExts {
-		if strings.HasSuffix(l, e) {
+		if len(s) >= len(e) && strings.EqualFold(s[len(s)-len(e):], e) {
 			return true
 		}
 	}
