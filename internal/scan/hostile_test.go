@@ -252,7 +252,7 @@ func TestScanLargeFileMemory(t *testing.T) {
 	if peak > bound {
 		t.Errorf("heap peak %d bytes reading a %d-byte file, want <= %d", peak, size, bound)
 	}
-	if len(r.Findings) != DefaultMaxPerFile || len(r.Problems) != 1 || !strings.Contains(r.Problems[0].Message, "more in this file not listed") {
+	if len(r.Findings) != DefaultMaxPerFile || len(r.Problems) != 1 || !strings.Contains(r.Problems[0].Message, "not listed (--max-per-file") {
 		t.Errorf("findings %d, problems %+v: want %d findings and the count of the rest", len(r.Findings), r.Problems, DefaultMaxPerFile)
 	}
 

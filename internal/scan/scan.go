@@ -324,12 +324,12 @@ func (s *scanner) closeReport() {
 		what string
 	}{{c.findings, "finding"}, {c.problems, "problem"}, {c.notJudged, "not-judged entry"}} {
 		if n.n > max {
-			parts = append(parts, plural(n.n-max, n.what))
+			parts = append(parts, plural(n.n-max, "more "+n.what))
 		}
 	}
 	if len(parts) > 0 {
 		s.cur = nil
-		s.res.Problems = append(s.res.Problems, Problem{Path: c.path, Message: fmt.Sprintf("%s more in this file not listed (--max-per-file %d)", strings.Join(parts, ", "), max)})
+		s.res.Problems = append(s.res.Problems, Problem{Path: c.path, Message: fmt.Sprintf("not listed (--max-per-file %d): %s in this file", max, strings.Join(parts, ", "))})
 	}
 }
 
