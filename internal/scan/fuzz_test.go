@@ -38,7 +38,7 @@ func FuzzRequirementsFile(f *testing.F) {
 	const maxLine = 512
 	f.Fuzz(func(t *testing.T, data []byte) {
 		last := 0
-		err := readRequirementLines(bytes.NewReader(data), maxLine, func(n int, text string, valid, tooLong bool) error {
+		err := readRequirementLines(bytes.NewReader(data), maxLine, len(data), func(n int, text string, valid, tooLong bool) error {
 			if n < last || n < 1 {
 				t.Fatalf("line %d after line %d", n, last)
 			}
@@ -56,7 +56,7 @@ func FuzzRequirementsFile(f *testing.F) {
 			res: &Result{}, seen: map[string]bool{}, admits: map[admitsKey]admitsResult{}}
 		s.read(root, dir, "fuzz.txt", dir+"/fuzz.txt", kindRequirements, 0) // absent: one problem
 		s.cur = &fileReport{path: "requirements.txt"}
-		s.requirements(root, dir, "requirements.txt", "requirements.txt", bytes.NewReader(data), 0)
+		s.requirements(root, dir, "requirements.txt", "requirements.txt", bytes.NewReader(data), int64(len(data)), 0)
 		s.closeReport()
 		if n := len(s.res.Problems) + len(s.res.Findings) + len(s.res.NotJudged); n > 4*(DefaultMaxPerFile+1) {
 			t.Fatalf("%d entries reported", n)

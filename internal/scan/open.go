@@ -1,6 +1,7 @@
 package scan
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -93,10 +94,12 @@ func readCapped(f *os.File, info fs.FileInfo, limit int64) ([]byte, error) {
 	if info.Size() > limit {
 		return nil, fmt.Errorf("file is %d bytes, over the %d-byte cap (--max-file-bytes); not read", info.Size(), limit)
 	}
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
+	var buf bytes.Buffer
+	buf.Grow(int(info.Size()) + bytes.MinRead) // one allocation when the size holds
+	if _, err := buf.ReadFrom(io.LimitReader(f, limit+1)); err != nil {
 		return nil, err
 	}
+	data := buf.Bytes()
 	if int64(len(data)) > limit {
 		return nil, fmt.Errorf("file is over the %d-byte cap (--max-file-bytes); not read", limit)
 	}

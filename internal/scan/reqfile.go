@@ -311,8 +311,9 @@ func isPySpace(c byte) bool {
 // readRequirementLines streams the logical lines of a requirements file
 // read from r to fn. It returns errBinary at a NUL byte. Lines that are not
 // valid UTF-8 are passed with valid false.
-func readRequirementLines(r io.Reader, maxLine int, fn func(n int, text string, valid, tooLong bool) error) error {
-	br := bufio.NewReaderSize(r, 64<<10)
+func readRequirementLines(r io.Reader, maxLine, sizeHint int, fn func(n int, text string, valid, tooLong bool) error) error {
+	bufSize := min(max(sizeHint+16, 8192), 64<<10)
+	br := bufio.NewReaderSize(r, bufSize)
 	text, decoded, err := decodeRequirements(br)
 	if err != nil {
 		return err
@@ -328,7 +329,10 @@ func readRequirementLines(r io.Reader, maxLine int, fn func(n int, text string, 
 		return fn(n, string(line), valid, false)
 	}}
 	// As git does, a NUL byte in the first 8,000 bytes marks a binary file.
-	tb := bufio.NewReaderSize(text, 64<<10)
+	tb, ok := text.(*bufio.Reader)
+	if !ok {
+		tb = bufio.NewReaderSize(text, 64<<10)
+	}
 	if head, _ := tb.Peek(8000); bytes.IndexByte(head, 0) >= 0 {
 		return errBinary
 	}

@@ -15,9 +15,9 @@ import (
 // requirements streams one requirements file (rel inside root, shown as
 // display) and checks each line as it is read. depth counts the -r / -c
 // includes that led here.
-func (s *scanner) requirements(root *os.Root, rootDir, rel, display string, r io.Reader, depth int) {
+func (s *scanner) requirements(root *os.Root, rootDir, rel, display string, r io.Reader, size int64, depth int) {
 	lr := &io.LimitedReader{R: r, N: s.opts.MaxFileBytes}
-	err := readRequirementLines(lr, s.opts.MaxLineBytes, func(n int, text string, valid, tooLong bool) error {
+	err := readRequirementLines(lr, s.opts.MaxLineBytes, int(min(size, s.opts.MaxFileBytes)), func(n int, text string, valid, tooLong bool) error {
 		if err := s.ctx.Err(); err != nil {
 			return err
 		}

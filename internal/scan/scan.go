@@ -292,7 +292,7 @@ func (s *scanner) read(root *os.Root, rootDir, rel, display string, kind fileKin
 		return
 	}
 	if kind == kindRequirements {
-		s.requirements(root, rootDir, rel, display, f, depth)
+		s.requirements(root, rootDir, rel, display, f, info.Size(), depth)
 		return
 	}
 	data, err := readCapped(f, info, s.opts.MaxFileBytes)
