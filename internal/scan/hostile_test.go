@@ -304,20 +304,31 @@ func TestScanBinaryFiles(t *testing.T) {
 	for i := range random {
 		random[i] = byte(rng.UintN(256))
 	}
-	// No NUL byte: every line is read, and most fail.
+	// No NUL byte: read up to the first line that is not UTF-8, where pip
+	// fails too.
 	noNUL := make([]byte, 1<<20)
 	for i := range noNUL {
 		noNUL[i] = byte(1 + rng.UintN(255))
 	}
+	// Text, but every line fails: 20 problems and a count of the rest.
+	var junk strings.Builder
+	for i := range 30000 {
+		fmt.Fprintf(&junk, "%%junk\x1b[%d\n", i)
+	}
 	write(t, filepath.Join(dir, "a", "requirements.txt"), string(random))
 	write(t, filepath.Join(dir, "b", "requirements.txt"), string(noNUL))
+	write(t, filepath.Join(dir, "c", "requirements.txt"), junk.String())
 	r := scanDone(t, Options{}, dir)
 	perFile := map[string]int{}
 	for _, p := range r.Problems {
 		perFile[filepath.Base(filepath.Dir(p.Path))]++
 	}
-	if perFile["a"] != 1 || perFile["b"] != DefaultMaxPerFile+1 {
-		t.Errorf("problems per file %v, want a: 1 (binary), b: %d and a count", perFile, DefaultMaxPerFile+1)
+	if perFile["a"] != 1 || perFile["b"] != 1 || perFile["c"] != DefaultMaxPerFile+1 || len(r.NotJudged) > 2*DefaultMaxPerFile {
+		t.Errorf("problems per file %v, %d not judged: want a: 1 (binary), b: 1 (not UTF-8), c: %d with the count", perFile, len(r.NotJudged), DefaultMaxPerFile+1)
+	}
+	// Sorted by path, then line: c's first problem (line 0) is the count.
+	if count := r.Problems[perFile["a"]+perFile["b"]]; !strings.Contains(count.Message, "29980 more problems") {
+		t.Errorf("no count of the problems not listed: %+v", count)
 	}
 	var text bytes.Buffer
 	if err := WriteProblems(&text, r.Problems); err != nil {

@@ -25,7 +25,9 @@ func (s *scanner) requirements(root *os.Root, rootDir, rel, display string, r io
 		case tooLong:
 			s.problem(display, n, fmt.Sprintf("line longer than %d bytes (--max-line-bytes); not read", s.opts.MaxLineBytes))
 		case !valid:
-			s.problem(display, n, "line is not valid UTF-8 (and the file declares no other encoding); not read: "+excerpt(text))
+			// pip fails on the whole file here (it decodes it at once).
+			s.problem(display, n, "line is not valid UTF-8, and the file declares no other encoding; the rest of the file is not read: "+excerpt(text))
+			return errStop
 		default:
 			s.requirementsLine(root, rootDir, rel, display, n, text, depth)
 		}
@@ -33,6 +35,8 @@ func (s *scanner) requirements(root *os.Root, rootDir, rel, display string, r io
 	})
 	switch {
 	case err == nil:
+	case errors.Is(err, errStop):
+		return
 	case errors.Is(err, errBinary):
 		s.problem(display, 0, err.Error())
 		return
@@ -49,6 +53,9 @@ func (s *scanner) requirements(root *os.Root, rootDir, rel, display string, r io
 		}
 	}
 }
+
+// errStop ends reading a file whose reason is already reported.
+var errStop = errors.New("stop")
 
 // envVar matches what pip's ENV_VAR_RE expands.
 var envVar = regexp.MustCompile(`\$\{[A-Z0-9_]+\}`)
