@@ -370,3 +370,28 @@ func TestScanEscapesNames(t *testing.T) {
 		t.Errorf("the directory name is not shown escaped:\n%s", b.String())
 	}
 }
+
+// TestScanFileSwappedAfterStat replaces a regular requirements.txt with a
+// FIFO between the stat and the open: the open must not block, and the
+// fstat of the opened file must catch the swap.
+func TestScanFileSwappedAfterStat(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "requirements.txt")
+	write(t, path, "fastapi==0.142.1\n")
+	afterStat = func(string) {
+		if err := os.Remove(path); err != nil {
+			t.Error(err)
+		}
+		if err := syscall.Mkfifo(path, 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+	t.Cleanup(func() { afterStat = nil })
+	r := scanDone(t, Options{}, dir)
+	if len(r.NotJudged) != 1 || r.NotJudged[0].Reason != SkipSpecialFile || !strings.Contains(r.NotJudged[0].Detail, "changed while being opened") {
+		t.Errorf("not judged: %+v", r.NotJudged)
+	}
+	if r.FilesRead != 0 || len(r.Findings) != 0 || len(r.Problems) != 0 {
+		t.Errorf("read %d files, findings %+v, problems %+v", r.FilesRead, r.Findings, r.Problems)
+	}
+}

@@ -20,6 +20,10 @@ import (
 // open; the opened descriptor is checked again with fstat. Reads are capped
 // at Options.MaxFileBytes.
 
+// afterStat, when set (by tests), runs between the stat and the open of a
+// file, where a hostile tree could swap the file.
+var afterStat func(rel string)
+
 // errSkipped means the file was deliberately not read; the scanner has
 // already recorded why as a not-judged entry.
 var errSkipped = errors.New("skipped")
@@ -40,6 +44,9 @@ func (s *scanner) openRegular(root *os.Root, rel, display string) (*os.File, fs.
 	if !info.Mode().IsRegular() {
 		s.notJudged(display, 0, SkipSpecialFile, fmt.Sprintf("not a regular file (%s); not opened", fileType(info.Mode())))
 		return nil, nil, errSkipped
+	}
+	if afterStat != nil {
+		afterStat(rel)
 	}
 	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
