@@ -105,8 +105,26 @@ func (s *scanner) pyproject(path string, data []byte) {
 // a manifest specifier, checked with the constraints that narrow it.
 func (s *scanner) requirement(path string, line int, r Requirement, section string, constraints Specifier) {
 	hazards := s.db.lookup(r.NormalizedName())
-	if len(hazards) == 0 || r.URL != "" {
-		return // a direct reference names no version to judge
+	if len(hazards) == 0 {
+		return
+	}
+	if r.URL != "" {
+		// A direct reference: only a wheel or sdist file name says which
+		// version it is.
+		req, ok := requirementFromFileName(urlFileName(r.URL))
+		if !ok || req.NormalizedName() != r.NormalizedName() {
+			reason := DirectURL
+			if isVCS(r.URL) {
+				reason = VCS
+			}
+			where := ""
+			if section != "" {
+				where = section + ": "
+			}
+			s.notJudged(path, line, reason, where+r.Name+" from "+excerpt(r.URL)+"; the URL names no version, not judged")
+			return
+		}
+		r.URL, r.Specifier = "", req.Specifier
 	}
 	if pin, ok := r.Specifier.Pin(); ok && section == "" {
 		v, err := ParseVersion(pin)

@@ -140,6 +140,7 @@ func TestRequirementsNotJudged(t *testing.T) {
 		"--index-url https://example.invalid/simple",
 	}, "\n"))
 	write(t, filepath.Join(dir, "dyn", "pyproject.toml"), "[project]\nname = \"x\"\ndynamic = [\"version\", \"dependencies\"]\n")
+	write(t, filepath.Join(dir, "direct", "pyproject.toml"), "[project]\nname = \"x\"\ndependencies = [\n  \"fastapi @ git+https://example.invalid/fastapi.git@0.142.1\",\n  \"other @ https://example.invalid/o.zip\",\n  \"fastapi @ https://example.invalid/fastapi-0.142.2-py3-none-any.whl\",\n]\n")
 	write(t, filepath.Join(dir, "poetry", "pyproject.toml"), `[tool.poetry.dependencies]
 python = "^3.10"
 fastapi = "^0.142"
@@ -159,6 +160,7 @@ fastapi = { version = "~0.142.1", extras = ["all"] }
 		got = append(got, fmt.Sprintf("%s:%d %s", filepath.ToSlash(rel), nj.Line, nj.Reason))
 	}
 	want := []string{
+		"direct/pyproject.toml:4 vcs",
 		"dyn/pyproject.toml:3 dynamic",
 		"legacy/Pipfile:0 unsupported-manifest",
 		"legacy/setup.py:0 unsupported-manifest",
@@ -181,6 +183,7 @@ fastapi = { version = "~0.142.1", extras = ["all"] }
 		findings[i] = strings.ReplaceAll(findings[i], filepath.ToSlash(dir)+"/", "")
 	}
 	wantFindings := []string{
+		"admits direct/pyproject.toml:6 fastapi==0.142.2 admits 0.142.2",
 		"admits poetry/pyproject.toml:3 fastapi>=0.142,<0.143 admits 0.142.0",
 		"admits poetry/pyproject.toml:9 fastapi>=0.142.1,<0.143 admits 0.142.1",
 	}

@@ -261,18 +261,6 @@ func (s *scanner) namedRequirement(display string, n int, line string) {
 		s.problem(display, n, err.Error())
 		return
 	}
-	if r.URL != "" {
-		if req, ok := requirementFromFileName(urlFileName(r.URL)); ok && req.NormalizedName() == r.NormalizedName() {
-			r.URL, r.Specifier = "", req.Specifier
-		} else {
-			reason := DirectURL
-			if isVCS(r.URL) {
-				reason = VCS
-			}
-			s.notJudged(display, n, reason, r.Name+" from "+excerpt(r.URL)+"; the URL names no version, not judged")
-			return
-		}
-	}
 	s.requirement(display, n, r, "", Specifier{})
 }
 
