@@ -395,3 +395,21 @@ func TestScanFileSwappedAfterStat(t *testing.T) {
 		t.Errorf("read %d files, findings %+v, problems %+v", r.FilesRead, r.Findings, r.Problems)
 	}
 }
+
+// TestScanDeepTOML gives the TOML readers documents nested two million
+// levels deep: each is one problem, and the scan goes on.
+func TestScanDeepTOML(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "pyproject.toml"), "x = "+strings.Repeat("[", 2_000_000)+strings.Repeat("]", 2_000_000)+"\n")
+	write(t, filepath.Join(dir, "a", "uv.lock"), "version = 1\nx = "+strings.Repeat("{a=", 500_000)+"1"+strings.Repeat("}", 500_000)+"\n")
+	write(t, filepath.Join(dir, "b", "requirements.txt"), "fastapi==0.142.1\n")
+	r := scanDone(t, Options{}, dir)
+	if len(r.Problems) != 2 || len(r.Findings) != 1 {
+		t.Errorf("problems %+v, findings %+v", r.Problems, r.Findings)
+	}
+	for _, p := range r.Problems {
+		if len(p.Message) > 200 {
+			t.Errorf("a %d-byte message", len(p.Message))
+		}
+	}
+}
