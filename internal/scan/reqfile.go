@@ -120,93 +120,92 @@ var errBinary = errors.New("binary data (a NUL byte); not a requirements file, t
 // longer than max is not returned: fn gets tooLong instead, once, and the
 // rest of the line is skipped. fn returning an error stops the split.
 func physicalLines(br *bufio.Reader, max int, fn func(line []byte, tooLong bool) error) error {
-	var buf []byte
-	skipping := false
-	emit := func(line []byte) error {
-		if skipping {
-			skipping = false
-			return fn(nil, true)
-		}
-		return fn(line, false)
-	}
-	for {
-		chunk, err := br.ReadSlice('\n')
-		for len(chunk) > 0 {
-			i, n := lineBreak(chunk)
-			if i < 0 {
-				if !skipping {
-					buf = append(buf, chunk...)
-				}
-				break
-			}
-			if i == len(chunk)-1 && chunk[i] == '\r' && n == 1 && errors.Is(err, bufio.ErrBufferFull) {
-				// A \r at the end of a full buffer may start \r\n.
-				if next, _ := br.Peek(1); len(next) == 1 && next[0] == '\n' {
-					br.Discard(1)
-				}
-			}
-			line := chunk[:i]
-			if len(buf) > 0 {
-				line = append(buf, line...)
-			}
-			if !skipping && len(line) > max {
-				skipping = true
-			}
-			if e := emit(line); e != nil {
-				return e
-			}
-			buf = buf[:0]
-			chunk = chunk[i+n:]
-		}
-		if !skipping && len(buf) > max {
-			skipping, buf = true, buf[:0]
-		}
+	sc := bufio.NewScanner(br)
+	sc.Buffer(make([]byte, 0, min(br.Size(), max+8)), max+8)
+	skipping, tooLong := false, false
+	sc.Split(func(data []byte, atEOF bool) (int, []byte, error) {
+		tooLong = false
+		i, n := lineBreak(data, atEOF)
 		switch {
-		case err == nil || errors.Is(err, bufio.ErrBufferFull):
-			continue
-		case errors.Is(err, io.EOF):
-			if len(buf) > 0 || skipping {
-				return emit(buf)
+		case i >= 0 && n > 0: // a whole boundary at i
+			if skipping || i > max {
+				skipping, tooLong = false, true
+				return i + n, []byte{}, nil
 			}
-			return nil
-		default:
+			return i + n, data[:i], nil
+		case i >= 0: // what may start a boundary, at i: need more data
+			if i > max {
+				skipping = true
+				return i, nil, nil
+			}
+			return 0, nil, nil
+		case atEOF:
+			if len(data) == 0 && !skipping {
+				return 0, nil, nil
+			}
+			if skipping || len(data) > max {
+				skipping, tooLong = false, true
+				return len(data), []byte{}, nil
+			}
+			return len(data), data, nil
+		case len(data) > max:
+			skipping = true
+			return len(data), nil, nil
+		}
+		return 0, nil, nil
+	})
+	for sc.Scan() {
+		if err := fn(sc.Bytes(), tooLong); err != nil {
 			return err
 		}
 	}
+	return sc.Err()
 }
 
 // mayBreak marks the bytes that start a line boundary.
 var mayBreak = [256]bool{'\n': true, '\v': true, '\f': true, '\r': true, 0x1c: true, 0x1d: true, 0x1e: true, 0xc2: true, 0xe2: true}
 
 // lineBreak returns the index and length of the first line boundary in b.
-// A multi-byte boundary cut at the end of b is not found.
-func lineBreak(b []byte) (int, int) {
+// When b ends in what may start a boundary (a \r, or the first bytes of
+// U+0085, U+2028 or U+2029) before any whole one, and more data may come,
+// it returns that index with length 0.
+func lineBreak(b []byte, atEOF bool) (int, int) {
 	for i := 0; i < len(b); i++ {
 		if !mayBreak[b[i]] {
 			continue
 		}
+		rest := len(b) - i
 		switch c := b[i]; c {
 		case '\n', '\v', '\f', 0x1c, 0x1d, 0x1e:
 			return i, 1
 		case '\r':
-			if i+1 < len(b) && b[i+1] == '\n' {
+			switch {
+			case rest >= 2 && b[i+1] == '\n':
 				return i, 2
+			case rest == 1 && !atEOF:
+				return i, 0
 			}
 			return i, 1
 		case 0xc2:
-			if i+1 < len(b) && b[i+1] == 0x85 {
+			switch {
+			case rest >= 2 && b[i+1] == 0x85:
 				return i, 2
+			case rest == 1 && !atEOF:
+				return i, 0
 			}
 		case 0xe2:
-			if i+2 < len(b) && b[i+1] == 0x80 && (b[i+2] == 0xa8 || b[i+2] == 0xa9) {
+			switch {
+			case rest >= 3 && b[i+1] == 0x80 && (b[i+2] == 0xa8 || b[i+2] == 0xa9):
 				return i, 3
+			case !atEOF && (rest == 1 || rest == 2 && b[i+1] == 0x80):
+				return i, 0
 			}
 		}
 	}
 	return -1, 0
 }
 
-// logicalLines joins physical lines as pip's join_lines does and calls fn
+// lineJoiner joins physical lines as pip's join_lines does and calls fn
 // with each logical line and the number of its first physical line.
 // tooLong lines (and the logical line they belong to) are reported with
 // text "" and tooLong set.
