@@ -413,3 +413,19 @@ func TestScanDeepTOML(t *testing.T) {
 		}
 	}
 }
+
+// TestScanCutLine: the cap may cut a line; its head must not be judged
+// ("fastapi==0.142.1" of "fastapi==0.142.12"), nor a continued line.
+func TestScanCutLine(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "a", "requirements.txt"), "uvicorn\nfastapi==0.142.12\n")
+	write(t, filepath.Join(dir, "b", "requirements.txt"), "fastapi==0.142.1 \\\n  --hash=sha256:00\n") // cut after "  --h"
+	write(t, filepath.Join(dir, "c", "requirements.txt"), "fastapi==0.142.1\n")
+	r := scanDone(t, Options{MaxFileBytes: 24}, dir)
+	if len(r.Findings) != 1 || !strings.HasSuffix(r.Findings[0].Path, "c/requirements.txt") {
+		t.Errorf("findings: %+v", r.Findings)
+	}
+	if len(r.Problems) != 2 {
+		t.Errorf("problems: %+v, want the cut of a and b", r.Problems)
+	}
+}

@@ -118,8 +118,9 @@ var errBinary = errors.New("binary data (a NUL byte); not a requirements file, t
 
 // physicalLines splits text at Python's str.splitlines boundaries. A line
 // longer than max is not returned: fn gets tooLong instead, once, and the
-// rest of the line is skipped. fn returning an error stops the split.
-func physicalLines(br *bufio.Reader, max int, fn func(line []byte, tooLong bool) error) error {
+// rest of the line is skipped. An unterminated last line is dropped if cut
+// reports true. fn returning an error stops the split.
+func physicalLines(br *bufio.Reader, max int, cut func() bool, fn func(line []byte, tooLong bool) error) error {
 	sc := bufio.NewScanner(br)
 	sc.Buffer(make([]byte, 0, min(br.Size(), max+8)), max+8)
 	skipping, tooLong := false, false
@@ -140,8 +141,8 @@ func physicalLines(br *bufio.Reader, max int, fn func(line []byte, tooLong bool)
 			}
 			return 0, nil, nil
 		case atEOF:
-			if len(data) == 0 && !skipping {
-				return 0, nil, nil
+			if len(data) == 0 && !skipping || cut != nil && cut() {
+				return len(data), nil, nil // nothing left, or a line cut short
 			}
 			if skipping || len(data) > max {
 				skipping, tooLong = false, true
@@ -309,8 +310,11 @@ func isPySpace(c byte) bool {
 
 // readRequirementLines streams the logical lines of a requirements file
 // read from r to fn. It returns errBinary at a NUL byte. Lines that are not
-// valid UTF-8 are passed with valid false.
-func readRequirementLines(r io.Reader, maxLine, sizeHint int, fn func(n int, text string, valid, tooLong bool) error) error {
+// valid UTF-8 are passed with valid false. When cut (if not nil) reports,
+// at the end of r, that r was cut short, the last, unterminated line is
+// dropped: it may be the head of a longer line ("fastapi==0.142.1" of
+// "fastapi==0.142.12").
+func readRequirementLines(r io.Reader, maxLine, sizeHint int, cut func() bool, fn func(n int, text string, valid, tooLong bool) error) error {
 	bufSize := min(max(sizeHint+16, 8192), 64<<10)
 	br := bufio.NewReaderSize(r, bufSize)
 	text, decoded, err := decodeRequirements(br)
@@ -335,8 +339,11 @@ func readRequirementLines(r io.Reader, maxLine, sizeHint int, fn func(n int, tex
 	if head, _ := tb.Peek(8000); bytes.IndexByte(head, 0) >= 0 {
 		return errBinary
 	}
-	if err := physicalLines(tb, maxLine, j.add); err != nil {
+	if err := physicalLines(tb, maxLine, cut, j.add); err != nil {
 		return err
+	}
+	if cut != nil && cut() {
+		return nil // a continued line may go on after the cut
 	}
 	return j.end()
 }

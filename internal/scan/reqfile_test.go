@@ -63,7 +63,7 @@ func TestPhysicalLinesAnyBuffer(t *testing.T) {
 		for _, size := range []int{16, 17, 19, 64} {
 			for _, limit := range []int{1 << 20, 6} {
 				var got []string
-				err := physicalLines(bufio.NewReaderSize(strings.NewReader(text), size), limit, func(line []byte, tooLong bool) error {
+				err := physicalLines(bufio.NewReaderSize(strings.NewReader(text), size), limit, nil, func(line []byte, tooLong bool) error {
 					if tooLong {
 						got = append(got, "<too long>")
 					} else {

@@ -16,8 +16,8 @@ import (
 // display) and checks each line as it is read. depth counts the -r / -c
 // includes that led here.
 func (s *scanner) requirements(root *os.Root, rootDir, rel, display string, r io.Reader, size int64, depth int) {
-	lr := &io.LimitedReader{R: r, N: s.opts.MaxFileBytes}
-	err := readRequirementLines(lr, s.opts.MaxLineBytes, int(min(size, s.opts.MaxFileBytes)), func(n int, text string, valid, tooLong bool) error {
+	cr := &capReader{r: r, n: s.opts.MaxFileBytes}
+	err := readRequirementLines(cr, s.opts.MaxLineBytes, int(min(size, s.opts.MaxFileBytes)), cr.isCut, func(n int, text string, valid, tooLong bool) error {
 		if err := s.ctx.Err(); err != nil {
 			return err
 		}
@@ -46,13 +46,36 @@ func (s *scanner) requirements(root *os.Root, rootDir, rel, display string, r io
 		s.problem(display, 0, unwrapPathError(err))
 		return
 	}
-	if lr.N == 0 {
-		// Was there more?
-		if n, _ := r.Read(make([]byte, 1)); n > 0 {
-			s.problem(display, 0, fmt.Sprintf("read only the first %d bytes (--max-file-bytes); the rest was not checked", s.opts.MaxFileBytes))
-		}
+	if cr.cut {
+		s.problem(display, 0, fmt.Sprintf("read only the first %d bytes (--max-file-bytes); the line they cut and the rest were not checked", s.opts.MaxFileBytes))
 	}
 }
+
+// capReader reads at most n bytes of r, then reports EOF, noting whether
+// r had more (cut).
+type capReader struct {
+	r   io.Reader
+	n   int64
+	cut bool
+}
+
+func (c *capReader) Read(p []byte) (int, error) {
+	if c.n <= 0 {
+		var probe [1]byte
+		if k, _ := io.ReadFull(c.r, probe[:]); k > 0 {
+			c.cut = true
+		}
+		return 0, io.EOF
+	}
+	if int64(len(p)) > c.n {
+		p = p[:c.n]
+	}
+	k, err := c.r.Read(p)
+	c.n -= int64(k)
+	return k, err
+}
+
+func (c *capReader) isCut() bool { return c.cut }
 
 // errStop ends reading a file whose reason is already reported.
 var errStop = errors.New("stop")
