@@ -198,3 +198,41 @@ fastapi = { version = "~0.142.1", extras = ["all"] }
 		t.Errorf("${FASTAPI_VERSION} was expanded from the environment")
 	}
 }
+
+func TestPoetryConstraint(t *testing.T) {
+	for in, want := range map[string]string{
+		"^1.2.3":            ">=1.2.3,<2",
+		"^0.142":            ">=0.142,<0.143",
+		"^0.0.3":            ">=0.0.3,<0.0.4",
+		"^0.0":              ">=0.0,<0.1",
+		"~1.2.3":            ">=1.2.3,<1.3",
+		"~1":                ">=1,<2",
+		"1.2.3":             "==1.2.3",
+		"=1.2.3":            "==1.2.3",
+		"1.2.*":             "==1.2.*",
+		"*":                 "",
+		">= 1.2, < 2.0":     ">=1.2,<2.0",
+		">=1.2 <2.0":        ">=1.2,<2.0",
+		"~=0.142.1":         "~=0.142.1",
+		"^0.141 || ^0.143":  ">=0.141,<0.142 | >=0.143,<0.144",
+		"!=0.142.2,>=0.142": "!=0.142.2,>=0.142",
+	} {
+		alts, err := poetryConstraint(in)
+		if err != nil {
+			t.Errorf("%q: %v", in, err)
+			continue
+		}
+		var got []string
+		for _, a := range alts {
+			got = append(got, a.String())
+		}
+		if strings.Join(got, " | ") != want {
+			t.Errorf("%q translates to %q, want %q", in, strings.Join(got, " | "), want)
+		}
+	}
+	for _, bad := range []string{"1.0 - 2.0", "1.x", "^", "~abc", "latest"} {
+		if alts, err := poetryConstraint(bad); err == nil {
+			t.Errorf("%q translates to %v, want an error", bad, alts)
+		}
+	}
+}

@@ -12,9 +12,9 @@ import (
 // parse_constraint reads it:
 //
 //	*, ""            any version
-//	^1.2.3           >=1.2.3,<2.0.0   (the first non-zero part is bumped;
-//	^0.2.3           >=0.2.3,<0.3.0    with only zeros, the last given one)
-//	~1.2.3, ~1.2     >=1.2.3,<1.3.0 / >=1.2,<1.3;  ~1: >=1,<2
+//	^1.2.3           >=1.2.3,<2     (the first non-zero part is bumped;
+//	^0.2.3           >=0.2.3,<0.3    with only zeros, the last given one)
+//	~1.2.3, ~1.2     >=1.2.3,<1.3 / >=1.2,<1.3;  ~1: >=1,<2
 //	1.2.3, =1.2.3    ==1.2.3;  1.2.*: ==1.2.*
 //	>=1.2,<2.0 or ">=1.2 <2.0"  every comparison applies (PEP 440 operators)
 //
@@ -80,7 +80,7 @@ func poetryClause(p string) (string, error) {
 }
 
 // releaseParts returns the numeric release parts of a version written in a
-// caret or tilde constraint, and the version's remainder after them.
+// caret or tilde constraint.
 func releaseParts(v string) ([]uint64, error) {
 	if _, err := ParseVersion(v); err != nil {
 		return nil, err
