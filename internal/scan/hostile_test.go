@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -143,6 +144,15 @@ func TestScanSpecialFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A socket.
+	if err := os.Mkdir(filepath.Join(dir, "sock"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("unix", filepath.Join(dir, "sock", "requirements.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
 	// A link inside the root to a FIFO, and links to devices outside it.
 	symlink(t, "../requirements.txt", filepath.Join(dir, "a", "requirements-dev.txt"))
 	symlink(t, "/dev/zero", filepath.Join(dir, "zero", "requirements.txt"))
@@ -164,6 +174,7 @@ func TestScanSpecialFiles(t *testing.T) {
 		"pyproject.toml":   SkipSpecialFile,
 		"env/site-packages/x-1.dist-info/METADATA": SkipSpecialFile,
 		"a/requirements-dev.txt":                   SkipSpecialFile,
+		"sock/requirements.txt":                    SkipSpecialFile,
 		"zero/requirements.txt":                    SkipOutsideRoot,
 		"zero/uv.lock":                             SkipOutsideRoot,
 	}
