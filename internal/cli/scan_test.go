@@ -173,7 +173,7 @@ func TestScanCommandNotJudged(t *testing.T) {
 		"not judged (3): the scan saw these but could not check them\n",
 		"pyproject.toml:3: dynamic: project.dynamic lists \"dependencies\"",
 		"requirements.txt:1: vcs: version control reference",
-		"uv.lock: outside-root: a symbolic link that leaves the scanned root; not followed\n",
+		"uv.lock: outside-root: a symbolic link out of the scanned root (or to an absolute path); not followed\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, out)

@@ -36,7 +36,7 @@ func (s *scanner) openRegular(root *os.Root, rel, display string) (*os.File, fs.
 	info, err := root.Stat(rel)
 	if err != nil {
 		if escapes(err) {
-			s.notJudged(display, 0, SkipOutsideRoot, "a symbolic link that leaves the scanned root; not followed")
+			s.notJudged(display, 0, SkipOutsideRoot, "a symbolic link out of the scanned root (or to an absolute path); not followed")
 			return nil, nil, errSkipped
 		}
 		return nil, nil, err
@@ -51,7 +51,7 @@ func (s *scanner) openRegular(root *os.Root, rel, display string) (*os.File, fs.
 	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		if escapes(err) {
-			s.notJudged(display, 0, SkipOutsideRoot, "a symbolic link that leaves the scanned root; not followed")
+			s.notJudged(display, 0, SkipOutsideRoot, "a symbolic link out of the scanned root (or to an absolute path); not followed")
 			return nil, nil, errSkipped
 		}
 		return nil, nil, err
