@@ -12,26 +12,40 @@ import (
 	"github.com/doubletake/doubletake/internal/scan"
 )
 
+// ExitNotJudged is scan's exit status, with --fail-not-judged, when nothing
+// was found and every file was read but something could not be judged.
+const ExitNotJudged = 5
+
 func newScanCommand(s Streams) *cobra.Command {
 	var (
-		hazardFiles []string
-		format      string
+		hazardFiles   []string
+		format        string
+		opts          scan.Options
+		failNotJudged bool
 	)
 	cmd := &cobra.Command{
 		Use:   "scan [PATH...]",
 		Short: "Find Python environments and lockfiles that install, lock or admit a telemetry-doubling release",
 		Long: `scan walks PATHs (default: the current directory) and checks installed
 Python environments (site-packages *.dist-info/METADATA), uv.lock,
-requirements*.txt and pyproject.toml against a database of releases known to
-export telemetry twice, such as FastAPI 0.142.0 to 0.142.4.
+poetry.lock, *requirements*.txt, constraints*.txt, requirements/*.txt and
+pyproject.toml (PEP 621, PEP 735, uv and Poetry tables) against a database
+of releases known to export telemetry twice, such as FastAPI 0.142.0 to
+0.142.4. It reads only regular files inside each PATH and never follows a
+symbolic link out of it.
 
 Each finding is one of:
   installed  an environment has an affected release: it exports twice now
   locked     uv.lock or an == pin selects an affected release
   admits     a specifier allows an affected release on the next resolve
 
+What it saw but could not judge (dynamic dependencies, URLs, VCS and path
+requirements, unsupported manifests, skipped symbolic links and special
+files) is listed in a separate "not judged" section.
+
 Exit status: 0 nothing found, 1 findings, 2 bad flags or paths,
-4 a file could not be read or parsed and nothing was found.`,
+4 a file could not be read or parsed and nothing was found,
+5 (with --fail-not-judged) nothing found but something was not judged.`,
 		Args:          cobra.ArbitraryArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -56,11 +70,17 @@ Exit status: 0 nothing found, 1 findings, 2 bad flags or paths,
 			if ctx == nil {
 				ctx = context.Background()
 			}
-			res := scan.Scan(ctx, db, paths...)
+			if opts.MaxFileBytes <= 0 || opts.MaxLineBytes <= 0 || opts.MaxPerFile <= 0 || opts.MaxIncludeDepth <= 0 {
+				return usageError("--max-file-bytes, --max-line-bytes, --max-per-file and --max-include-depth must be positive")
+			}
+			res := scan.ScanWith(ctx, db, opts, paths...)
 			if format == "json" {
 				err = scan.WriteJSON(s.Out, res)
 			} else {
 				err = scan.WriteText(s.Out, res.Findings)
+				if err == nil {
+					err = scan.WriteNotJudged(s.Out, res.NotJudged, len(res.Findings) > 0)
+				}
 			}
 			if err != nil {
 				return &ExitError{Code: ExitInternal, Err: fmt.Errorf("writing results: %w", err)}
@@ -68,8 +88,8 @@ Exit status: 0 nothing found, 1 findings, 2 bad flags or paths,
 			if err := scan.WriteProblems(s.Err, res.Problems); err != nil {
 				return &ExitError{Code: ExitInternal, Err: fmt.Errorf("writing problems: %w", err)}
 			}
-			fmt.Fprintf(s.Err, "doubletake scan: %s, %s (%s read, %s checked)\n",
-				plural(len(res.Findings), "finding"), plural(len(res.Problems), "problem"),
+			fmt.Fprintf(s.Err, "doubletake scan: %s, %s, %d not judged (%s read, %s checked)\n",
+				plural(len(res.Findings), "finding"), plural(len(res.Problems), "problem"), len(res.NotJudged),
 				plural(res.FilesRead, "file"), plural(db.Len(), "hazard"))
 
 			switch {
@@ -78,12 +98,19 @@ Exit status: 0 nothing found, 1 findings, 2 bad flags or paths,
 			case len(res.Problems) > 0:
 				// Nothing found, but not everything could be checked.
 				return &ExitError{Code: ExitInternal}
+			case failNotJudged && len(res.NotJudged) > 0:
+				return &ExitError{Code: ExitNotJudged}
 			}
 			return nil
 		},
 	}
 	cmd.Flags().StringArrayVar(&hazardFiles, "hazards", nil, "also load hazard entries from this YAML `FILE` (repeatable)")
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json")
+	cmd.Flags().Int64Var(&opts.MaxFileBytes, "max-file-bytes", scan.DefaultMaxFileBytes, "read at most this many bytes of one file (a larger TOML file is not read; a requirements file is read up to the cap)")
+	cmd.Flags().IntVar(&opts.MaxLineBytes, "max-line-bytes", scan.DefaultMaxLineBytes, "skip (and report) requirements lines longer than this")
+	cmd.Flags().IntVar(&opts.MaxPerFile, "max-per-file", scan.DefaultMaxPerFile, "list at most this many findings, problems and not-judged entries per file (the rest are counted)")
+	cmd.Flags().IntVar(&opts.MaxIncludeDepth, "max-include-depth", scan.DefaultMaxIncludeDepth, "follow -r / -c includes at most this deep")
+	cmd.Flags().BoolVar(&failNotJudged, "fail-not-judged", false, "exit 5 when nothing is found but something could not be judged")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &ExitError{Code: ExitUsage, Err: err}
 	})

@@ -64,7 +64,7 @@ func TestScanCommandFindings(t *testing.T) {
 			t.Errorf("stdout lacks %q:\n%s", want, out)
 		}
 	}
-	if !strings.Contains(errOut, "doubletake scan: 2 findings, 0 problems (2 files read, 1 hazard checked)") {
+	if !strings.Contains(errOut, "doubletake scan: 2 findings, 0 problems, 0 not judged (2 files read, 1 hazard checked)") {
 		t.Errorf("stderr: %q", errOut)
 	}
 }
@@ -152,6 +152,74 @@ func TestScanCommandUsage(t *testing.T) {
 		code, _, errOut := runScan(t, args...)
 		if code != ExitUsage {
 			t.Errorf("%q: exit %d, want %d; stderr %s", args, code, ExitUsage, errOut)
+		}
+	}
+}
+
+func TestScanCommandNotJudged(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "pyproject.toml"), "[project]\nname = \"app\"\ndynamic = [\"dependencies\"]\n")
+	writeFile(t, filepath.Join(dir, "requirements.txt"), "git+https://example.invalid/fastapi.git\n")
+	if err := os.Symlink("/proc/self/environ", filepath.Join(dir, "uv.lock")); err != nil {
+		t.Fatal(err)
+	}
+
+	// Listed, but by default not a failure.
+	code, out, errOut := runScan(t, dir)
+	if code != ExitOK {
+		t.Fatalf("exit %d, want %d; stderr:\n%s", code, ExitOK, errOut)
+	}
+	for _, want := range []string{
+		"not judged (3): the scan saw these but could not check them\n",
+		"pyproject.toml:3: dynamic: project.dynamic lists \"dependencies\"",
+		"requirements.txt:1: vcs: version control reference",
+		"uv.lock: outside-root: a symbolic link out of the scanned root (or to an absolute path); not followed\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(errOut, "0 findings, 0 problems, 3 not judged") {
+		t.Errorf("stderr: %q", errOut)
+	}
+
+	code, _, errOut = runScan(t, "--fail-not-judged", dir)
+	if code != ExitNotJudged {
+		t.Errorf("--fail-not-judged: exit %d, want %d; stderr:\n%s", code, ExitNotJudged, errOut)
+	}
+	code, out, _ = runScan(t, "--fail-not-judged", "--format", "json", dir)
+	var res struct {
+		NotJudged []struct{ Path, Reason, Detail string } `json:"not_judged"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || code != ExitNotJudged || len(res.NotJudged) != 3 {
+		t.Errorf("json: exit %d, %v, %+v", code, err, res)
+	}
+	// Findings still take precedence.
+	writeFile(t, filepath.Join(dir, "requirements-dev.txt"), "fastapi==0.142.1\n")
+	if code, _, _ := runScan(t, "--fail-not-judged", dir); code != ExitFindings {
+		t.Errorf("with a finding: exit %d, want %d", code, ExitFindings)
+	}
+}
+
+func TestScanCommandLimits(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "requirements.txt"), strings.Repeat("fastapi==0.142.1\n", 50)+strings.Repeat("x", 300)+"==1\n")
+	code, out, errOut := runScan(t, "--max-per-file", "3", "--max-line-bytes", "100", dir)
+	if code != ExitFindings || strings.Count(out, "is pinned") != 3 {
+		t.Errorf("exit %d, %d findings listed, want 3:\n%s", code, strings.Count(out, "is pinned"), out)
+	}
+	for _, want := range []string{"requirements.txt:51: line longer than 100 bytes", "not listed (--max-per-file 3): 47 more findings in this file"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	code, _, errOut = runScan(t, "--max-file-bytes", "100", dir)
+	if !strings.Contains(errOut, "read only the first 100 bytes (--max-file-bytes)") || code != ExitFindings {
+		t.Errorf("exit %d, stderr:\n%s", code, errOut)
+	}
+	for _, flag := range []string{"--max-file-bytes", "--max-line-bytes", "--max-per-file", "--max-include-depth"} {
+		if code, _, errOut := runScan(t, flag, "0", dir); code != ExitUsage {
+			t.Errorf("%s 0: exit %d, want %d; stderr %s", flag, code, ExitUsage, errOut)
 		}
 	}
 }

@@ -2,19 +2,12 @@ package scan
 
 import (
 	"fmt"
-	"os"
+	"io"
 )
 
 // This file checks the contents of each kind of file against the database.
 
-func (s *scanner) installed(path string) {
-	f, err := os.Open(path)
-	if err != nil {
-		s.problem(path, 0, unwrapPathError(err))
-		return
-	}
-	defer f.Close()
-	s.res.FilesRead++
+func (s *scanner) installed(path string, f io.Reader) {
 	md, err := parseMetadata(f)
 	if err != nil {
 		s.fileError(path, fmt.Errorf("broken metadata: %w", err))
@@ -36,8 +29,13 @@ func (s *scanner) installed(path string) {
 	}
 }
 
-func (s *scanner) uvLock(path string, data []byte) {
+// uvLock checks a uv.lock, or a poetry.lock (same [[package]] name and
+// version fields; no format version to check) when uv is false.
+func (s *scanner) uvLock(path string, data []byte, uv bool) {
 	pkgs, warning, err := parseUVLock(data)
+	if !uv {
+		warning = ""
+	}
 	if err != nil {
 		s.fileError(path, err)
 		return
@@ -60,16 +58,6 @@ func (s *scanner) uvLock(path string, data []byte) {
 				s.add(h.lockedInUV(path, p.Line, p.Version))
 			}
 		}
-	}
-}
-
-func (s *scanner) requirements(path string, data []byte) {
-	reqs, errs := parseRequirementsFile(data)
-	for _, e := range errs {
-		s.problem(path, e.Line, e.Msg)
-	}
-	for _, r := range reqs {
-		s.requirement(path, r.Line, r.Requirement, "", Specifier{})
 	}
 }
 
@@ -97,6 +85,19 @@ func (s *scanner) pyproject(path string, data []byte) {
 		}
 		s.requirement(path, r.Line, r.Requirement, r.Section, constraints[r.NormalizedName()])
 	}
+	for _, r := range p.Poetry {
+		// One finding for the first alternative that admits a hazard.
+		for _, alt := range r.Alternatives {
+			req := r.Requirement
+			req.Specifier = alt
+			if s.requirementAdmits(path, r.Line, req, r.Section, Specifier{}) {
+				break
+			}
+		}
+	}
+	for _, nj := range p.NotJudged {
+		s.notJudged(path, nj.Line, nj.Reason, nj.Detail)
+	}
 }
 
 // requirement checks one requirement. A requirements-file line that pins a
@@ -104,8 +105,26 @@ func (s *scanner) pyproject(path string, data []byte) {
 // a manifest specifier, checked with the constraints that narrow it.
 func (s *scanner) requirement(path string, line int, r Requirement, section string, constraints Specifier) {
 	hazards := s.db.lookup(r.NormalizedName())
-	if len(hazards) == 0 || r.URL != "" {
-		return // a direct reference names no version to judge
+	if len(hazards) == 0 {
+		return
+	}
+	if r.URL != "" {
+		// A direct reference: only a wheel or sdist file name says which
+		// version it is.
+		req, ok := requirementFromFileName(urlFileName(r.URL))
+		if !ok || req.NormalizedName() != r.NormalizedName() {
+			reason := DirectURL
+			if isVCS(r.URL) {
+				reason = VCS
+			}
+			where := ""
+			if section != "" {
+				where = section + ": "
+			}
+			s.notJudged(path, line, reason, where+r.Name+" from "+excerpt(r.URL)+"; the URL names no version, not judged")
+			return
+		}
+		r.URL, r.Specifier = "", req.Specifier
 	}
 	if pin, ok := r.Specifier.Pin(); ok && section == "" {
 		v, err := ParseVersion(pin)
@@ -119,12 +138,21 @@ func (s *scanner) requirement(path string, line int, r Requirement, section stri
 		}
 		return
 	}
+	s.requirementAdmits(path, line, r, section, constraints)
+}
+
+// requirementAdmits adds a finding for each hazard r's specifier, narrowed
+// by constraints, admits, and reports whether there was one.
+func (s *scanner) requirementAdmits(path string, line int, r Requirement, section string, constraints Specifier) bool {
 	effective := r.Specifier.And(constraints)
-	for _, h := range hazards {
+	found := false
+	for _, h := range s.db.lookup(r.NormalizedName()) {
 		if v, ok := s.admittedBy(h, effective); ok {
 			s.add(h.admits(path, line, r, section, v))
+			found = true
 		}
 	}
+	return found
 }
 
 type admitsKey struct {
@@ -142,6 +170,9 @@ func (s *scanner) admittedBy(h *Hazard, spec Specifier) (Version, bool) {
 	r, hit := s.admits[key]
 	if !hit {
 		r.v, r.ok = h.admittedBy(spec)
+		if len(s.admits) >= maxAdmitsMemo {
+			clear(s.admits)
+		}
 		s.admits[key] = r
 	}
 	return r.v, r.ok

@@ -5,8 +5,12 @@
 //
 // Scan walks directory trees and reads only files it recognises by name:
 // installed distributions (*.dist-info/METADATA under site-packages), uv.lock,
-// requirements*.txt and pyproject.toml. Every other file is neither opened nor
-// stat'ed. Each hazard is a PEP 440 specifier over one package; versions are
+// poetry.lock, requirements and constraints files (and what they include),
+// and pyproject.toml. Every other file is neither opened nor stat'ed. The
+// trees are untrusted: files are opened through an os.Root, only if they are
+// regular, and read with caps (open.go); requirements files are streamed
+// as pip reads them (reqfile.go, requirements.go); nothing read is printed
+// unescaped (text.go). Each hazard is a PEP 440 specifier over one package; versions are
 // compared with github.com/aquasecurity/go-pep440-version behind a small
 // wrapper (pep440.go) that corrects the cases that library gets wrong.
 package scan

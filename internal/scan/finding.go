@@ -54,11 +54,53 @@ type Problem struct {
 	Message string `json:"message"`
 }
 
+// Reason says why the scan did not judge something.
+type Reason string
+
+const (
+	// SkipOutsideRoot: a symbolic link, or a -r / -c include, that leaves
+	// the scanned root. It is not followed; only its own path is reported.
+	SkipOutsideRoot Reason = "outside-root"
+	// SkipSpecialFile: a FIFO, socket, device or other non-regular file
+	// with a name the scan reads. It is not opened.
+	SkipSpecialFile Reason = "special-file"
+	// Dynamic: pyproject.toml declares its dependencies dynamic (computed
+	// by the build backend), so the file does not list them.
+	Dynamic Reason = "dynamic"
+	// UnsupportedManifest: a dependency file the scan does not read
+	// (Pipfile, pdm.lock, setup.py, setup.cfg, environment.yml, ...).
+	UnsupportedManifest Reason = "unsupported-manifest"
+	// DirectURL: a requirement given as a URL whose file name carries no
+	// version.
+	DirectURL Reason = "url"
+	// VCS: a requirement from a version control system (git+https://...).
+	VCS Reason = "vcs"
+	// LocalPath: a requirement given as a local directory or archive
+	// without a version in its name, or an editable install (-e).
+	LocalPath Reason = "path"
+	// EnvVar: a requirements line that uses ${VARIABLE}, which pip expands
+	// at install time; the scan does not read the environment.
+	EnvVar Reason = "environment-variable"
+	// UnsupportedSpecifier: a version constraint the scan cannot translate
+	// (a Poetry constraint it does not know).
+	UnsupportedSpecifier Reason = "unsupported-specifier"
+)
+
+// NotJudged is something the scan saw but could not check: it is neither a
+// finding nor a problem, but the scan cannot vouch for it.
+type NotJudged struct {
+	Path   string `json:"path"`
+	Line   int    `json:"line,omitempty"`
+	Reason Reason `json:"reason"`
+	Detail string `json:"detail"`
+}
+
 // Result is the outcome of a scan.
 type Result struct {
-	Findings  []Finding `json:"findings"`
-	Problems  []Problem `json:"problems"`
-	FilesRead int       `json:"files_read"`
+	Findings  []Finding   `json:"findings"`
+	NotJudged []NotJudged `json:"not_judged"`
+	Problems  []Problem   `json:"problems"`
+	FilesRead int         `json:"files_read"`
 }
 
 func (r *Result) sort() {
@@ -68,6 +110,9 @@ func (r *Result) sort() {
 			cmp.Compare(a.Reference, b.Reference))
 	})
 	slices.SortStableFunc(r.Problems, func(a, b Problem) int {
+		return cmp.Or(cmp.Compare(a.Path, b.Path), cmp.Compare(a.Line, b.Line))
+	})
+	slices.SortStableFunc(r.NotJudged, func(a, b NotJudged) int {
 		return cmp.Or(cmp.Compare(a.Path, b.Path), cmp.Compare(a.Line, b.Line))
 	})
 }

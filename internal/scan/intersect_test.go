@@ -53,6 +53,21 @@ func TestAdmittedBy(t *testing.T) {
 		{"===0.143.0", ""},
 		{">=0.143.0rc1", ""},
 		{">=0.142.0rc1,<0.142.0", ""}, // only pre-releases of 0.142.0, below the range
+		// Between post-releases (issue 14): no final release lies there.
+		{">0.142.4.post1,<0.142.4.post3", "0.142.4.post2"},
+		{">=0.142.4.post1,<0.142.4.post2", "0.142.4.post1"},
+		{">0.142.4.post1,<0.142.4.post2", ""}, // only 0.142.4.post2's dev releases, and they are pre-releases
+		{">0.142.4,<0.142.4.post3", ""},       // >V leaves out V's post-releases
+		{">0.142.3.post0,<0.142.3.post2", "0.142.3.post1"},
+		{">=0.142.4.post1,<0.142.4.1", "0.142.4.0.1"}, // a final release, preferred
+		{"<=0.142.0.post0,>0.142.0", ""},              // >0.142.0 leaves out 0.142.0.post0
+		{"==0.142.1.0.0.5", "0.142.1.0.0.5"},          // a long release
+		{">0.142.1,<0.142.1.0.0.1", "0.142.1.0.0.0.1"},
+		{">0.142.1,<0.142.1.0.0.0", ""}, // 0.142.1.0.0.0 is 0.142.1
+		{">0.142.1.post9,<0.142.1.post10.dev0", ""},
+		{">0.142.1.post9,<=0.142.1.post10", "0.142.1.post10"},
+		{">=0.142.2a1,<0.142.2", ""}, // pre-releases, and the specifier names one: but <V leaves out V's
+		{">=0.142.2a1,<0.142.2.post1", "0.142.2"},
 	}
 	for _, tt := range tests {
 		v, ok := h.admittedBy(mustSpecifier(t, tt.spec))
@@ -171,5 +186,88 @@ func TestAdmitsMatchesBruteForce(t *testing.T) {
 	t.Logf("%d of 1500 random cases intersect on the grid", checked)
 	if checked < 150 {
 		t.Fatalf("only %d intersecting cases: the generator is too narrow", checked)
+	}
+}
+
+// TestAdmitsExact checks admittedBy against an independent oracle: for
+// random hazards and specifiers over the whole PEP 440 ordering (epochs,
+// pre-, post-, dev and local versions, wildcards, ~= and ===), it
+// enumerates a fixed grid of versions around every bound the generator can
+// name, checks each with the specifiers' own Contains, and requires that
+// admittedBy finds a witness exactly when the grid holds one, and that its
+// witness is in both.
+func TestAdmitsExact(t *testing.T) {
+	releases := []string{"0", "0.141", "0.141.9", "0.142", "0.142.0.1", "0.142.1", "0.142.3", "0.142.4",
+		"0.142.4.0.1", "0.142.4.1", "0.142.5", "0.143", "0.143.0.1", "0.144", "1!0.142.4", "1!0.142.4.1", "1!0.143", "2!0"}
+	suffixes := []string{"", "a0", "a1", "a2", "b1", "rc0", "rc1", "rc2", "rc3", ".post0", ".post1", ".post2", ".post3",
+		".post4", ".dev0", ".dev1", ".dev2", ".dev3", "a1.post1", "a1.dev1", "rc1.post1", "rc2.dev0", "rc2.dev1",
+		".post1.dev1", ".post1.dev2", ".post2.dev0", ".post2.dev3", ".post3.dev1", "+loc", ".post2+loc", "a1+loc"}
+	var grid []Version
+	for _, r := range releases {
+		for _, sfx := range suffixes {
+			grid = append(grid, mustVersion(t, r+sfx))
+		}
+	}
+
+	// The generator names versions from the same neighbourhood.
+	clauseReleases := []string{"0.142", "0.142.4", "0.142.4", "0.142.4", "0.142.4.1", "1!0.142.4"}
+	clauseSuffixes := []string{"", "", "", "a1", "rc1", "rc2", ".post1", ".post3", ".dev1", "a1.post1", ".post1.dev2", "rc2.dev1"}
+	rng := rand.New(rand.NewPCG(14, 440))
+	pick := func(xs []string) string { return xs[rng.IntN(len(xs))] }
+	randClause := func() string {
+		r := pick(clauseReleases)
+		switch op := pick([]string{"==", "!=", "<", "<=", ">", ">=", "~=", "==*", "!=*", "===", "==+"}); op {
+		case "==*", "!=*":
+			return op[:2] + r + ".*"
+		case "~=":
+			if !strings.Contains(r, ".") {
+				r += ".0"
+			}
+			return op + r + pick(clauseSuffixes)
+		case "===":
+			return op + r + pick(clauseSuffixes)
+		case "==+":
+			return "==" + r + "+loc"
+		default:
+			return op + r + pick(clauseSuffixes)
+		}
+	}
+	randSpec := func(n int) Specifier {
+		for {
+			parts := make([]string, 1+rng.IntN(n))
+			for i := range parts {
+				parts[i] = randClause()
+			}
+			if s, err := ParseSpecifier(strings.Join(parts, ",")); err == nil {
+				return s
+			}
+		}
+	}
+	const cases = 1000
+	both := 0
+	for range cases {
+		hz := &Hazard{affected: randSpec(2)}
+		spec := randSpec(3)
+		oracle := ""
+		for _, v := range grid {
+			if hz.affected.Contains(v, true) && spec.Contains(v, false) {
+				oracle = v.String()
+				break
+			}
+		}
+		w, ok := hz.admittedBy(spec)
+		if ok && !(hz.affected.Contains(w, true) && spec.Contains(w, false)) {
+			t.Fatalf("affected %q, spec %q: witness %s is not in both", hz.affected, spec, w)
+		}
+		if oracle != "" && !ok {
+			t.Fatalf("affected %q, spec %q: the oracle finds %s, admittedBy finds nothing", hz.affected, spec, oracle)
+		}
+		if oracle != "" {
+			both++
+		}
+	}
+	t.Logf("%d of %d random cases intersect on the grid", both, cases)
+	if both < cases/10 {
+		t.Fatalf("only %d intersecting cases: the generator is too narrow", both)
 	}
 }

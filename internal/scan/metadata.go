@@ -92,9 +92,9 @@ func parseMetadata(r io.Reader) (metadata, error) {
 	case md.Version == "":
 		return metadata{}, lineErrorf(md.VersionLine, "empty Version header")
 	case !validName(md.Name):
-		return metadata{}, lineErrorf(md.NameLine, "invalid Name %q", md.Name)
+		return metadata{}, lineErrorf(md.NameLine, "invalid Name %s", excerpt(md.Name))
 	case strings.ContainsFunc(md.Version, func(r rune) bool { return r < ' ' || r == 0x7f }):
-		return metadata{}, lineErrorf(md.VersionLine, "control character in Version %q", md.Version)
+		return metadata{}, lineErrorf(md.VersionLine, "control character in Version %s", excerpt(md.Version))
 	}
 	return md, nil
 }

@@ -5,6 +5,9 @@ import "strings"
 // normalizeName returns the PEP 503 normalised form of a distribution name:
 // lower case, with every run of '-', '_' and '.' replaced by a single '-'.
 func normalizeName(name string) string {
+	if isNormalized(name) {
+		return name
+	}
 	var b strings.Builder
 	b.Grow(len(name))
 	sep := false
@@ -51,4 +54,19 @@ func isAlnum(c byte) bool {
 
 func isSpace(c byte) bool {
 	return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f' || c == '\v'
+}
+
+// isNormalized reports whether name is already in normalised form: lower
+// case letters and digits with single '-' between them.
+func isNormalized(name string) bool {
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case 'a' <= c && c <= 'z' || '0' <= c && c <= '9':
+		case c == '-' && i > 0 && i < len(name)-1 && name[i-1] != '-':
+		default:
+			return false
+		}
+	}
+	return true
 }

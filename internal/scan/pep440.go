@@ -47,7 +47,7 @@ func ParseVersion(s string) (Version, error) {
 	}
 	v, err := pep440.Parse(canonicalInput(raw))
 	if err != nil {
-		return Version{}, fmt.Errorf("invalid version %q", raw)
+		return Version{}, fmt.Errorf("invalid version %s", excerpt(raw))
 	}
 	return Version{v: v, raw: raw}, nil
 }
@@ -107,7 +107,7 @@ func ParseSpecifier(s string) (Specifier, error) {
 	for _, part := range strings.Split(s, ",") {
 		c, err := parseClause(strings.TrimSpace(part))
 		if err != nil {
-			return Specifier{}, fmt.Errorf("invalid specifier %q: %w", strings.TrimSpace(s), err)
+			return Specifier{}, fmt.Errorf("invalid specifier %s: %w", excerpt(strings.TrimSpace(s)), err)
 		}
 		if c.namesPreRelease() {
 			spec.pre = true
@@ -130,15 +130,15 @@ func parseClause(s string) (clause, error) {
 		}
 	}
 	if c.op == "" {
-		return clause{}, fmt.Errorf("clause %q has no comparison operator", s)
+		return clause{}, fmt.Errorf("clause %s has no comparison operator", excerpt(s))
 	}
 	c.version = strings.TrimSpace(s[len(c.op):])
 	if c.version == "" {
-		return clause{}, fmt.Errorf("clause %q has no version", s)
+		return clause{}, fmt.Errorf("clause %s has no version", excerpt(s))
 	}
 	if c.op == "===" {
 		if strings.ContainsFunc(c.version, func(r rune) bool { return r <= ' ' || r == ';' }) {
-			return clause{}, fmt.Errorf("clause %q: arbitrary equality takes one word", s)
+			return clause{}, fmt.Errorf("clause %s: arbitrary equality takes one word", excerpt(s))
 		}
 		c.v, _ = ParseVersion(c.version) // may fail: === compares strings
 		return c, nil
@@ -149,7 +149,7 @@ func parseClause(s string) (clause, error) {
 	}
 	v, err := ParseVersion(c.version)
 	if err != nil {
-		return clause{}, fmt.Errorf("clause %q: %w", s, err)
+		return clause{}, fmt.Errorf("clause %s: %w", excerpt(s), err)
 	}
 	c.v = v
 	canon := v.String()
@@ -160,7 +160,7 @@ func parseClause(s string) (clause, error) {
 	// versions or with ordered comparisons, ~= with one release segment,
 	// local versions in ordered comparisons.
 	if c.lib, err = pep440.NewSpecifiers(c.op + canon); err != nil {
-		return clause{}, fmt.Errorf("clause %q: %s", s, firstLine(err.Error()))
+		return clause{}, fmt.Errorf("clause %s: %s", excerpt(s), firstLine(err.Error()))
 	}
 	switch {
 	case c.wildcard:
@@ -168,7 +168,7 @@ func parseClause(s string) (clause, error) {
 	case c.op == "~=":
 		c.prefix = compatiblePrefix(v)
 		if c.lib, err = pep440.NewSpecifiers(">=" + v.String()); err != nil {
-			return clause{}, fmt.Errorf("clause %q: %s", s, firstLine(err.Error()))
+			return clause{}, fmt.Errorf("clause %s: %s", excerpt(s), firstLine(err.Error()))
 		}
 	}
 	return c, nil

@@ -20,10 +20,10 @@ func WriteText(w io.Writer, findings []Finding) error {
 		if i > 0 {
 			bw.WriteByte('\n')
 		}
-		fmt.Fprintf(bw, "%s: %s (affected %s)\n", location(f.Path, f.Line), headline(f), f.Affected)
-		writeWrapped(bw, "  effect: ", f.Effect)
-		writeWrapped(bw, "  see:    ", f.Reference)
-		writeWrapped(bw, "  fix:    ", f.Fix)
+		fmt.Fprintf(bw, "%s: %s (affected %s)\n", location(f.Path, f.Line), safeText(headline(f), maxTextField), safeText(f.Affected, maxTextField))
+		writeWrapped(bw, "  effect: ", safeText(f.Effect, 4*maxTextField))
+		writeWrapped(bw, "  see:    ", safeText(f.Reference, maxTextField))
+		writeWrapped(bw, "  fix:    ", safeText(f.Fix, 2*maxTextField))
 	}
 	return bw.Flush()
 }
@@ -46,11 +46,33 @@ func headline(f Finding) string {
 	}
 }
 
+// maxTextField caps a field of the text output (a requirement or message
+// can carry up to a whole line of a hostile file).
+const maxTextField = 300
+
 // WriteProblems writes one "path[:line]: message" line per problem.
 func WriteProblems(w io.Writer, problems []Problem) error {
 	bw := bufio.NewWriter(w)
 	for _, p := range problems {
-		fmt.Fprintf(bw, "%s: %s\n", location(p.Path, p.Line), p.Message)
+		fmt.Fprintf(bw, "%s: %s\n", location(p.Path, p.Line), safeText(p.Message, maxTextField))
+	}
+	return bw.Flush()
+}
+
+// WriteNotJudged writes a "not judged" section: one
+// "path[:line]: reason: detail" line per entry, after a heading (nothing
+// when there are none).
+func WriteNotJudged(w io.Writer, entries []NotJudged, afterFindings bool) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	bw := bufio.NewWriter(w)
+	if afterFindings {
+		bw.WriteByte('\n')
+	}
+	fmt.Fprintf(bw, "not judged (%d): the scan saw these but could not check them\n", len(entries))
+	for _, e := range entries {
+		fmt.Fprintf(bw, "  %s: %s: %s\n", location(e.Path, e.Line), e.Reason, safeText(e.Detail, maxTextField))
 	}
 	return bw.Flush()
 }
@@ -64,6 +86,7 @@ func WriteJSON(w io.Writer, r *Result) error {
 }
 
 func location(path string, line int) string {
+	path = safeText(path, 4096)
 	if line > 0 {
 		return fmt.Sprintf("%s:%d", path, line)
 	}

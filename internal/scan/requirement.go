@@ -29,9 +29,9 @@ func ParseRequirement(s string) (Requirement, error) {
 	r.Name = s[:i]
 	if !validName(r.Name) {
 		if r.Name == "" {
-			return Requirement{}, fmt.Errorf("requirement %q does not start with a distribution name", s)
+			return Requirement{}, fmt.Errorf("requirement %s does not start with a distribution name", excerpt(s))
 		}
-		return Requirement{}, fmt.Errorf("invalid distribution name %q", r.Name)
+		return Requirement{}, fmt.Errorf("invalid distribution name %s", excerpt(r.Name))
 	}
 	rest := strings.TrimLeft(s[i:], " \t")
 
@@ -44,7 +44,7 @@ func ParseRequirement(s string) (Requirement, error) {
 			for e := range strings.SplitSeq(list, ",") {
 				e = strings.TrimSpace(e)
 				if !validName(e) {
-					return Requirement{}, fmt.Errorf("invalid extra %q", e)
+					return Requirement{}, fmt.Errorf("invalid extra %s", excerpt(e))
 				}
 				r.Extras = append(r.Extras, e)
 			}
@@ -62,7 +62,7 @@ func ParseRequirement(s string) (Requirement, error) {
 			return Requirement{}, errors.New("empty URL after @")
 		}
 		if strings.ContainsFunc(r.URL, func(c rune) bool { return c <= ' ' }) {
-			return Requirement{}, fmt.Errorf("URL %q contains whitespace", r.URL)
+			return Requirement{}, fmt.Errorf("URL %s contains whitespace", excerpt(r.URL))
 		}
 		rest = ""
 		if hasMarker {
@@ -93,7 +93,7 @@ func ParseRequirement(s string) (Requirement, error) {
 			return Requirement{}, errors.New("empty environment marker after ;")
 		}
 	default:
-		return Requirement{}, fmt.Errorf("unexpected %q after the version specifier", rest)
+		return Requirement{}, fmt.Errorf("unexpected %s after the version specifier", excerpt(rest))
 	}
 
 	var err error

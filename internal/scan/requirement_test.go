@@ -65,40 +65,6 @@ func TestNormalizeName(t *testing.T) {
 	}
 }
 
-func TestParseRequirementsFile(t *testing.T) {
-	data := "# comment\n" +
-		"-r base.txt\n" +
-		"--index-url https://example.invalid/simple\n" +
-		"-e git+https://example.invalid/x.git#egg=fastapi\n" +
-		"./vendor/fastapi\n" +
-		"git+https://example.invalid/fastapi.git@0.142.2#egg=fastapi\n" +
-		"fastapi==0.142.0 \\\n" +
-		"    --hash=sha256:0000\n" +
-		"starlette>=0.40  # pinned below 1.0\n" +
-		"uvicorn[standard]>=0.30; python_version >= \"3.9\"\n" +
-		"broken===\n" +
-		"\r\n" +
-		"pydantic>=2#not-a-comment\n" +
-		"httpx \\\n"
-	reqs, errs := parseRequirementsFile([]byte(data))
-	var got []string
-	for _, r := range reqs {
-		got = append(got, r.String()+"@"+itoa(r.Line))
-	}
-	want := []string{
-		"fastapi==0.142.0@7",
-		"starlette>=0.40@9",
-		`uvicorn[standard]>=0.30; python_version >= "3.9"@10`,
-		"httpx@14",
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("requirements:\n got %q\nwant %q", got, want)
-	}
-	if len(errs) != 2 || errs[0].Line != 11 || errs[1].Line != 13 {
-		t.Errorf("errors = %+v, want lines 11 and 13", errs)
-	}
-}
-
 func itoa(n int) string {
 	const digits = "0123456789"
 	if n < 10 {
@@ -119,8 +85,6 @@ func FuzzParseRequirement(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		// The line parser drives ParseRequirement with comments and options.
-		_, _, _ = parseRequirementLine(s)
 		r, err := ParseRequirement(s)
 		if err != nil {
 			return

@@ -173,7 +173,10 @@ func TestScanSkipsAndFollows(t *testing.T) {
 	write(t, filepath.Join(dir, "requirements", "prod.in"), bad)  // requirements/*.in
 	write(t, filepath.Join(dir, "requirements.in"), "fastapi\n")  // requirements*.in
 	write(t, filepath.Join(dir, "docs", "requirements.md"), bad)  // not .txt
-	write(t, filepath.Join(dir, "docs", "constraints.txt"), bad)  // not requirements*
+	write(t, filepath.Join(dir, "docs", "constraints.txt"), bad)  // constraints*.txt
+	write(t, filepath.Join(dir, "docs", "constraints.md"), bad)   // not .txt
+	write(t, filepath.Join(dir, "docs", "dev-requirements.txt"), "fastapi>=0.140\n")
+	write(t, filepath.Join(dir, "docs", "notes.txt"), bad) // neither
 	write(t, filepath.Join(dir, "deb", "dist-packages", "fastapi-0.142.4.dist-info", "METADATA"), "Name: fastapi\nVersion: 0.142.4\n")
 	write(t, filepath.Join(dir, "build", "fastapi-0.142.4.dist-info", "METADATA"), "Name: fastapi\nVersion: 0.142.4\n") // not installed
 	// A symlinked directory is not followed.
@@ -189,6 +192,8 @@ func TestScanSkipsAndFollows(t *testing.T) {
 	}
 	want := []string{
 		"installed deb/dist-packages/fastapi-0.142.4.dist-info/METADATA",
+		"locked docs/constraints.txt",
+		"admits docs/dev-requirements.txt",
 		"admits requirements.in",
 		"locked requirements/base.txt",
 		"locked requirements/prod.in",
@@ -204,14 +209,12 @@ func TestScanSkipsAndFollows(t *testing.T) {
 func TestScanUnreadable(t *testing.T) {
 	dir := t.TempDir()
 	write(t, filepath.Join(dir, "ok", "requirements.txt"), "fastapi==0.142.0\n")
-	// A dangling symlink: reading it fails even as root.
-	if err := os.Symlink(filepath.Join(dir, "missing"), filepath.Join(dir, "dangling", "uv.lock")); err != nil {
-		if err := os.MkdirAll(filepath.Join(dir, "dangling"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink(filepath.Join(dir, "missing"), filepath.Join(dir, "dangling", "uv.lock")); err != nil {
-			t.Fatal(err)
-		}
+	// A dangling symlink inside the root: reading it fails even as root.
+	if err := os.MkdirAll(filepath.Join(dir, "dangling"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join("..", "missing"), filepath.Join(dir, "dangling", "uv.lock")); err != nil {
+		t.Fatal(err)
 	}
 	// A site-packages whose dist-info has no METADATA.
 	if err := os.MkdirAll(filepath.Join(dir, "venv", "site-packages", "fastapi-0.142.0.dist-info"), 0o755); err != nil {
