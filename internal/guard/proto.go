@@ -246,18 +246,22 @@ func CheckProto(b []byte, root Message, maxDepth int) error {
 		}
 		return nil
 	}
-	_, err := walkProto(b, root, maxDepth)
-	return err
+	if _, at, deep := walkProto(b, root, maxDepth); deep {
+		return &DepthError{Format: "protobuf", Limit: maxDepth, Offset: at}
+	}
+	return nil
 }
 
 // ProtoDepth is the nesting depth of b read as a root message, the root
 // being 1, as far as b is well-formed; it is at most MaxDepthLimit+1.
 func ProtoDepth(b []byte, root Message) int {
-	d, _ := walkProto(b, root, MaxDepthLimit)
+	d, _, _ := walkProto(b, root, MaxDepthLimit)
 	return d
 }
 
-func walkProto(b []byte, root Message, maxDepth int) (int, error) {
+// walkProto returns the deepest nesting seen and, when it is beyond
+// maxDepth, where: the walk stops there.
+func walkProto(b []byte, root Message, maxDepth int) (depth, at int, tooDeep bool) {
 	var stack [MaxDepthLimit]frame
 	sp := 0
 	stack[0] = frame{end: len(b), kind: root}
@@ -267,41 +271,41 @@ func walkProto(b []byte, root Message, maxDepth int) (int, error) {
 		top := stack[sp]
 		if pos >= top.end {
 			if sp == 0 {
-				return deepest, nil
+				return deepest, 0, false
 			}
 			sp--
 			continue
 		}
 		tag, p, ok := varint(b, pos, top.end)
 		if !ok {
-			return deepest, nil
+			return deepest, 0, false
 		}
 		field, wire := int32(tag>>3), tag&7 // as pdata's ConsumeTag truncates
 		if field <= 0 {
-			return deepest, nil
+			return deepest, 0, false
 		}
 		pos = p
 		switch wire {
 		case 0:
 			if _, pos, ok = varint(b, pos, top.end); !ok {
-				return deepest, nil
+				return deepest, 0, false
 			}
 		case 1:
 			if pos += 8; pos > top.end {
-				return deepest, nil
+				return deepest, 0, false
 			}
 		case 5:
 			if pos += 4; pos > top.end {
-				return deepest, nil
+				return deepest, 0, false
 			}
 		case 2:
 			var n uint64
 			if n, pos, ok = varint(b, pos, top.end); !ok {
-				return deepest, nil
+				return deepest, 0, false
 			}
 			length := int(n)
 			if length < 0 || length > top.end-pos {
-				return deepest, nil
+				return deepest, 0, false
 			}
 			k := child(top.kind, field)
 			if k == none {
@@ -309,17 +313,17 @@ func walkProto(b []byte, root Message, maxDepth int) (int, error) {
 				continue
 			}
 			if sp+2 > maxDepth {
-				return sp + 2, &DepthError{Format: "protobuf", Limit: maxDepth, Offset: pos}
+				return sp + 2, pos, true
 			}
 			sp++
 			stack[sp] = frame{end: pos + length, kind: k}
 			deepest = max(deepest, sp+1)
 		case 3:
 			if pos, ok = skipGroup(b, pos, top.end); !ok {
-				return deepest, nil
+				return deepest, 0, false
 			}
 		default: // an end group without a start, or an illegal wire type
-			return deepest, nil
+			return deepest, 0, false
 		}
 	}
 }
