@@ -3,6 +3,9 @@ package guard
 import (
 	"errors"
 	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // DefaultMaxDepth is the default limit on message nesting. Real OTLP nests at
@@ -36,6 +39,12 @@ func (e *DepthError) Error() string {
 }
 
 func (e *DepthError) Unwrap() error { return ErrTooDeep }
+
+// GRPCStatus makes a refusal an InvalidArgument wherever a gRPC status is
+// looked for (the OTLP receiver maps it to HTTP 400).
+func (e *DepthError) GRPCStatus() *status.Status {
+	return status.New(codes.InvalidArgument, e.Error())
+}
 
 // Format is the encoding of a request body.
 type Format uint8

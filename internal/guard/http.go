@@ -1,18 +1,10 @@
 package guard
 
 import (
-	"bytes"
-	"errors"
-	"fmt"
 	"io"
 	"mime"
 	"net/http"
 	"strings"
-
-	"google.golang.org/genproto/googleapis/rpc/status"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
 )
 
 // The OTLP/HTTP content types.
@@ -21,57 +13,30 @@ const (
 	contentJSON     = "application/json"
 )
 
-// maxPrealloc caps the buffer allocated up front from a declared
-// Content-Length: the length is the client's word, the body is read as it
-// comes.
-const maxPrealloc = 1 << 20
-
 // HTTPHandler checks the body of every OTLP/HTTP request (protobuf or JSON,
-// told by Content-Type) before next sees it. A body nesting deeper than
-// maxDepth is refused with 400 and a google.rpc.Status saying why; others
-// reach next unchanged, their body read once and handed on from memory.
-// Bodies of other content types pass untouched. The request body must
-// already be decompressed and bounded in size (confighttp's server does
-// both before its middlewares); onRefuse, if not nil, is called with each
-// refusal.
+// told by Content-Type) as next reads it: the body is walked as it streams
+// through, nothing is buffered or copied, and once it nests deeper than
+// maxDepth the read fails with a *DepthError, which is a gRPC
+// InvalidArgument status: the OTLP receiver, which reads the whole body
+// before decoding any of it, answers 400 with its message. Bodies of other
+// content types pass untouched. The body must already be decompressed and
+// bounded in size (confighttp's server does both before its middlewares);
+// onRefuse, if not nil, is called with each refusal.
 func HTTPHandler(next http.Handler, maxDepth int, onRefuse func(error)) http.Handler {
+	if maxDepth <= 0 || maxDepth > MaxDepthLimit {
+		maxDepth = DefaultMaxDepth
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Body == nil || r.Body == http.NoBody {
-			next.ServeHTTP(w, r)
-			return
-		}
-		ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-		var f Format
-		switch ct {
-		case contentProtobuf:
-			f = Protobuf
-		case contentJSON:
-			f = JSON
-		default:
-			next.ServeHTTP(w, r)
-			return
-		}
-		body, err := readAll(r)
-		if err != nil {
-			// A body over the server's size limit, or a broken stream:
-			// the receiver would refuse it the same way.
-			code := http.StatusBadRequest
-			var tooLarge *http.MaxBytesError
-			if errors.As(err, &tooLarge) {
-				code = http.StatusRequestEntityTooLarge
+		if r.Body != nil && r.Body != http.NoBody {
+			ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+			switch ct {
+			case contentProtobuf:
+				r.Body = newProtoReader(r.Body, rootOfPath(r.URL.Path), maxDepth, onRefuse)
+			case contentJSON:
+				j := &jsonWalker{limit: 2 * maxDepth}
+				r.Body = &checkingReader{body: r.Body, feed: j.feed, err: j.err, onRefuse: onRefuse}
 			}
-			writeStatus(w, f, code, codes.InvalidArgument, fmt.Sprintf("reading request body: %v", err))
-			return
 		}
-		if err := Check(body, f, rootOfPath(r.URL.Path), maxDepth); err != nil {
-			if onRefuse != nil {
-				onRefuse(err)
-			}
-			writeStatus(w, f, http.StatusBadRequest, codes.InvalidArgument, err.Error())
-			return
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		r.ContentLength = int64(len(body))
 		next.ServeHTTP(w, r)
 	})
 }
@@ -90,27 +55,59 @@ func rootOfPath(p string) Message {
 	return Unknown
 }
 
-func readAll(r *http.Request) ([]byte, error) {
-	n := min(max(r.ContentLength, 0), maxPrealloc)
-	buf := bytes.NewBuffer(make([]byte, 0, n+bytes.MinRead))
-	_, err := buf.ReadFrom(r.Body)
-	_ = r.Body.Close()
-	return buf.Bytes(), err
+const unboundedEnd = int(^uint(0) >> 1)
+
+func newProtoReader(body io.ReadCloser, root Message, maxDepth int, onRefuse func(error)) io.ReadCloser {
+	roots := []Message{root}
+	if root == Unknown {
+		roots = []Message{TracesRequest, MetricsRequest, LogsRequest}
+	}
+	walkers := make([]protoWalker, len(roots))
+	stacks := make([]frame, len(roots)*maxDepth)
+	for i, r := range roots {
+		walkers[i] = protoWalker{limit: maxDepth, stack: stacks[i*maxDepth : (i+1)*maxDepth]}
+		walkers[i].reset(r, unboundedEnd)
+	}
+	var refused *protoWalker
+	return &checkingReader{
+		body: body,
+		feed: func(p []byte) bool {
+			for i := range walkers {
+				if !walkers[i].feed(p) {
+					refused = &walkers[i]
+					return false
+				}
+			}
+			return true
+		},
+		err:      func() error { return refused.err() },
+		onRefuse: onRefuse,
+	}
 }
 
-// writeStatus answers as OTLP/HTTP specifies: the HTTP status and a
-// google.rpc.Status in the request's encoding.
-func writeStatus(w http.ResponseWriter, f Format, httpCode int, code codes.Code, msg string) {
-	st := &status.Status{Code: int32(code), Message: msg}
-	var out []byte
-	ct := contentProtobuf
-	if f == JSON {
-		ct = contentJSON
-		out, _ = protojson.Marshal(st)
-	} else {
-		out, _ = proto.Marshal(st)
-	}
-	w.Header().Set("Content-Type", ct)
-	w.WriteHeader(httpCode)
-	_, _ = w.Write(out)
+// checkingReader walks what is read through it and fails the read once the
+// walk refuses.
+type checkingReader struct {
+	body     io.ReadCloser
+	feed     func([]byte) bool
+	err      func() error
+	onRefuse func(error)
+	refusal  error
 }
+
+func (c *checkingReader) Read(p []byte) (int, error) {
+	if c.refusal != nil {
+		return 0, c.refusal
+	}
+	n, err := c.body.Read(p)
+	if n > 0 && !c.feed(p[:n]) {
+		c.refusal = c.err()
+		if c.onRefuse != nil {
+			c.onRefuse(c.refusal)
+		}
+		return 0, c.refusal
+	}
+	return n, err
+}
+
+func (c *checkingReader) Close() error { return c.body.Close() }

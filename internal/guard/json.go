@@ -4,31 +4,57 @@ package guard
 // deeper than maxContainers. Strings (with their escapes) are skipped; the
 // bytes are not otherwise validated.
 func CheckJSON(b []byte, maxContainers int) error {
-	depth := 0
-	inString := false
-	for i := 0; i < len(b); i++ {
-		c := b[i]
-		if inString {
-			switch c {
-			case '\\':
-				i++
-			case '"':
-				inString = false
+	w := jsonWalker{limit: maxContainers}
+	if !w.feed(b) {
+		return w.err()
+	}
+	return nil
+}
+
+// jsonWalker counts open objects and arrays in a JSON stream fed in pieces.
+type jsonWalker struct {
+	limit    int
+	pos      int
+	depth    int
+	inString bool
+	escaped  bool
+	tooDeep  bool
+}
+
+func (w *jsonWalker) err() error {
+	return &DepthError{Format: "JSON", Limit: w.limit, Offset: w.pos}
+}
+
+func (w *jsonWalker) feed(p []byte) bool {
+	if w.tooDeep {
+		return false
+	}
+	for i, c := range p {
+		if w.inString {
+			switch {
+			case w.escaped:
+				w.escaped = false
+			case c == '\\':
+				w.escaped = true
+			case c == '"':
+				w.inString = false
 			}
 			continue
 		}
 		switch c {
 		case '"':
-			inString = true
+			w.inString = true
 		case '{', '[':
-			if depth++; depth > maxContainers {
-				return &DepthError{Format: "JSON", Limit: maxContainers, Offset: i}
+			if w.depth++; w.depth > w.limit {
+				w.tooDeep, w.pos = true, w.pos+i
+				return false
 			}
 		case '}', ']':
-			if depth > 0 {
-				depth--
+			if w.depth > 0 {
+				w.depth--
 			}
 		}
 	}
-	return nil
+	w.pos += len(p)
+	return true
 }

@@ -246,8 +246,11 @@ func CheckProto(b []byte, root Message, maxDepth int) error {
 		}
 		return nil
 	}
-	if _, at, deep := walkProto(b, root, maxDepth); deep {
-		return &DepthError{Format: "protobuf", Limit: maxDepth, Offset: at}
+	var stack [MaxDepthLimit]frame
+	w := protoWalker{limit: maxDepth, stack: stack[:maxDepth]}
+	w.reset(root, len(b))
+	if !w.feed(b) {
+		return w.err()
 	}
 	return nil
 }
@@ -255,135 +258,149 @@ func CheckProto(b []byte, root Message, maxDepth int) error {
 // ProtoDepth is the nesting depth of b read as a root message, the root
 // being 1, as far as b is well-formed; it is at most MaxDepthLimit+1.
 func ProtoDepth(b []byte, root Message) int {
-	d, _, _ := walkProto(b, root, MaxDepthLimit)
-	return d
+	var stack [MaxDepthLimit]frame
+	w := protoWalker{limit: MaxDepthLimit, stack: stack[:]}
+	w.reset(root, len(b))
+	if !w.feed(b) {
+		return MaxDepthLimit + 1
+	}
+	return w.deepest
 }
 
-// walkProto returns the deepest nesting seen and, when it is beyond
-// maxDepth, where: the walk stops there.
-func walkProto(b []byte, root Message, maxDepth int) (depth, at int, tooDeep bool) {
-	var stack [MaxDepthLimit]frame
-	sp := 0
-	stack[0] = frame{end: len(b), kind: root}
-	deepest := 1
-	pos := 0
-	for {
-		top := stack[sp]
-		if pos >= top.end {
-			if sp == 0 {
-				return deepest, 0, false
+// Parse states of the walker.
+const (
+	stTag    uint8 = iota // reading a field's tag
+	stVarint              // reading a varint value
+	stLen                 // reading a length prefix
+	stSkip                // skipping bytes
+	stDead                // not well-formed: the rest is the decoder's
+)
+
+// protoWalker follows a protobuf stream fed in pieces, byte by byte where
+// it must (tags, varints) and by whole spans where it can (values it does
+// not descend into). It never recurses; its stack has limit frames.
+type protoWalker struct {
+	limit   int
+	stack   []frame
+	sp      int
+	pos     int // absolute offset of the next byte
+	deepest int
+	st      uint8
+	acc     uint64
+	shift   uint
+	field   int32
+	skip    int // bytes left in stSkip
+	group   int // groups open inside the current message
+	deepAt  int // where the limit was exceeded, when tooDeep
+	tooDeep bool
+}
+
+func (w *protoWalker) reset(root Message, size int) {
+	w.stack[0] = frame{end: size, kind: root}
+	w.sp, w.pos, w.deepest, w.st, w.acc, w.shift, w.skip, w.group, w.tooDeep = 0, 0, 1, stTag, 0, 0, 0, 0, false
+}
+
+func (w *protoWalker) err() error {
+	return &DepthError{Format: "protobuf", Limit: w.limit, Offset: w.deepAt}
+}
+
+// feed walks p, the bytes following those fed before. It returns false
+// once the input nests deeper than the limit, and keeps returning false.
+func (w *protoWalker) feed(p []byte) bool {
+	if w.tooDeep {
+		return false
+	}
+	for i := 0; i < len(p) && w.st != stDead; {
+		top := &w.stack[w.sp]
+		switch w.st {
+		case stSkip:
+			n := min(w.skip, len(p)-i)
+			i += n
+			w.pos += n
+			if w.skip -= n; w.skip == 0 {
+				w.st = stTag
 			}
-			sp--
 			continue
-		}
-		tag, p, ok := varint(b, pos, top.end)
-		if !ok {
-			return deepest, 0, false
-		}
-		field, wire := int32(tag>>3), tag&7 // as pdata's ConsumeTag truncates
-		if field <= 0 {
-			return deepest, 0, false
-		}
-		pos = p
-		switch wire {
-		case 0:
-			if _, pos, ok = varint(b, pos, top.end); !ok {
-				return deepest, 0, false
-			}
-		case 1:
-			if pos += 8; pos > top.end {
-				return deepest, 0, false
-			}
-		case 5:
-			if pos += 4; pos > top.end {
-				return deepest, 0, false
-			}
-		case 2:
-			var n uint64
-			if n, pos, ok = varint(b, pos, top.end); !ok {
-				return deepest, 0, false
-			}
-			length := int(n)
-			if length < 0 || length > top.end-pos {
-				return deepest, 0, false
-			}
-			k := child(top.kind, field)
-			if k == none {
-				pos += length
+		case stTag:
+			if w.shift == 0 && w.group == 0 && w.pos == top.end && w.sp > 0 {
+				w.sp-- // the message ended: back to its parent
 				continue
 			}
-			if sp+2 > maxDepth {
-				return sp + 2, pos, true
+		}
+		if w.pos >= top.end || w.shift >= 64 {
+			w.st = stDead
+			break
+		}
+		c := p[i]
+		i++
+		w.pos++
+		w.acc |= uint64(c&0x7f) << w.shift
+		if c >= 0x80 {
+			w.shift += 7
+			continue
+		}
+		v := w.acc
+		w.acc, w.shift = 0, 0
+		switch w.st {
+		case stVarint:
+			w.st = stTag
+		case stTag:
+			w.field = int32(v >> 3) // as pdata's ConsumeTag truncates
+			if w.field <= 0 {
+				w.st = stDead
+				break
 			}
-			sp++
-			stack[sp] = frame{end: pos + length, kind: k}
-			deepest = max(deepest, sp+1)
-		case 3:
-			if pos, ok = skipGroup(b, pos, top.end); !ok {
-				return deepest, 0, false
+			switch v & 7 {
+			case 0:
+				w.st = stVarint
+			case 1:
+				w.startSkip(8, top.end)
+			case 2:
+				w.st = stLen
+			case 3:
+				w.group++
+			case 4:
+				if w.group == 0 {
+					w.st = stDead
+				}
+				w.group--
+			case 5:
+				w.startSkip(4, top.end)
+			default:
+				w.st = stDead
 			}
-		default: // an end group without a start, or an illegal wire type
-			return deepest, 0, false
+		case stLen:
+			length := int(v)
+			if length < 0 || length > top.end-w.pos {
+				w.st = stDead
+				break
+			}
+			if w.group == 0 {
+				if k := child(top.kind, w.field); k != none {
+					if w.sp+2 > w.limit {
+						w.tooDeep, w.deepAt = true, w.pos
+						return false
+					}
+					w.sp++
+					w.stack[w.sp] = frame{end: w.pos + length, kind: k}
+					w.deepest = max(w.deepest, w.sp+1)
+					w.st = stTag
+					break
+				}
+			}
+			w.startSkip(length, top.end)
 		}
 	}
+	return true
 }
 
-// skipGroup skips the rest of a group whose start tag ends at pos, as
-// pdata's ConsumeUnknown does: counting nested groups, without recursion.
-func skipGroup(b []byte, pos, end int) (int, bool) {
-	depth := 1
-	for depth > 0 {
-		tag, p, ok := varint(b, pos, end)
-		if !ok || int32(tag>>3) <= 0 {
-			return 0, false
-		}
-		pos = p
-		switch tag & 7 {
-		case 0:
-			if _, pos, ok = varint(b, pos, end); !ok {
-				return 0, false
-			}
-		case 1:
-			if pos += 8; pos > end {
-				return 0, false
-			}
-		case 5:
-			if pos += 4; pos > end {
-				return 0, false
-			}
-		case 2:
-			var n uint64
-			if n, pos, ok = varint(b, pos, end); !ok {
-				return 0, false
-			}
-			if l := int(n); l < 0 || l > end-pos {
-				return 0, false
-			}
-			pos += int(n)
-		case 3:
-			depth++
-		case 4:
-			depth--
-		default:
-			return 0, false
-		}
+func (w *protoWalker) startSkip(n, end int) {
+	switch {
+	case n > end-w.pos:
+		w.st = stDead
+	case n == 0:
+		w.st = stTag
+	default:
+		w.skip, w.st = n, stSkip
 	}
-	return pos, true
-}
-
-// varint reads a base-128 varint from b[pos:end], as pdata's ConsumeVarint.
-func varint(b []byte, pos, end int) (uint64, int, bool) {
-	var v uint64
-	for shift := uint(0); shift < 64; shift += 7 {
-		if pos >= end {
-			return 0, 0, false
-		}
-		c := b[pos]
-		pos++
-		v |= uint64(c&0x7f) << shift
-		if c < 0x80 {
-			return v, pos, true
-		}
-	}
-	return 0, 0, false
 }
