@@ -2,6 +2,7 @@ package guardextension
 
 import (
 	"context"
+	"errors"
 	"net/http"
 
 	"go.opentelemetry.io/collector/component"
@@ -15,8 +16,8 @@ import (
 )
 
 type guardExt struct {
-	maxDepth int
-	refused  metric.Int64Counter
+	cfg     Config
+	refused metric.Int64Counter
 }
 
 var (
@@ -28,29 +29,39 @@ func newGuard(set extension.Settings, cfg *Config) (*guardExt, error) {
 	refused, err := set.MeterProvider.Meter("github.com/doubletake/doubletake/extension/guardextension").Int64Counter(
 		"otelcol_guard_refused_requests",
 		metric.WithUnit("{request}"),
-		metric.WithDescription("Requests refused before decoding because they nest deeper than max_depth, by protocol."),
+		metric.WithDescription("Requests refused before decoding: reason depth (nesting beyond max_depth) or in_flight (request bodies beyond max_in_flight_bytes)."),
 	)
 	if err != nil {
 		return nil, err
 	}
-	return &guardExt{maxDepth: cfg.MaxDepth, refused: refused}, nil
+	return &guardExt{cfg: *cfg, refused: refused}, nil
 }
 
 func (*guardExt) Start(context.Context, component.Host) error { return nil }
 
 func (*guardExt) Shutdown(context.Context) error { return nil }
 
-var (
-	httpAttrs = metric.WithAttributeSet(attribute.NewSet(attribute.String("protocol", "http")))
-	grpcAttrs = metric.WithAttributeSet(attribute.NewSet(attribute.String("protocol", "grpc")))
-)
+// refusalAttrs labels a refusal by protocol and reason: depth (nesting
+// beyond max_depth) or in_flight (bodies beyond max_in_flight_bytes).
+func refusalAttrs(protocol string, err error) attribute.Set {
+	reason := "depth"
+	var inFlight *guard.InFlightError
+	if errors.As(err, &inFlight) {
+		reason = "in_flight"
+	}
+	return attribute.NewSet(attribute.String("protocol", protocol), attribute.String("reason", reason))
+}
 
 // GetHTTPHandler wraps a server's handler; confighttp applies it after
 // decompressing and bounding the body.
 func (g *guardExt) GetHTTPHandler(context.Context) (extensionmiddleware.WrapHTTPHandlerFunc, error) {
 	return func(_ context.Context, next http.Handler) (http.Handler, error) {
-		return guard.HTTPHandler(next, g.maxDepth, func(error) {
-			g.refused.Add(context.Background(), 1, httpAttrs)
+		return guard.HTTPHandler(next, guard.HTTPConfig{
+			MaxDepth:         g.cfg.MaxDepth,
+			MaxInFlightBytes: g.cfg.MaxInFlightBytes,
+			OnRefuse: func(err error) {
+				g.refused.Add(context.Background(), 1, metric.WithAttributeSet(refusalAttrs("http", err)))
+			},
 		}), nil
 	}, nil
 }
@@ -58,7 +69,7 @@ func (g *guardExt) GetHTTPHandler(context.Context) (extensionmiddleware.WrapHTTP
 // GetGRPCServerOptions returns the guard's codec and interceptor; each
 // server gets its own.
 func (g *guardExt) GetGRPCServerOptions(context.Context) ([]grpc.ServerOption, error) {
-	return guard.NewGRPC(g.maxDepth, nil, func(error) {
-		g.refused.Add(context.Background(), 1, grpcAttrs)
+	return guard.NewGRPC(g.cfg.MaxDepth, nil, func(err error) {
+		g.refused.Add(context.Background(), 1, metric.WithAttributeSet(refusalAttrs("grpc", err)))
 	}).ServerOptions(), nil
 }

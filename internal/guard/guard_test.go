@@ -180,7 +180,7 @@ func TestHTTPHandler(t *testing.T) {
 		w.WriteHeader(http.StatusOK)
 	})
 	var refusals int
-	srv := httptest.NewServer(guard.HTTPHandler(next, guard.DefaultMaxDepth, func(error) { refusals++ }))
+	srv := httptest.NewServer(guard.HTTPHandler(next, guard.HTTPConfig{MaxDepth: guard.DefaultMaxDepth, OnRefuse: func(error) { refusals++ }}))
 	defer srv.Close()
 
 	for _, c := range []struct {

@@ -1,10 +1,15 @@
 package guard
 
 import (
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
 	"strings"
+	"sync/atomic"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // The OTLP/HTTP content types.
@@ -13,32 +18,78 @@ const (
 	contentJSON     = "application/json"
 )
 
+// HTTPConfig configures HTTPHandler.
+type HTTPConfig struct {
+	// MaxDepth is the deepest message nesting accepted (JSON: twice as
+	// many objects and arrays).
+	MaxDepth int
+	// MaxInFlightBytes bounds the (decompressed) body bytes read and held
+	// by all requests in flight together; 0 leaves them unbounded.
+	MaxInFlightBytes int64
+	// OnRefuse, if not nil, is called with each refusal: a *DepthError or
+	// an *InFlightError.
+	OnRefuse func(error)
+}
+
 // HTTPHandler checks the body of every OTLP/HTTP request (protobuf or JSON,
 // told by Content-Type) as next reads it: the body is walked as it streams
 // through, nothing is buffered or copied, and once it nests deeper than
-// maxDepth the read fails with a *DepthError, which is a gRPC
+// MaxDepth the read fails with a *DepthError, which is a gRPC
 // InvalidArgument status: the OTLP receiver, which reads the whole body
-// before decoding any of it, answers 400 with its message. Bodies of other
-// content types pass untouched. The body must already be decompressed and
-// bounded in size (confighttp's server does both before its middlewares);
-// onRefuse, if not nil, is called with each refusal.
-func HTTPHandler(next http.Handler, maxDepth int, onRefuse func(error)) http.Handler {
+// before decoding any of it, answers 400 with its message. A read that
+// would take the bodies of all requests in flight past MaxInFlightBytes
+// fails with an *InFlightError (Unavailable: 503, retryable); a request's
+// bytes count until next returns. Bodies of other content types pass
+// untouched. The body must already be decompressed and bounded in size
+// (confighttp's server does both before its middlewares).
+func HTTPHandler(next http.Handler, cfg HTTPConfig) http.Handler {
+	maxDepth := cfg.MaxDepth
 	if maxDepth <= 0 || maxDepth > MaxDepthLimit {
 		maxDepth = DefaultMaxDepth
 	}
+	inFlight := &budget{limit: cfg.MaxInFlightBytes}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Body != nil && r.Body != http.NoBody {
-			ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-			switch ct {
-			case contentProtobuf:
-				r.Body = newProtoReader(r.Body, rootOfPath(r.URL.Path), maxDepth, onRefuse)
-			case contentJSON:
-				j := &jsonWalker{limit: 2 * maxDepth}
-				r.Body = &checkingReader{body: r.Body, feed: j.feed, err: j.err, onRefuse: onRefuse}
-			}
+		if r.Body == nil || r.Body == http.NoBody {
+			next.ServeHTTP(w, r)
+			return
 		}
+		var c *checkingReader
+		ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+		switch ct {
+		case contentProtobuf:
+			c = newProtoReader(r.Body, rootOfPath(r.URL.Path), maxDepth)
+		case contentJSON:
+			j := &jsonWalker{limit: 2 * maxDepth}
+			c = &checkingReader{body: r.Body, feed: j.feed, err: j.err}
+		default:
+			next.ServeHTTP(w, r)
+			return
+		}
+		c.budget, c.onRefuse = inFlight, cfg.OnRefuse
+		defer c.release()
+		r.Body = c
 		next.ServeHTTP(w, r)
 	})
+}
+
+// InFlightError refuses a request whose body would take the bytes held by
+// requests in flight past their bound.
+type InFlightError struct{ Limit int64 }
+
+func (e *InFlightError) Error() string {
+	return fmt.Sprintf("request bodies in flight exceed %d bytes; retry later", e.Limit)
+}
+
+// GRPCStatus makes the refusal Unavailable, which OTLP clients retry (the
+// OTLP receiver answers 503).
+func (e *InFlightError) GRPCStatus() *status.Status {
+	return status.New(codes.Unavailable, e.Error())
+}
+
+// budget counts the body bytes held by requests in flight.
+type budget struct {
+	limit int64
+	used  atomic.Int64
 }
 
 // rootOfPath tells the request's message type from its URL path, as the
@@ -57,7 +108,7 @@ func rootOfPath(p string) Message {
 
 const unboundedEnd = int(^uint(0) >> 1)
 
-func newProtoReader(body io.ReadCloser, root Message, maxDepth int, onRefuse func(error)) io.ReadCloser {
+func newProtoReader(body io.ReadCloser, root Message, maxDepth int) *checkingReader {
 	roots := []Message{root}
 	if root == Unknown {
 		roots = []Message{TracesRequest, MetricsRequest, LogsRequest}
@@ -80,17 +131,18 @@ func newProtoReader(body io.ReadCloser, root Message, maxDepth int, onRefuse fun
 			}
 			return true
 		},
-		err:      func() error { return refused.err() },
-		onRefuse: onRefuse,
+		err: func() error { return refused.err() },
 	}
 }
 
-// checkingReader walks what is read through it and fails the read once the
-// walk refuses.
+// checkingReader walks what is read through it, and counts it against the
+// budget, and fails the read once either refuses.
 type checkingReader struct {
 	body     io.ReadCloser
 	feed     func([]byte) bool
 	err      func() error
+	budget   *budget
+	held     int64
 	onRefuse func(error)
 	refusal  error
 }
@@ -100,14 +152,35 @@ func (c *checkingReader) Read(p []byte) (int, error) {
 		return 0, c.refusal
 	}
 	n, err := c.body.Read(p)
-	if n > 0 && !c.feed(p[:n]) {
-		c.refusal = c.err()
-		if c.onRefuse != nil {
-			c.onRefuse(c.refusal)
+	if n > 0 {
+		if b := c.budget; b != nil && b.limit > 0 {
+			c.held += int64(n)
+			if b.used.Add(int64(n)) > b.limit {
+				return 0, c.refuse(&InFlightError{Limit: b.limit})
+			}
 		}
-		return 0, c.refusal
+		if !c.feed(p[:n]) {
+			return 0, c.refuse(c.err())
+		}
 	}
 	return n, err
+}
+
+func (c *checkingReader) refuse(err error) error {
+	c.refusal = err
+	if c.onRefuse != nil {
+		c.onRefuse(err)
+	}
+	return err
+}
+
+// release gives the bytes read back to the budget, once the request is
+// answered.
+func (c *checkingReader) release() {
+	if c.budget != nil && c.held > 0 {
+		c.budget.used.Add(-c.held)
+		c.held = 0
+	}
 }
 
 func (c *checkingReader) Close() error { return c.body.Close() }

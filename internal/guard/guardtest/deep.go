@@ -18,7 +18,7 @@ func DeepTraces(levels int) []byte {
 	sizes[levels] = 2 // tag 3<<3|0, value 1
 	for i := levels - 1; i >= 0; i-- {
 		arr := 1 + uvarintLen(sizes[i+1]) + sizes[i+1] // ArrayValue{values: inner}
-		sizes[i] = 1 + uvarintLen(arr) + arr          // AnyValue{array_value: arr}
+		sizes[i] = 1 + uvarintLen(arr) + arr           // AnyValue{array_value: arr}
 	}
 	var kv []byte
 	kv = appendBytesField(kv, 1, []byte("deep"))
