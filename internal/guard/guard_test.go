@@ -322,3 +322,20 @@ func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	return nil
 }
 func (rawCodec) Name() string { return "proto" }
+
+// noopHandler reads the whole body, as the OTLP receiver does.
+type noopHandler struct{}
+
+func (noopHandler) ServeHTTP(_ http.ResponseWriter, r *http.Request) { _, _ = io.ReadAll(r.Body) }
+
+type discard struct{}
+
+func (discard) Header() http.Header         { return http.Header{} }
+func (discard) Write(b []byte) (int, error) { return len(b), nil }
+func (discard) WriteHeader(int)             {}
+
+func newRequest(path, ct string, body io.ReadCloser) *http.Request {
+	r := httptest.NewRequest(http.MethodPost, path, body)
+	r.Header.Set("Content-Type", ct)
+	return r
+}

@@ -57,7 +57,11 @@ func HTTPHandler(next http.Handler, cfg HTTPConfig) http.Handler {
 		ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 		switch ct {
 		case contentProtobuf:
-			c = newProtoReader(r.Body, rootOfPath(r.URL.Path), maxDepth)
+			size := unboundedEnd // decompressed, or chunked
+			if r.ContentLength >= 0 {
+				size = int(r.ContentLength)
+			}
+			c = newProtoReader(r.Body, rootOfPath(r.URL.Path), maxDepth, size)
 		case contentJSON:
 			j := &jsonWalker{limit: 2 * maxDepth}
 			c = &checkingReader{body: r.Body, feed: j.feed, err: j.err}
@@ -108,7 +112,11 @@ func rootOfPath(p string) Message {
 
 const unboundedEnd = int(^uint(0) >> 1)
 
-func newProtoReader(body io.ReadCloser, root Message, maxDepth int) *checkingReader {
+// newProtoReader walks body as a root message of size bytes. When the size
+// is not known (unboundedEnd), a field claiming more bytes than follow is
+// walked as far as they go: more strictly than with the size known, and
+// only on bodies the decoder refuses anyway.
+func newProtoReader(body io.ReadCloser, root Message, maxDepth, size int) *checkingReader {
 	roots := []Message{root}
 	if root == Unknown {
 		roots = []Message{TracesRequest, MetricsRequest, LogsRequest}
@@ -117,7 +125,7 @@ func newProtoReader(body io.ReadCloser, root Message, maxDepth int) *checkingRea
 	stacks := make([]frame, len(roots)*maxDepth)
 	for i, r := range roots {
 		walkers[i] = protoWalker{limit: maxDepth, stack: stacks[i*maxDepth : (i+1)*maxDepth]}
-		walkers[i].reset(r, unboundedEnd)
+		walkers[i].reset(r, size)
 	}
 	var refused *protoWalker
 	return &checkingReader{
