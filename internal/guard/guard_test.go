@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"go.opentelemetry.io/collector/pdata/plog"
@@ -338,4 +339,58 @@ func newRequest(path, ct string, body io.ReadCloser) *http.Request {
 	r := httptest.NewRequest(http.MethodPost, path, body)
 	r.Header.Set("Content-Type", ct)
 	return r
+}
+
+// The bodies of requests in flight share one budget: a request that would
+// take them past it is refused with Unavailable (retryable), and a request
+// gives its bytes back once answered.
+func TestHTTPInFlightBudget(t *testing.T) {
+	read, proceed := make(chan struct{}), make(chan struct{})
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.ReadAll(r.Body); err != nil {
+			st, _ := grpcstatus.FromError(err)
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, st.Code().String()+": "+st.Message())
+			return
+		}
+		if r.URL.Query().Has("hold") {
+			read <- struct{}{}
+			<-proceed
+		}
+	})
+	var refused []error
+	var mu sync.Mutex
+	srv := httptest.NewServer(guard.HTTPHandler(next, guard.HTTPConfig{MaxInFlightBytes: 1000, OnRefuse: func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		refused = append(refused, err)
+	}}))
+	defer srv.Close()
+	post := func(query string) (int, string) {
+		resp, err := http.Post(srv.URL+"/v1/traces"+query, "application/x-protobuf", bytes.NewReader(make([]byte, 600)))
+		if err != nil {
+			t.Error(err)
+			return 0, ""
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(out)
+	}
+	held := make(chan int)
+	go func() { code, _ := post("?hold"); held <- code }()
+	<-read // 600 bytes held
+	if code, msg := post(""); code != http.StatusServiceUnavailable || !strings.Contains(msg, "Unavailable: request bodies in flight exceed 1000 bytes") {
+		t.Fatalf("over the budget: %d %q, want 503 Unavailable", code, msg)
+	}
+	close(proceed)
+	if code := <-held; code != http.StatusOK {
+		t.Fatalf("the held request: %d", code)
+	}
+	if code, msg := post(""); code != http.StatusOK {
+		t.Fatalf("after the held request was answered: %d %q, want 200", code, msg)
+	}
+	var inFlight *guard.InFlightError
+	if len(refused) != 1 || !errors.As(refused[0], &inFlight) {
+		t.Fatalf("refusals %v, want one InFlightError", refused)
+	}
 }

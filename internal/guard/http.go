@@ -38,10 +38,14 @@ type HTTPConfig struct {
 // InvalidArgument status: the OTLP receiver, which reads the whole body
 // before decoding any of it, answers 400 with its message. A read that
 // would take the bodies of all requests in flight past MaxInFlightBytes
-// fails with an *InFlightError (Unavailable: 503, retryable); a request's
-// bytes count until next returns. Bodies of other content types pass
-// untouched. The body must already be decompressed and bounded in size
-// (confighttp's server does both before its middlewares).
+// fails with an *InFlightError (Unavailable: 503, retryable). Bodies of
+// other content types pass untouched. The body must already be
+// decompressed and bounded in size (confighttp's server does both before
+// its middlewares).
+//
+// A request's bytes count until next returns, or until a read fails (the
+// reader then drops what it read), so that a refused request's bytes are
+// given back before it is answered.
 func HTTPHandler(next http.Handler, cfg HTTPConfig) http.Handler {
 	maxDepth := cfg.MaxDepth
 	if maxDepth <= 0 || maxDepth > MaxDepthLimit {
@@ -160,6 +164,13 @@ func (c *checkingReader) Read(p []byte) (int, error) {
 		return 0, c.refusal
 	}
 	n, err := c.body.Read(p)
+	if err != nil && err != io.EOF {
+		// The reader fails the request and drops what it read (a body
+		// over the size limit, a broken stream): give it back now, before
+		// the answer goes out.
+		c.release()
+		return n, err
+	}
 	if n > 0 {
 		if b := c.budget; b != nil && b.limit > 0 {
 			c.held += int64(n)
@@ -175,6 +186,7 @@ func (c *checkingReader) Read(p []byte) (int, error) {
 }
 
 func (c *checkingReader) refuse(err error) error {
+	c.release()
 	c.refusal = err
 	if c.onRefuse != nil {
 		c.onRefuse(err)
@@ -182,8 +194,8 @@ func (c *checkingReader) refuse(err error) error {
 	return err
 }
 
-// release gives the bytes read back to the budget, once the request is
-// answered.
+// release gives the bytes read back to the budget: once the request is
+// answered, or as soon as reading it fails.
 func (c *checkingReader) release() {
 	if c.budget != nil && c.held > 0 {
 		c.budget.used.Add(-c.held)
