@@ -1,5 +1,7 @@
 package guard
 
+import "bytes"
+
 // CheckJSON refuses b with a *DepthError when its objects and arrays nest
 // deeper than maxContainers. Strings (with their escapes) are skipped; the
 // bytes are not otherwise validated.
@@ -29,32 +31,52 @@ func (w *jsonWalker) feed(p []byte) bool {
 	if w.tooDeep {
 		return false
 	}
-	for i, c := range p {
+	depth := w.depth
+	for i := 0; i < len(p); {
 		if w.inString {
-			switch {
-			case w.escaped:
+			if w.escaped { // the previous piece ended on a backslash
 				w.escaped = false
-			case c == '\\':
-				w.escaped = true
-			case c == '"':
+				i++
+				continue
+			}
+			j := bytes.IndexByte(p[i:], '"')
+			if j < 0 {
+				// The string goes on past this piece: does it end inside
+				// an escape?
+				k := len(p)
+				for k > i && p[k-1] == '\\' {
+					k--
+				}
+				w.escaped = (len(p)-k)%2 == 1
+				break
+			}
+			q := i + j
+			k := q
+			for k > i && p[k-1] == '\\' {
+				k--
+			}
+			i = q + 1
+			if (q-k)%2 == 0 { // not an escaped quote
 				w.inString = false
 			}
 			continue
 		}
-		switch c {
+		switch p[i] {
 		case '"':
 			w.inString = true
 		case '{', '[':
-			if w.depth++; w.depth > w.limit {
-				w.tooDeep, w.pos = true, w.pos+i
+			if depth++; depth > w.limit {
+				w.depth, w.tooDeep, w.pos = depth, true, w.pos+i
 				return false
 			}
 		case '}', ']':
-			if w.depth > 0 {
-				w.depth--
+			if depth > 0 {
+				depth--
 			}
 		}
+		i++
 	}
+	w.depth = depth
 	w.pos += len(p)
 	return true
 }

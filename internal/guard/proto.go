@@ -312,6 +312,18 @@ func (w *protoWalker) feed(p []byte) bool {
 	}
 	for i := 0; i < len(p) && w.st != stDead; {
 		top := &w.stack[w.sp]
+		if w.st == stTag && w.shift == 0 && len(p)-i >= 2*maxVarintLen {
+			// Fast path: a whole tag and the varint after it are here.
+			if w.group == 0 && w.pos == top.end && w.sp > 0 {
+				w.sp--
+				continue
+			}
+			var ok bool
+			if i, ok = w.fastField(p, i, top); !ok {
+				return false
+			}
+			continue
+		}
 		switch w.st {
 		case stSkip:
 			n := min(w.skip, len(p)-i)
@@ -392,6 +404,87 @@ func (w *protoWalker) feed(p []byte) bool {
 		}
 	}
 	return true
+}
+
+// maxVarintLen is the most bytes pdata reads for one varint.
+const maxVarintLen = 10
+
+// fastField reads one field's tag and, for varints and lengths, its value
+// from p[i:], which holds at least 2*maxVarintLen bytes; it leaves the
+// walker where the slow path would. It returns false when the field opens
+// a message beyond the limit.
+func (w *protoWalker) fastField(p []byte, i int, top *frame) (int, bool) {
+	tag, n := readVarint(p, i)
+	if n == 0 || n > top.end-w.pos {
+		w.st = stDead
+		return i, true
+	}
+	i += n
+	w.pos += n
+	w.field = int32(tag >> 3) // as pdata's ConsumeTag truncates
+	if w.field <= 0 {
+		w.st = stDead
+		return i, true
+	}
+	switch tag & 7 {
+	case 0, 2:
+		v, n := readVarint(p, i)
+		if n == 0 || n > top.end-w.pos {
+			w.st = stDead
+			return i, true
+		}
+		i += n
+		w.pos += n
+		if tag&7 == 0 {
+			return i, true
+		}
+		length := int(v)
+		if length < 0 || length > top.end-w.pos {
+			w.st = stDead
+			return i, true
+		}
+		if w.group == 0 {
+			if k := child(top.kind, w.field); k != none {
+				if w.sp+2 > w.limit {
+					w.tooDeep, w.deepAt = true, w.pos
+					return i, false
+				}
+				w.sp++
+				w.stack[w.sp] = frame{end: w.pos + length, kind: k}
+				w.deepest = max(w.deepest, w.sp+1)
+				return i, true
+			}
+		}
+		w.startSkip(length, top.end)
+	case 1:
+		w.startSkip(8, top.end)
+	case 3:
+		w.group++
+	case 4:
+		if w.group == 0 {
+			w.st = stDead
+		}
+		w.group--
+	case 5:
+		w.startSkip(4, top.end)
+	default:
+		w.st = stDead
+	}
+	return i, true
+}
+
+// readVarint reads a varint at p[i:] as pdata's ConsumeVarint does (at
+// most 10 bytes, high bits of the last dropped); n is 0 when it is longer.
+func readVarint(p []byte, i int) (v uint64, n int) {
+	for shift := uint(0); shift < 64; shift += 7 {
+		c := p[i+n]
+		n++
+		v |= uint64(c&0x7f) << shift
+		if c < 0x80 {
+			return v, n
+		}
+	}
+	return 0, 0
 }
 
 func (w *protoWalker) startSkip(n, end int) {
