@@ -21,18 +21,29 @@ type Config struct {
 	// requests in flight hold together; past it, requests are refused
 	// with 503 (retryable) until earlier ones are answered. 0: no bound.
 	MaxInFlightBytes int64 `mapstructure:"max_in_flight_bytes"`
+	// MaxGRPCDecompressions bounds the gRPC messages the process
+	// decompresses at once (grpc-go does it before any middleware, for
+	// every gRPC server); others wait for a slot.
+	MaxGRPCDecompressions int `mapstructure:"max_grpc_decompressions"`
 
 	_ struct{}
 }
 
 func createDefaultConfig() *Config {
-	return &Config{MaxDepth: guard.DefaultMaxDepth, MaxInFlightBytes: DefaultMaxInFlightBytes}
+	return &Config{
+		MaxDepth:              guard.DefaultMaxDepth,
+		MaxInFlightBytes:      DefaultMaxInFlightBytes,
+		MaxGRPCDecompressions: guard.DefaultGRPCDecompressions,
+	}
 }
 
 // Validate checks the configuration.
 func (c *Config) Validate() error {
 	if c.MaxDepth < 8 || c.MaxDepth > guard.MaxDepthLimit {
 		return fmt.Errorf("max_depth must be between 8 and %d, got %d", guard.MaxDepthLimit, c.MaxDepth)
+	}
+	if c.MaxGRPCDecompressions < 1 {
+		return fmt.Errorf("max_grpc_decompressions must be at least 1, got %d", c.MaxGRPCDecompressions)
 	}
 	if c.MaxInFlightBytes < 0 {
 		return fmt.Errorf("max_in_flight_bytes must not be negative, got %d", c.MaxInFlightBytes)

@@ -37,7 +37,11 @@ func newGuard(set extension.Settings, cfg *Config) (*guardExt, error) {
 	return &guardExt{cfg: *cfg, refused: refused}, nil
 }
 
-func (*guardExt) Start(context.Context, component.Host) error { return nil }
+// Start applies max_grpc_decompressions, process-wide.
+func (g *guardExt) Start(context.Context, component.Host) error {
+	guard.SetGRPCDecompressions(g.cfg.MaxGRPCDecompressions)
+	return nil
+}
 
 func (*guardExt) Shutdown(context.Context) error { return nil }
 

@@ -25,6 +25,7 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.MaxDepth = 1025 }, "max_depth must be between 8 and 1024, got 1025"},
 		{func(c *Config) { c.MaxInFlightBytes = -1 }, "max_in_flight_bytes must not be negative, got -1"},
 		{func(c *Config) { c.MaxInFlightBytes = 0 }, ""},
+		{func(c *Config) { c.MaxGRPCDecompressions = 0 }, "max_grpc_decompressions must be at least 1, got 0"},
 	} {
 		cfg := createDefaultConfig()
 		c.mutate(cfg)

@@ -4,8 +4,22 @@ import (
 	"context"
 
 	"go.opentelemetry.io/collector/component"
+	// configgrpc registers its gRPC compressors (zstd, snappy) in its
+	// init; importing it here orders that before this package's init.
+	_ "go.opentelemetry.io/collector/config/configgrpc"
 	"go.opentelemetry.io/collector/extension"
+	// And grpc-go's gzip.
+	_ "google.golang.org/grpc/encoding/gzip"
+
+	"github.com/doubletake/doubletake/internal/guard"
 )
+
+// Every gRPC decompressor in the process takes one of a bounded number of
+// slots (max_grpc_decompressions): grpc-go decompresses before any
+// middleware could look.
+func init() {
+	guard.BoundGRPCDecompression("gzip", "zstd", "snappy")
+}
 
 // Type is the extension's component type in collector configs.
 var Type = component.MustNewType("guard")

@@ -20,6 +20,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding"
+	_ "google.golang.org/grpc/encoding/gzip"
 	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -243,6 +245,77 @@ func TestGuardDecompressionBombs(t *testing.T) {
 			}
 			if code, msg := postOTLP(t, "http://"+d.http+"/v1/traces", "application/x-protobuf", "", smallTraces(t)); code != http.StatusOK {
 				t.Fatalf("a normal request after the %s bombs: %d %s", c.enc, code, msg)
+			}
+		})
+	}
+}
+
+// zstdCompressor is a client-side gRPC zstd compressor with a 4 MiB
+// window (the gateway takes up to 8 MiB).
+type zstdCompressor struct{}
+
+func (zstdCompressor) Name() string { return "zstd" }
+
+func (zstdCompressor) Compress(w io.Writer) (io.WriteCloser, error) {
+	return zstd.NewWriter(w, zstd.WithWindowSize(4<<20), zstd.WithEncoderLevel(zstd.SpeedFastest))
+}
+
+func (zstdCompressor) Decompress(r io.Reader) (io.Reader, error) {
+	d, err := zstd.NewReader(r)
+	if err != nil {
+		return nil, err
+	}
+	return d.IOReadCloser(), nil
+}
+
+// TestGuardGRPCDecompressionBombs: 96 concurrent gRPC requests of a few KB,
+// compressed with zstd or gzip, each expanding past the 16 MiB message
+// limit. grpc-go decompresses before any middleware; the guard bounds how
+// many messages the process decompresses at once (max_grpc_decompressions,
+// 8) and pools zstd decoders of at most 8 MiB windows, so the gateway's
+// peak RSS stays under 768 MiB (it reached 1.7 GB with zstd), every request
+// gets ResourceExhausted, and a normal request is served afterwards.
+func TestGuardGRPCDecompressionBombs(t *testing.T) {
+	const (
+		concurrent = 96
+		rssBound   = 768 << 20
+	)
+	if encoding.GetCompressor("zstd") == nil {
+		encoding.RegisterCompressor(zstdCompressor{})
+	}
+	payload := make([]byte, 17<<20) // zeros: a few KB compressed
+	for _, enc := range []string{"zstd", "gzip"} {
+		t.Run(enc, func(t *testing.T) {
+			d := startDefault(t)
+			conn, err := grpc.NewClient(d.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			var wg sync.WaitGroup
+			got := make([]error, concurrent)
+			for i := range concurrent {
+				wg.Go(func() {
+					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+					defer cancel()
+					var reply []byte
+					got[i] = conn.Invoke(ctx, "/opentelemetry.proto.collector.trace.v1.TraceService/Export", &payload, &reply,
+						grpc.ForceCodec(rawCodec{}), grpc.UseCompressor(enc))
+				})
+			}
+			wg.Wait()
+			peak := vmHWM(t, d.g.cmd.Process.Pid)
+			t.Logf("%d concurrent gRPC %s bombs: peak RSS %d MiB", concurrent, enc, peak>>20)
+			if peak > rssBound {
+				t.Fatalf("peak RSS %d MiB, want under %d MiB", peak>>20, rssBound>>20)
+			}
+			for _, err := range got {
+				if grpcstatus.Code(err) != codes.ResourceExhausted {
+					t.Fatalf("a %s bomb: %v, want ResourceExhausted", enc, err)
+				}
+			}
+			if st := grpcCall(t, d.grpc, smallTraces(t)); st.Code() != codes.OK {
+				t.Fatalf("a normal gRPC request after the bombs: %v", st)
 			}
 		})
 	}
