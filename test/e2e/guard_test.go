@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -250,14 +251,17 @@ func TestGuardDecompressionBombs(t *testing.T) {
 	}
 }
 
-// zstdCompressor is a client-side gRPC zstd compressor with a 4 MiB
-// window (the gateway takes up to 8 MiB).
+// zstdCompressor is a client-side gRPC zstd compressor whose window the
+// test sets (the gateway takes up to 8 MiB).
 type zstdCompressor struct{}
+
+// zstdWindow is the window zstdCompressor declares; subtests set it in turn.
+var zstdWindow atomic.Int64
 
 func (zstdCompressor) Name() string { return "zstd" }
 
 func (zstdCompressor) Compress(w io.Writer) (io.WriteCloser, error) {
-	return zstd.NewWriter(w, zstd.WithWindowSize(4<<20), zstd.WithEncoderLevel(zstd.SpeedFastest))
+	return zstd.NewWriter(w, zstd.WithWindowSize(int(zstdWindow.Load())), zstd.WithEncoderLevel(zstd.SpeedFastest))
 }
 
 func (zstdCompressor) Decompress(r io.Reader) (io.Reader, error) {
@@ -269,12 +273,14 @@ func (zstdCompressor) Decompress(r io.Reader) (io.Reader, error) {
 }
 
 // TestGuardGRPCDecompressionBombs: 96 concurrent gRPC requests of a few KB,
-// compressed with zstd or gzip, each expanding past the 16 MiB message
-// limit. grpc-go decompresses before any middleware; the guard bounds how
-// many messages the process decompresses at once (max_grpc_decompressions,
-// 8) and pools zstd decoders of at most 8 MiB windows, so the gateway's
-// peak RSS stays under 768 MiB (it reached 1.7 GB with zstd), every request
-// gets ResourceExhausted, and a normal request is served afterwards.
+// compressed with zstd (a 32 MiB and a 4 MiB window) or gzip, each
+// expanding past the 16 MiB message limit. grpc-go decompresses before any
+// middleware; the guard bounds how many messages the process decompresses
+// at once (max_grpc_decompressions, 8) and pools zstd decoders of at most
+// 8 MiB windows, so the gateway's peak RSS stays under 768 MiB (the
+// previous default: 1.7 GB with the 32 MiB window, 0.9 GB with 4 MiB;
+// gzip stayed near 300 MiB), every request is refused (the 32 MiB window
+// at once), and a normal request is served afterwards.
 func TestGuardGRPCDecompressionBombs(t *testing.T) {
 	const (
 		concurrent = 96
@@ -284,8 +290,19 @@ func TestGuardGRPCDecompressionBombs(t *testing.T) {
 		encoding.RegisterCompressor(zstdCompressor{})
 	}
 	payload := make([]byte, 17<<20) // zeros: a few KB compressed
-	for _, enc := range []string{"zstd", "gzip"} {
-		t.Run(enc, func(t *testing.T) {
+	for _, c := range []struct {
+		name, enc string
+		window    int64
+		want      codes.Code
+		msg       string
+	}{
+		{"zstd-32MiB-window", "zstd", 32 << 20, codes.Internal, "window size exceeded"},
+		{"zstd-4MiB-window", "zstd", 4 << 20, codes.ResourceExhausted, "larger than max"},
+		{"gzip", "gzip", 0, codes.ResourceExhausted, "larger than max"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			enc := c.enc
+			zstdWindow.Store(c.window)
 			d := startDefault(t)
 			conn, err := grpc.NewClient(d.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
 			if err != nil {
@@ -310,8 +327,8 @@ func TestGuardGRPCDecompressionBombs(t *testing.T) {
 				t.Fatalf("peak RSS %d MiB, want under %d MiB", peak>>20, rssBound>>20)
 			}
 			for _, err := range got {
-				if grpcstatus.Code(err) != codes.ResourceExhausted {
-					t.Fatalf("a %s bomb: %v, want ResourceExhausted", enc, err)
+				if st := grpcstatus.Convert(err); st.Code() != c.want || !strings.Contains(st.Message(), c.msg) {
+					t.Fatalf("a %s bomb: %v, want %s saying %q", c.name, err, c.want, c.msg)
 				}
 			}
 			if st := grpcCall(t, d.grpc, smallTraces(t)); st.Code() != codes.OK {
