@@ -12,7 +12,7 @@ import (
 // are registered, process-wide) before any codec, interceptor or middleware
 // sees it, each up to the server's message limit. Nothing bounds how many
 // it decompresses at once: 96 concurrent zstd requests of a few KB, each
-// expanding past 16 MiB, took the gateway to 1.7 GB. Decompression starts
+// expanding past 16 MiB, took the gateway to 2.1 GB. Decompression starts
 // only once the whole compressed message has arrived, and then needs only
 // CPU, so waiting for a slot cannot be held up by a slow client.
 

@@ -278,7 +278,7 @@ func (zstdCompressor) Decompress(r io.Reader) (io.Reader, error) {
 // middleware; the guard bounds how many messages the process decompresses
 // at once (max_grpc_decompressions, 8) and pools zstd decoders of at most
 // 8 MiB windows, so the gateway's peak RSS stays under 768 MiB (the
-// previous default: 1.7 GB with the 32 MiB window, 0.9 GB with 4 MiB;
+// previous default: 2.1 GB with the 32 MiB window, 1.1 GB with 4 MiB;
 // gzip stayed near 300 MiB), every request is refused (the 32 MiB window
 // at once), and a normal request is served afterwards.
 func TestGuardGRPCDecompressionBombs(t *testing.T) {
