@@ -4,6 +4,7 @@ import (
 	"context"
 	"reflect"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -26,8 +27,9 @@ type GRPC struct {
 	delegate encoding.CodecV2
 	onRefuse func(error)
 
-	mu      sync.Mutex
-	pending map[any]error // refused request messages, by pointer
+	mu       sync.Mutex
+	pending  map[any]error // refused request messages, by pointer
+	npending atomic.Int64  // len(pending), read without the lock
 }
 
 // NewGRPC returns a guard for messages nesting deeper than maxDepth.
@@ -50,10 +52,14 @@ func (g *GRPC) ServerOptions() []grpc.ServerOption {
 }
 
 func (g *GRPC) intercept(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
+	if g.npending.Load() == 0 {
+		return next(ctx, req)
+	}
 	g.mu.Lock()
 	err, refused := g.pending[req]
 	if refused {
 		delete(g.pending, req)
+		g.npending.Store(int64(len(g.pending)))
 	}
 	g.mu.Unlock()
 	if refused {
@@ -88,8 +94,18 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 			clear(c.g.pending)
 		}
 		c.g.pending[v] = err
+		c.g.npending.Store(int64(len(c.g.pending)))
 		c.g.mu.Unlock()
 		return nil
+	}
+	if c.g.npending.Load() > 0 {
+		// pdata may pool request messages: one refused earlier, whose
+		// refusal an earlier interceptor answered, may come back here for
+		// a new request.
+		c.g.mu.Lock()
+		delete(c.g.pending, v)
+		c.g.npending.Store(int64(len(c.g.pending)))
+		c.g.mu.Unlock()
 	}
 	return c.g.delegate.Unmarshal(data, v)
 }
