@@ -47,6 +47,6 @@ func TestGRPCRefusalDoesNotOutliveItsMessage(t *testing.T) {
 
 type acceptAll struct{}
 
-func (acceptAll) Marshal(any) (mem.BufferSlice, error)  { return nil, nil }
+func (acceptAll) Marshal(any) (mem.BufferSlice, error) { return nil, nil }
 func (acceptAll) Unmarshal(mem.BufferSlice, any) error { return nil }
 func (acceptAll) Name() string                         { return "proto" }
