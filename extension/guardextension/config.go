@@ -20,6 +20,8 @@ type Config struct {
 	// MaxInFlightBytes bounds the decompressed body bytes that all HTTP
 	// requests in flight hold together; past it, requests are refused
 	// with 503 (retryable) until earlier ones are answered. 0: no bound.
+	// Keep it above the receivers' max_request_body_size: a body larger
+	// than the whole bound is refused every time it is sent.
 	MaxInFlightBytes int64 `mapstructure:"max_in_flight_bytes"`
 	// MaxGRPCDecompressions bounds the gRPC messages the process
 	// decompresses at once (grpc-go does it before any middleware, for
