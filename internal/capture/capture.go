@@ -30,6 +30,8 @@ import (
 	"google.golang.org/grpc/mem"
 	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/doubletake/doubletake/internal/guard"
 )
 
 // Signal names a kind of telemetry.
@@ -112,12 +114,14 @@ func Listen(addr string, h Handler) (*Server, error) {
 // Serve starts a receiver on ln.
 func Serve(ln net.Listener, h Handler) *Server {
 	s := &Server{ln: ln, handle: h, done: make(chan struct{})}
-	s.grpcSrv = grpc.NewServer(
-		grpc.MaxRecvMsgSize(MaxBodyBytes),
-		// gRPC decodes a request before any service sees it: count the
-		// requests it cannot decode here, as the HTTP handler does.
-		grpc.ForceServerCodecV2(countingCodec{CodecV2: encoding.GetCodecV2("proto"), onError: s.malformed}),
-	)
+	// gRPC decodes a request before any service sees it: the guard's
+	// codec refuses requests nesting too deep before decoding them, and
+	// the counting codec counts those it cannot decode, as the HTTP
+	// handler does.
+	g := guard.NewGRPC(guard.DefaultMaxDepth,
+		countingCodec{CodecV2: encoding.GetCodecV2("proto"), onError: s.malformed},
+		func(error) { s.malformed() })
+	s.grpcSrv = grpc.NewServer(append(g.ServerOptions(), grpc.MaxRecvMsgSize(MaxBodyBytes))...)
 	ptraceotlp.RegisterGRPCServer(s.grpcSrv, &traceService{s: s})
 	pmetricotlp.RegisterGRPCServer(s.grpcSrv, &metricService{s: s})
 	plogotlp.RegisterGRPCServer(s.grpcSrv, &logService{s: s})
@@ -303,6 +307,17 @@ func (s *Server) httpHandler(sig Signal) http.HandlerFunc {
 			writeStatus(w, ct, http.StatusBadRequest, codes.InvalidArgument, err.Error())
 			return
 		}
+		// pdata's decoders recurse once per nested message: refuse what
+		// nests too deep before decoding.
+		format, root := guard.Protobuf, rootOf(sig)
+		if proto == HTTPJSON {
+			format = guard.JSON
+		}
+		if err := guard.Check(body, format, root, guard.DefaultMaxDepth); err != nil {
+			s.malformed()
+			writeStatus(w, ct, http.StatusBadRequest, codes.InvalidArgument, fmt.Sprintf("refusing %s %s request: %v", proto, sig, err))
+			return
+		}
 		req := &Request{Signal: sig, Protocol: proto, Peer: r.RemoteAddr}
 		var resp interface {
 			MarshalProto() ([]byte, error)
@@ -348,6 +363,17 @@ func (s *Server) httpHandler(sig Signal) http.HandlerFunc {
 		w.Header().Set("Content-Type", ct)
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write(out)
+	}
+}
+
+func rootOf(sig Signal) guard.Message {
+	switch sig {
+	case Traces:
+		return guard.TracesRequest
+	case Metrics:
+		return guard.MetricsRequest
+	default:
+		return guard.LogsRequest
 	}
 }
 

@@ -3,7 +3,9 @@ package capture
 import (
 	"bytes"
 	"context"
+	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 
@@ -18,6 +20,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/mem"
 	grpcstatus "google.golang.org/grpc/status"
+
+	"github.com/doubletake/doubletake/internal/guard/guardtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -185,5 +189,55 @@ func TestMalformedGRPCRequestIsCounted(t *testing.T) {
 	}
 	if n := rec.spans(GRPC); n != 0 {
 		t.Errorf("the handler saw %d spans, want none", n)
+	}
+}
+
+// A request nesting an attribute value a million ArrayValues deep ended
+// the process with a stack overflow in pdata's decoder: it is refused
+// before decoding, over HTTP protobuf, HTTP JSON and gRPC, counted as
+// malformed, and the receiver goes on serving.
+func TestDeepRequestsAreRefused(t *testing.T) {
+	rec := &recorder{}
+	s := start(t, rec.handle)
+	deep := guardtest.DeepTraces(1_000_000)
+	for _, c := range []struct {
+		ct   string
+		body []byte
+	}{
+		{"application/x-protobuf", deep},
+		{"application/json", guardtest.DeepTracesJSON(500_000)},
+	} {
+		resp, err := http.Post(s.Endpoint()+"/v1/traces", c.ct, bytes.NewReader(c.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !bytes.Contains(out, []byte("too deep")) {
+			t.Fatalf("%s: %d %q, want 400 saying why", c.ct, resp.StatusCode, out)
+		}
+	}
+	conn, err := grpc.NewClient(s.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var reply []byte
+	err = conn.Invoke(context.Background(), "/opentelemetry.proto.collector.trace.v1.TraceService/Export", deep, &reply, grpc.ForceCodecV2(rawCodec{}))
+	if st := grpcstatus.Convert(err); st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), "too deep") {
+		t.Fatalf("gRPC: %v, want InvalidArgument saying why", err)
+	}
+	if got := s.Malformed(); got != 3 {
+		t.Errorf("%d malformed requests counted, want 3", got)
+	}
+	td := ptrace.NewTraces()
+	sp := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty()
+	sp.SetTraceID([16]byte{1})
+	sp.SetSpanID([8]byte{1})
+	if _, err := ptraceotlp.NewGRPCClient(conn).Export(context.Background(), ptraceotlp.NewExportRequestFromTraces(td)); err != nil {
+		t.Fatalf("a normal request afterwards: %v", err)
+	}
+	if rec.spans(GRPC) != 1 {
+		t.Fatalf("%d spans received, want 1", rec.spans(GRPC))
 	}
 }
