@@ -104,7 +104,14 @@ func TestNestedFinding(t *testing.T) {
 	if !reflect.DeepEqual(r.Nested.Findings, want) {
 		t.Fatalf("nested findings:\n got %+v\nwant %+v", r.Nested.Findings, want)
 	}
-	wantStats := nested.Stats{Spans: 7, Pairs: 1, Held: 7, MaxSpans: nested.DefaultMaxSpans}
+	// Held: 7 spans of service "shop", no routes or methods.
+	strs := 0
+	for _, x := range []string{fastapi, "0.142.0", "POST /rollout", httpx, "0.48b0", "POST /rollout", httpx, "0.48b0", "GET /stock", httpx, "0.48b0", "GET /stock",
+		asgi, "0.48b0", "POST /rollout", asgi, "0.48b0", "POST /rollout", fastapi, "0.142.0", "POST /rollout"} {
+		strs += len(x)
+	}
+	wantStats := nested.Stats{Spans: 7, Pairs: 1, Held: 7, MaxSpans: nested.DefaultMaxSpans,
+		Bytes: 7*(nested.SpanOverhead+len("shop")) + strs, MaxBytes: nested.DefaultMaxBytes}
 	if r.Nested.Stats != wantStats || r.Nested.Pairs != 1 || r.NestedDuplicates() != 1 {
 		t.Fatalf("stats %+v pairs %d, want %+v and 1", r.Nested.Stats, r.Nested.Pairs, wantStats)
 	}
@@ -173,6 +180,9 @@ func TestNestedJSON(t *testing.T) {
     "max_spans": 100000,
     "evicted": 0,
     "evicted_waiting": 0,
+    "bytes": 2724,
+    "max_bytes": 67108864,
+    "evicted_bytes": 0,
     "trace_marks_evicted": 0,
     "sibling_overflow": 0
   }

@@ -24,12 +24,14 @@ type nestedState struct {
 	opts     nested.Options
 	collapse *nested.State // nil unless traces.collapse_nested
 
-	evictedOpt metric.MeasurementOption
+	evictedOpt      metric.MeasurementOption
+	evictedBytesOpt metric.MeasurementOption
 
-	mu       sync.Mutex
-	labels   map[nestedLabelKey]metric.MeasurementOption
-	max      int
-	reported int // detector evictions counted so far
+	mu            sync.Mutex
+	labels        map[nestedLabelKey]metric.MeasurementOption
+	max           int
+	reported      int // detector evictions (max_spans) counted so far
+	reportedBytes int // detector evictions (max_bytes) counted so far
 }
 
 func newNestedState(cfg *Config) *nestedState {
@@ -41,6 +43,8 @@ func newNestedState(cfg *Config) *nestedState {
 		opts: cfg.Traces.Nested.Options,
 		evictedOpt: metric.WithAttributeSet(attribute.NewSet(
 			attribute.String("signal", "traces"), attribute.String("reason", "nested_capacity"))),
+		evictedBytesOpt: metric.WithAttributeSet(attribute.NewSet(
+			attribute.String("signal", "traces"), attribute.String("reason", "nested_bytes"))),
 		labels: make(map[nestedLabelKey]metric.MeasurementOption),
 		max:    4 * cfg.Telemetry.MaxServices,
 	}
@@ -88,11 +92,14 @@ func (n *nestedState) process(ctx context.Context, td ptrace.Traces, tel *teleme
 		}
 	}
 	n.mu.Lock()
-	ev := n.det.Stats().Evicted
-	delta := ev - n.reported
-	n.reported = ev
+	st := n.det.Stats()
+	delta, deltaBytes := st.Evicted-n.reported, st.EvictedBytes-n.reportedBytes
+	n.reported, n.reportedBytes = st.Evicted, st.EvictedBytes
 	n.mu.Unlock()
 	if delta > 0 {
 		tel.evicted.Add(ctx, int64(delta), n.evictedOpt)
+	}
+	if deltaBytes > 0 {
+		tel.evicted.Add(ctx, int64(deltaBytes), n.evictedBytesOpt)
 	}
 }
