@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/doubletake/doubletake/internal/nested"
+	"github.com/doubletake/doubletake/internal/sanitize"
 )
 
 // nestedLabelKey is what the nested_spans metric is labelled with.
@@ -54,8 +55,10 @@ func newNestedState(cfg *Config) *nestedState {
 	return n
 }
 
-// label returns the measurement option for k, capping distinct label sets.
+// label returns the measurement option for k, capping distinct label sets;
+// k's strings come from the data and are sanitized.
 func (n *nestedState) label(k nestedLabelKey) metric.MeasurementOption {
+	k.service, k.outer, k.inner = sanitize.Label(k.service), sanitize.Label(k.outer), sanitize.Label(k.inner)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if o, ok := n.labels[k]; ok {

@@ -11,6 +11,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
+
+	"github.com/doubletake/doubletake/internal/sanitize"
 )
 
 const scopeName = "github.com/doubletake/doubletake/processor/dedupprocessor"
@@ -164,11 +166,14 @@ func (s *services) make(name string) *serviceStats {
 	return st
 }
 
-// get returns the stats of the service a resource names.
+// get returns the stats of the service a resource names. The name becomes
+// a label and a log field: it is sanitized first (valid UTF-8, escaped,
+// bounded), and it is also the map key, so that no long string from a
+// request is kept.
 func (s *services) get(res pcommon.Resource) *serviceStats {
 	name := "unknown_service"
 	if v, ok := res.Attributes().Get("service.name"); ok {
-		name = v.AsString()
+		name = sanitize.Label(v.AsString())
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
