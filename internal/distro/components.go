@@ -27,6 +27,7 @@ import (
 	"go.opentelemetry.io/collector/receiver/otlpreceiver"
 	"go.opentelemetry.io/collector/service/telemetry/otelconftelemetry"
 
+	"github.com/doubletake/doubletake/internal/otlpjson"
 	"github.com/doubletake/doubletake/processor/dedupprocessor"
 )
 
@@ -71,6 +72,7 @@ func Components() (otelcol.Factories, error) {
 		healthcheckextension.NewFactory(),
 		filestorage.NewFactory(),
 		bearertokenauthextension.NewFactory(),
+		otlpjson.NewFactory(),
 	); err != nil {
 		return f, err
 	}
