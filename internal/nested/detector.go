@@ -281,9 +281,11 @@ func (d *Detector) Add(td ptrace.Traces) []Pair {
 
 func (d *Detector) countKind(svc string, k ptrace.SpanKind) {
 	sk := svcKind{svc, kindOf(k)}
-	if _, ok := d.kinds[sk]; !ok && len(d.kinds) >= MaxServiceKinds {
-		d.st.UncountedKinds++
-		return
+	if len(d.kinds) >= MaxServiceKinds {
+		if _, ok := d.kinds[sk]; !ok {
+			d.st.UncountedKinds++
+			return
+		}
 	}
 	d.kinds[sk]++
 }
@@ -296,12 +298,14 @@ func (d *Detector) insert(r rec) int32 {
 	}
 	cost := r.info.bytes()
 	for d.n > 0 && (d.n == int32(len(d.recs)) || d.bytes+cost > d.o.MaxBytes) {
-		if d.n == int32(len(d.recs)) {
+		full := d.n == int32(len(d.recs))
+		if full {
 			d.st.Evicted++
 		} else {
 			d.st.EvictedBytes++
 		}
-		d.evictOldest()
+		// When the ring is full, the new span takes the slot at once.
+		d.evictOldest(!full)
 	}
 	slot := d.head + d.n
 	if slot >= int32(len(d.recs)) {
@@ -314,9 +318,9 @@ func (d *Detector) insert(r rec) int32 {
 	return slot
 }
 
-// evictOldest forgets the oldest held span and clears its slot, so that
-// its strings are not kept alive.
-func (d *Detector) evictOldest() {
+// evictOldest forgets the oldest held span and, with clear, clears its
+// slot, so that its strings are not kept alive.
+func (d *Detector) evictOldest(clear bool) {
 	slot := d.head
 	old := &d.recs[slot]
 	delete(d.byKey, old.key)
@@ -328,7 +332,9 @@ func (d *Detector) evictOldest() {
 		d.unlist(d.sibs, old.parent, slot, sibLinks)
 	}
 	d.bytes -= old.info.bytes()
-	*old = rec{}
+	if clear {
+		*old = rec{}
+	}
 	if d.head++; d.head == int32(len(d.recs)) {
 		d.head = 0
 	}
