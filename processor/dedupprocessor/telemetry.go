@@ -56,7 +56,7 @@ func newTelemetry(set component.TelemetrySettings) (*telemetry, error) {
 	counter(&t.invalid, "otelcol_processor_dedup_invalid_id_items", "{item}",
 		"Spans with an all-zero trace or span id, passed through untouched.")
 	counter(&t.evicted, "otelcol_processor_dedup_evicted_entries", "{entry}",
-		"Window entries removed before their window ended: the window was full (reason=capacity) or memory ran short (reason=shrink).")
+		"Window entries removed before their window ended: the window was full (reason=capacity) or memory ran short (reason=shrink); spans the nested detector forgot for traces.nested.max_spans (reason=nested_capacity) or max_bytes (reason=nested_bytes).")
 	counter(&t.rolledBack, "otelcol_processor_dedup_rolled_back_entries", "{entry}",
 		"Window entries taken back because the next component refused their data, so that a retry is not taken for a duplicate.")
 	counter(&t.metricPoints, "otelcol_processor_dedup_metric_points", "{point}",
