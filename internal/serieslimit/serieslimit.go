@@ -100,6 +100,7 @@ func (l *limited) ConsumeMetrics(ctx context.Context, md pmetric.Metrics) error 
 	if md.DataPointCount() == 0 {
 		return nil
 	}
+	validUTF8(md)
 	return l.Metrics.ConsumeMetrics(ctx, md)
 }
 

@@ -103,6 +103,39 @@ func TestExporterServesAtMostMaxSeries(t *testing.T) {
 	}
 }
 
+// TestInvalidUTF8Served: a label value with invalid UTF-8 is served with
+// U+FFFD in its place; the exporter alone leaves the series out of every
+// scrape and logs an error for it each time.
+func TestInvalidUTF8Served(t *testing.T) {
+	f := NewPrometheusFactory()
+	cfg := f.CreateDefaultConfig().(*Config)
+	addr := freeAddr(t)
+	cfg.ServerConfig.NetAddr.Endpoint = addr
+	exp, err := f.CreateMetrics(context.Background(), exportertest.NewNopSettings(f.Type()), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := exp.Start(context.Background(), componenttest.NewNopHost()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = exp.Shutdown(context.Background()) }()
+	md := gauges(1)
+	md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Gauge().DataPoints().At(0).Attributes().PutStr("user", "bad\xfe")
+	md.ResourceMetrics().At(0).Resource().Attributes().PutStr("service.name", "app\xff")
+	if err := exp.ConsumeMetrics(context.Background(), md); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "user=\"bad\uFFFD\"") || !strings.Contains(string(body), "job=\"app\uFFFD\"") {
+		t.Fatalf("scrape %d, want the series with U+FFFD:\n%s", resp.StatusCode, body)
+	}
+}
+
 // TestForgetsAfterTheExporterDoes: a series is forgotten, and a new one
 // admitted in its place, only twice metric_expiration (plus a second)
 // after its last point.
