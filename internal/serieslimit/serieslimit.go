@@ -5,8 +5,8 @@
 // series make each scrape fail and cost about a gigabyte. The dedup
 // processor's metrics.max_streams does not bound it: points of streams past
 // that bound pass on unjudged (dedup never refuses data for its own
-// memory's sake), and a stream dedup forgot (max_stale, in point time,
-// which a client sets) may still be held by the exporter.
+// memory's sake), and a stream dedup forgot after max_stale may still be
+// held by the exporter, which sweeps once per metric_expiration.
 //
 // NewPrometheusFactory is the prometheus exporter with one more setting,
 // max_series: the points of a series first seen while max_series are
