@@ -1,10 +1,13 @@
 package nested
 
 import (
+	"math/rand/v2"
 	"runtime"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 
 // longName is a distinct n-byte string of its own allocation, as a decoded
@@ -91,5 +94,47 @@ func TestClip(t *testing.T) {
 	}
 	if clip(long+"x") == c || clip(long) != c {
 		t.Fatal("clip is not a function of the whole string")
+	}
+}
+
+// TestDetectorBoundsRandom: whatever arrives, in whatever order and size,
+// the detector holds at most MaxSpans spans and MaxBytes bytes (or the one
+// span just added), its count of bytes is the sum over the spans it holds,
+// and its indexes name held spans only.
+func TestDetectorBoundsRandom(t *testing.T) {
+	for seed := range uint64(20) {
+		r := rand.New(rand.NewPCG(seed, 7))
+		o := Options{MaxSpans: 1 + r.IntN(30), MaxBytes: 1 + r.IntN(8000)}
+		d := NewDetector(o)
+		for range 60 {
+			var ss []s
+			for range 1 + r.IntN(8) {
+				ss = append(ss, s{svc: "api", scope: []string{"a", "b"}[r.IntN(2)], trace: byte(1 + r.IntN(3)),
+					id: byte(1 + r.IntN(40)), parent: byte(r.IntN(40)),
+					name: strings.Repeat("x", r.IntN(600)), kind: []ptrace.SpanKind{server, internal}[r.IntN(2)],
+					start: 0, end: 1 + float64(r.IntN(3))})
+			}
+			d.Add(build(ss...))
+			st := d.Stats()
+			sum := 0
+			for i := range d.n {
+				sum += d.recs[(d.head+i)%int32(len(d.recs))].info.bytes()
+			}
+			if st.Held > o.MaxSpans || (st.Bytes > o.MaxBytes && st.Held > 1) || st.Bytes != sum || int(d.n) != len(d.byKey) || st.Held != len(d.byKey) {
+				t.Fatalf("seed %d, options %+v: stats %+v, %d held in the ring, %d bytes summed", seed, o, st, d.n, sum)
+			}
+			for _, slot := range d.byKey {
+				if (slot-d.head+int32(len(d.recs)))%int32(len(d.recs)) >= d.n {
+					t.Fatalf("seed %d: byKey names slot %d outside the held ones", seed, slot)
+				}
+			}
+			for _, m := range []map[spanKey]slotList{d.waiting, d.sibs} {
+				for _, l := range m {
+					if _, ok := d.byKey[d.recs[l.head].key]; !ok || l.n < 1 {
+						t.Fatalf("seed %d: a list starts at a span no longer held", seed)
+					}
+				}
+			}
+		}
 	}
 }
