@@ -111,7 +111,7 @@ type Stats struct {
 // MaxServiceKinds bounds the (service, kind) span counts behind
 // Finding.KindSpans: spans of further ones are counted in
 // Stats.UncountedKinds only. With MaxStringBytes, they keep a Detector's
-// memory beyond MaxBytes under about 4 MB whatever it is sent.
+// memory beyond MaxBytes (and its ring of MaxSpans records) under about 5 MB whatever it is sent.
 const (
 	MaxFindings     = 1024
 	MaxServiceKinds = 4096

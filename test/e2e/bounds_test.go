@@ -119,7 +119,7 @@ func TestLongSpanNamesHeapBounded(t *testing.T) {
 		perReq   = 15
 		nameLen  = 1 << 20
 		// max_bytes 16 MiB, the detector's fixed part (4 MB records, at
-		// most 4 MB of findings and counts), and 10% of the heap for GOGC=10.
+		// most 5 MB of findings, counts and interned strings), and 10% of the heap for GOGC=10.
 		growthBound = 48 << 20
 	)
 	d := startDefaultEnv(t, []string{"GOGC=10"})
