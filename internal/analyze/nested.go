@@ -143,6 +143,13 @@ func writeNestedText(ew *errWriter, n *NestedReport) {
 		ew.printf("  warning: %s forgotten to stay within %d held (%d before their parent arrived): a pair split across them was not compared\n",
 			plural(st.Evicted, "span was", "spans were"), st.MaxSpans, st.EvictedWaiting)
 	}
+	if st.EvictedBytes > 0 {
+		ew.printf("  warning: %s forgotten to stay within %d bytes held: a pair split across them was not compared\n",
+			plural(st.EvictedBytes, "span was", "spans were"), st.MaxBytes)
+	}
+	if st.UnlistedPairs > 0 {
+		ew.printf("  warning: %d pairs of further patterns not listed (at most %d findings)\n", st.UnlistedPairs, nested.MaxFindings)
+	}
 	if st.TraceMarksEvicted > 0 {
 		ew.printf("  warning: %d (finding, trace) marks forgotten: a trace seen again after that counts twice in traces\n", st.TraceMarksEvicted)
 	}

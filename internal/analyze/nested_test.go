@@ -3,6 +3,7 @@ package analyze
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -104,7 +105,14 @@ func TestNestedFinding(t *testing.T) {
 	if !reflect.DeepEqual(r.Nested.Findings, want) {
 		t.Fatalf("nested findings:\n got %+v\nwant %+v", r.Nested.Findings, want)
 	}
-	wantStats := nested.Stats{Spans: 7, Pairs: 1, Held: 7, MaxSpans: nested.DefaultMaxSpans}
+	// Held: 7 spans of service "shop", no routes or methods.
+	strs := 0
+	for _, x := range []string{fastapi, "0.142.0", "POST /rollout", httpx, "0.48b0", "POST /rollout", httpx, "0.48b0", "GET /stock", httpx, "0.48b0", "GET /stock",
+		asgi, "0.48b0", "POST /rollout", asgi, "0.48b0", "POST /rollout", fastapi, "0.142.0", "POST /rollout"} {
+		strs += len(x)
+	}
+	wantStats := nested.Stats{Spans: 7, Pairs: 1, Held: 7, MaxSpans: nested.DefaultMaxSpans,
+		Bytes: 7*(nested.SpanOverhead+len("shop")) + strs, MaxBytes: nested.DefaultMaxBytes}
 	if r.Nested.Stats != wantStats || r.Nested.Pairs != 1 || r.NestedDuplicates() != 1 {
 		t.Fatalf("stats %+v pairs %d, want %+v and 1", r.Nested.Stats, r.Nested.Pairs, wantStats)
 	}
@@ -173,6 +181,9 @@ func TestNestedJSON(t *testing.T) {
     "max_spans": 100000,
     "evicted": 0,
     "evicted_waiting": 0,
+    "bytes": 2724,
+    "max_bytes": 67108864,
+    "evicted_bytes": 0,
     "trace_marks_evicted": 0,
     "sibling_overflow": 0
   }
@@ -304,5 +315,33 @@ func TestNestedJUnit(t *testing.T) {
 		if c.Failure != "" {
 			t.Errorf("allowed: case %q failed: %s", c.Name, c.Failure)
 		}
+	}
+}
+
+func TestNestedByteEvictionsReported(t *testing.T) {
+	// A detector holding about one span's bytes: the inner span is
+	// forgotten for max_bytes before its parent comes; said in the text.
+	a := New(Options{Nested: nested.Options{MaxBytes: nested.SpanOverhead + 64}})
+	const srv = ptrace.SpanKindServer
+	ms := time.Millisecond
+	a.AddTraces(at(1, 0, "p1"), nestedTraces("shop",
+		nspan{fastapi, "0.142.0", 1, 2, 1, srv, "POST /rollout", 1 * ms, 99 * ms},
+		nspan{asgi, "0.48b0", 3, 1, 0, srv, "GET /", 0, ms},
+	))
+	a.AddTraces(at(2, 100*ms, "p1"), nestedTraces("shop",
+		nspan{asgi, "0.48b0", 1, 1, 0, srv, "POST /rollout", 0, 100 * ms},
+	))
+	r := a.Report()
+	st := r.Nested.Stats
+	if r.Nested.Pairs != 0 || st.EvictedBytes != 2 || st.Evicted != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	var b bytes.Buffer
+	if err := WriteText(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("  warning: 2 spans were forgotten to stay within %d bytes held: a pair split across them was not compared\n", nested.SpanOverhead+64)
+	if !strings.Contains(b.String(), want) {
+		t.Fatalf("text:\n%s", b.String())
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"github.com/open-telemetry/opentelemetry-collector-contrib/connector/spanmetricsconnector"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/exporter/fileexporter"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/exporter/loadbalancingexporter"
-	"github.com/open-telemetry/opentelemetry-collector-contrib/exporter/prometheusexporter"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/exporter/prometheusremotewriteexporter"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/bearertokenauthextension"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/healthcheckextension"
@@ -28,6 +27,8 @@ import (
 	"go.opentelemetry.io/collector/service/telemetry/otelconftelemetry"
 
 	"github.com/doubletake/doubletake/extension/guardextension"
+	"github.com/doubletake/doubletake/internal/otlpjson"
+	"github.com/doubletake/doubletake/internal/serieslimit"
 	"github.com/doubletake/doubletake/processor/dedupprocessor"
 )
 
@@ -57,7 +58,8 @@ func Components() (otelcol.Factories, error) {
 		otlphttpexporter.NewFactory(),
 		debugexporter.NewFactory(),
 		fileexporter.NewFactory(),
-		prometheusexporter.NewFactory(),
+		// The prometheus exporter with max_series (see serieslimit).
+		serieslimit.NewPrometheusFactory(),
 		prometheusremotewriteexporter.NewFactory(),
 		loadbalancingexporter.NewFactory(),
 	); err != nil {
@@ -73,6 +75,7 @@ func Components() (otelcol.Factories, error) {
 		filestorage.NewFactory(),
 		bearertokenauthextension.NewFactory(),
 		guardextension.NewFactory(),
+		otlpjson.NewFactory(),
 	); err != nil {
 		return f, err
 	}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 	"sync"
+	"unsafe"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -85,6 +86,12 @@ type Stats struct {
 	// EvictedWaiting of them had not seen their parent yet.
 	Evicted        int `json:"evicted"`
 	EvictedWaiting int `json:"evicted_waiting"`
+	// Bytes is what the held spans take (SpanOverhead each plus their
+	// clipped strings); EvictedBytes spans were forgotten, before
+	// MaxSpans was reached, to stay within MaxBytes.
+	Bytes        int `json:"bytes"`
+	MaxBytes     int `json:"max_bytes"`
+	EvictedBytes int `json:"evicted_bytes"`
 	// TraceMarksEvicted: (finding, trace) marks forgotten (as many are
 	// held as MaxSpans); a trace seen again after that counts twice in
 	// Finding.Traces.
@@ -92,7 +99,23 @@ type Stats struct {
 	// SiblingOverflow: SERVER spans not compared with their siblings
 	// because their parent already had MaxSiblings SERVER children held.
 	SiblingOverflow int `json:"sibling_overflow"`
+	// UnlistedPairs: pairs of a key first seen when MaxFindings were
+	// already listed. UncountedKinds: spans of a (service, kind) first
+	// seen when MaxServiceKinds were already counted.
+	UnlistedPairs  int `json:"unlisted_pairs,omitempty"`
+	UncountedKinds int `json:"uncounted_kinds,omitempty"`
 }
+
+// MaxFindings bounds the findings a Detector lists: the pairs of further
+// keys are still returned by Add, and counted in Stats.UnlistedPairs.
+// MaxServiceKinds bounds the (service, kind) span counts behind
+// Finding.KindSpans: spans of further ones are counted in
+// Stats.UncountedKinds only. With MaxStringBytes, they keep a Detector's
+// memory beyond MaxBytes (and its ring of MaxSpans records) under about 5 MB whatever it is sent.
+const (
+	MaxFindings     = 1024
+	MaxServiceKinds = 4096
+)
 
 // MaxSiblings bounds the SERVER children of one parent that are compared
 // with each other (one request has one or two; more is fan-in, not
@@ -123,9 +146,16 @@ type rec struct {
 	// listing a span allocates nothing.
 	nextWaiting, nextSib int32
 	info                 spanInfo
-	innerF               int32 // the finding this span is the inner span of, or -1; a span is the inner span of one pair at most
+	innerF               int32 // the finding this span is the inner span of, -1, or unlisted; a span is the inner span of one pair at most
 	outerF               int32 // the last finding this span was the outer span of, or -1
 }
+
+// recSize is the size of a record: the ring holds MaxSpans of them.
+const recSize = int(unsafe.Sizeof(rec{}))
+
+// unlisted is rec.innerF of the inner span of a pair whose key was not
+// listed (MaxFindings).
+const unlisted = -2
 
 type findingAcc struct {
 	key         Key
@@ -153,8 +183,9 @@ type svcKind struct {
 type Detector struct {
 	mu      sync.Mutex
 	o       Options
-	recs    []rec // a ring once full
-	head    int32
+	recs    []rec // a ring of MaxSpans slots: n held from head on
+	head, n int32
+	bytes   int // what the held spans take, as spanInfo.bytes counts it
 	byKey   map[spanKey]int32
 	waiting map[spanKey]slotList // parent key -> slots of children that arrived first
 	sibs    map[spanKey]slotList // parent key -> slots of its SERVER children
@@ -178,7 +209,7 @@ func NewDetector(opts Options) *Detector {
 		findIdx: make(map[Key]int32),
 		marks:   newFIFO[traceMark, struct{}](o.MaxSpans),
 		kinds:   make(map[svcKind]int),
-		st:      Stats{MaxSpans: o.MaxSpans},
+		st:      Stats{MaxSpans: o.MaxSpans, MaxBytes: o.MaxBytes},
 		in:      interner{max: 4096},
 	}
 }
@@ -199,7 +230,7 @@ func (d *Detector) Add(td ptrace.Traces) []Pair {
 				tid, sid := sp.TraceID(), sp.SpanID()
 				if tid.IsEmpty() || sid.IsEmpty() {
 					d.st.InvalidIDs++
-					d.kinds[svcKind{svc, kindOf(sp.Kind())}]++
+					d.countKind(svc, sp.Kind())
 					continue
 				}
 				k := keyOf(tid, sid)
@@ -207,7 +238,7 @@ func (d *Detector) Add(td ptrace.Traces) []Pair {
 					d.st.Duplicates++
 					continue
 				}
-				d.kinds[svcKind{svc, kindOf(sp.Kind())}]++
+				d.countKind(svc, sp.Kind())
 				r := rec{key: k, info: readSpan(svc, scope, sp, &d.in), innerF: -1, outerF: -1}
 				if psid := sp.ParentSpanID(); !psid.IsEmpty() && psid != sid {
 					r.parent, r.hasParent = keyOf(tid, psid), true
@@ -244,33 +275,55 @@ func (d *Detector) Add(td ptrace.Traces) []Pair {
 		}
 	}
 	d.st.Held = len(d.byKey)
+	d.st.Bytes = d.bytes
 	return out
 }
 
+func (d *Detector) countKind(svc string, k ptrace.SpanKind) {
+	sk := svcKind{svc, kindOf(k)}
+	if len(d.kinds) >= MaxServiceKinds {
+		if _, ok := d.kinds[sk]; !ok {
+			d.st.UncountedKinds++
+			return
+		}
+	}
+	d.kinds[sk]++
+}
+
 func (d *Detector) insert(r rec) int32 {
-	var slot int32
 	if d.recs == nil {
-		// Grown once to its bound: appending would copy it log2(MaxSpans)
-		// times on the way.
-		d.recs = make([]rec, 0, d.o.MaxSpans)
+		// Allocated once at its bound, on the first span: growing it
+		// would copy it log2(MaxSpans) times on the way.
+		d.recs = make([]rec, d.o.MaxSpans)
 	}
-	if len(d.recs) < d.o.MaxSpans {
-		d.recs = append(d.recs, r)
-		slot = int32(len(d.recs) - 1)
-	} else {
-		slot = d.head
-		d.evict(slot)
-		d.recs[slot] = r
-		d.head = int32((int(d.head) + 1) % d.o.MaxSpans)
+	cost := r.info.bytes()
+	for d.n > 0 && (d.n == int32(len(d.recs)) || d.bytes+cost > d.o.MaxBytes) {
+		full := d.n == int32(len(d.recs))
+		if full {
+			d.st.Evicted++
+		} else {
+			d.st.EvictedBytes++
+		}
+		// When the ring is full, the new span takes the slot at once.
+		d.evictOldest(!full)
 	}
+	slot := d.head + d.n
+	if slot >= int32(len(d.recs)) {
+		slot -= int32(len(d.recs))
+	}
+	d.n++
+	d.bytes += cost
+	d.recs[slot] = r
 	d.byKey[r.key] = slot
 	return slot
 }
 
-func (d *Detector) evict(slot int32) {
+// evictOldest forgets the oldest held span and, with clear, clears its
+// slot, so that its strings are not kept alive.
+func (d *Detector) evictOldest(clear bool) {
+	slot := d.head
 	old := &d.recs[slot]
 	delete(d.byKey, old.key)
-	d.st.Evicted++
 	if old.waiting {
 		d.st.EvictedWaiting++
 		d.unlist(d.waiting, old.parent, slot, waitingLinks)
@@ -278,6 +331,14 @@ func (d *Detector) evict(slot int32) {
 	if old.inSibs {
 		d.unlist(d.sibs, old.parent, slot, sibLinks)
 	}
+	d.bytes -= old.info.bytes()
+	if clear {
+		*old = rec{}
+	}
+	if d.head++; d.head == int32(len(d.recs)) {
+		d.head = 0
+	}
+	d.n--
 }
 
 // slotList is a list of record slots in arrival order, linked through one
@@ -346,7 +407,7 @@ func (d *Detector) unlist(m map[spanKey]slotList, k spanKey, slot int32, l links
 
 func (d *Detector) eval(ps, cs int32, out []Pair) []Pair {
 	p, c := &d.recs[ps], &d.recs[cs]
-	if c.innerF >= 0 {
+	if c.innerF != -1 {
 		return out
 	}
 	by, ok := d.o.match(&p.info, &c.info)
@@ -366,7 +427,7 @@ func (d *Detector) evalSibling(held, added int32, out []Pair) []Pair {
 	if !outerIsA {
 		a, b = b, a
 	}
-	if b.innerF >= 0 {
+	if b.innerF != -1 {
 		return out
 	}
 	return d.record(a, b, by, true, out)
@@ -381,7 +442,14 @@ func (d *Detector) record(p, c *rec, by string, sibling bool, out []Pair) []Pair
 		OuterScope: p.info.scope,
 		InnerScope: c.info.scope,
 	}
+	tid := c.key.traceID()
+	pair := Pair{Key: key, InnerName: c.info.name, MatchedBy: by, Sibling: sibling, TraceID: tid, Outer: p.key.spanID(), Inner: c.key.spanID()}
 	fi, ok := d.findIdx[key]
+	if !ok && len(d.finds) >= MaxFindings {
+		d.st.UnlistedPairs++
+		c.innerF = unlisted
+		return append(out, pair)
+	}
 	if !ok {
 		fi = int32(len(d.finds))
 		d.findIdx[key] = fi
@@ -396,7 +464,6 @@ func (d *Detector) record(p, c *rec, by string, sibling bool, out []Pair) []Pair
 	if sibling {
 		f.siblings++
 	}
-	tid := c.key.traceID()
 	if d.marks.put(traceMark{tid, fi}, struct{}{}) {
 		f.traces++
 	}
@@ -408,7 +475,6 @@ func (d *Detector) record(p, c *rec, by string, sibling bool, out []Pair) []Pair
 		f.affected++
 	}
 	p.outerF = fi
-	pair := Pair{Key: key, InnerName: c.info.name, MatchedBy: by, Sibling: sibling, TraceID: tid, Outer: p.key.spanID(), Inner: c.key.spanID()}
 	if len(f.examples) < d.o.MaxExamples {
 		f.examples = append(f.examples, Example{
 			TraceID:     tid.String(),
@@ -443,6 +509,7 @@ func (d *Detector) Report() Report {
 func (d *Detector) stats() Stats {
 	s := d.st
 	s.Held = len(d.byKey)
+	s.Bytes = d.bytes
 	s.TraceMarksEvicted = int(d.marks.evicted)
 	return s
 }

@@ -18,12 +18,12 @@ const (
 
 func TestDetectFastAPIInsideASGI(t *testing.T) {
 	route := map[string]any{"http.route": "/rollout", "http.request.method": "POST"}
-	td := build(
-		s{svc: "gym", scope: asgi, ver: "0.48b0", id: 1, name: "POST /rollout", kind: server, start: 0, end: 100, attrs: route},
-		s{svc: "gym", scope: fastapi, ver: "0.142.0", id: 2, parent: 1, name: "POST /rollout", kind: server, start: 0.2, end: 99.5, attrs: route},
-		s{svc: "gym", scope: "app", id: 3, parent: 2, name: "rollout", kind: internal, start: 1, end: 98},
-	)
-	rep := Detect(td, Options{})
+	spans := []s{
+		{svc: "gym", scope: asgi, ver: "0.48b0", id: 1, name: "POST /rollout", kind: server, start: 0, end: 100, attrs: route},
+		{svc: "gym", scope: fastapi, ver: "0.142.0", id: 2, parent: 1, name: "POST /rollout", kind: server, start: 0.2, end: 99.5, attrs: route},
+		{svc: "gym", scope: "app", id: 3, parent: 2, name: "rollout", kind: internal, start: 1, end: 98},
+	}
+	rep := Detect(build(spans...), Options{})
 	want := []Finding{{
 		Key: Key{
 			Service:    "gym",
@@ -48,7 +48,7 @@ func TestDetectFastAPIInsideASGI(t *testing.T) {
 	if !reflect.DeepEqual(rep.Findings, want) {
 		t.Fatalf("findings:\n got %+v\nwant %+v", rep.Findings, want)
 	}
-	wantStats := Stats{Spans: 3, Pairs: 1, Held: 3, MaxSpans: DefaultMaxSpans}
+	wantStats := Stats{Spans: 3, Pairs: 1, Held: 3, MaxSpans: DefaultMaxSpans, Bytes: heldBytes(spans...), MaxBytes: DefaultMaxBytes}
 	if rep.Stats != wantStats {
 		t.Fatalf("stats: got %+v want %+v", rep.Stats, wantStats)
 	}
@@ -291,14 +291,16 @@ func TestDetectorAcrossBatches(t *testing.T) {
 func TestDetectorEviction(t *testing.T) {
 	d := NewDetector(Options{MaxSpans: 2})
 	d.Add(build(s{svc: "api", scope: fastapi, id: 2, parent: 1, name: "GET /x", kind: server, start: 0, end: 10}))
-	d.Add(build(
-		s{svc: "api", scope: "o", trace: 2, id: 5, name: "a", kind: internal, start: 0, end: 1},
-		s{svc: "api", scope: "o", trace: 2, id: 6, name: "b", kind: internal, start: 0, end: 1},
-	))
-	if p := d.Add(build(s{svc: "api", scope: asgi, id: 1, name: "GET /x", kind: server, start: 0, end: 10})); p != nil {
+	later := []s{
+		{svc: "api", scope: "o", trace: 2, id: 5, name: "a", kind: internal, start: 0, end: 1},
+		{svc: "api", scope: "o", trace: 2, id: 6, name: "b", kind: internal, start: 0, end: 1},
+		{svc: "api", scope: asgi, id: 1, name: "GET /x", kind: server, start: 0, end: 10},
+	}
+	d.Add(build(later[:2]...))
+	if p := d.Add(build(later[2])); p != nil {
 		t.Fatalf("paired with an evicted span: %+v", p)
 	}
-	want := Stats{Spans: 4, Held: 2, MaxSpans: 2, Evicted: 2, EvictedWaiting: 1}
+	want := Stats{Spans: 4, Held: 2, MaxSpans: 2, Evicted: 2, EvictedWaiting: 1, Bytes: heldBytes(later[1:]...), MaxBytes: DefaultMaxBytes}
 	if got := d.Stats(); got != want {
 		t.Fatalf("stats: got %+v want %+v", got, want)
 	}

@@ -94,3 +94,15 @@ func spansByID(td ptrace.Traces) map[pcommon.SpanID]ptrace.Span {
 	}
 	return out
 }
+
+// heldBytes is what Stats.Bytes counts for spans held, from their
+// description: SpanOverhead each plus their strings.
+func heldBytes(spans ...s) int {
+	n := 0
+	for _, x := range spans {
+		route, _ := x.attrs["http.route"].(string)
+		method, _ := x.attrs["http.request.method"].(string)
+		n += SpanOverhead + len(x.svc) + len(x.scope) + len(x.ver) + len(x.name) + len(route) + len(method)
+	}
+	return n
+}

@@ -1,10 +1,16 @@
 package nested
 
 import (
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
+	"unicode/utf8"
+
+	"github.com/zeebo/xxh3"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -16,6 +22,9 @@ const (
 	DefaultSkew        = time.Millisecond
 	DefaultMaxSpans    = 100_000
 	DefaultMaxExamples = 3
+	// DefaultMaxBytes bounds what a Detector's held spans take: about
+	// 90% of it is left for DefaultMaxSpans spans of ordinary size.
+	DefaultMaxBytes = 64 << 20
 	// MaxMaxSpans is the largest MaxSpans (slots are int32).
 	MaxMaxSpans = 1 << 24
 )
@@ -36,6 +45,11 @@ type Options struct {
 	// Stats.Evicted. 0 means DefaultMaxSpans (100,000: about 35 MB,
 	// some 340 bytes a span); at most MaxMaxSpans.
 	MaxSpans int `mapstructure:"max_spans" json:"max_spans"`
+	// MaxBytes bounds the bytes a Detector's held spans take: a fixed
+	// SpanOverhead each plus their strings (service, scope, name, route,
+	// method; each clipped to MaxStringBytes). The oldest go first,
+	// counted in Stats.EvictedBytes. 0 means DefaultMaxBytes (64 MiB).
+	MaxBytes int `mapstructure:"max_bytes" json:"max_bytes"`
 	// MaxExamples is how many (trace, outer, inner) ids a Finding keeps.
 	// 0 means DefaultMaxExamples (3); negative keeps none.
 	MaxExamples int `mapstructure:"max_examples" json:"max_examples"`
@@ -57,6 +71,9 @@ func (o Options) Validate() error {
 	if o.MaxSpans < 0 || o.MaxSpans > MaxMaxSpans {
 		errs = append(errs, fmt.Errorf("max_spans %d: want 1 to %d, or 0 for the default %d", o.MaxSpans, MaxMaxSpans, DefaultMaxSpans))
 	}
+	if o.MaxBytes < 0 {
+		errs = append(errs, fmt.Errorf("max_bytes %d: must not be negative (0 for the default %d)", o.MaxBytes, DefaultMaxBytes))
+	}
 	return errors.Join(errs...)
 }
 
@@ -73,6 +90,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxSpans > MaxMaxSpans {
 		o.MaxSpans = MaxMaxSpans
+	}
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = DefaultMaxBytes
 	}
 	if o.MaxExamples == 0 {
 		o.MaxExamples = DefaultMaxExamples
@@ -114,6 +134,17 @@ type spanInfo struct {
 	route      string          // http.route, else url.template
 	method     string          // http.request.method, else http.method
 	start, end uint64
+}
+
+// SpanOverhead is what MaxBytes counts for a held span besides its
+// strings: its record, its map entries and its trace mark.
+const SpanOverhead = 340
+
+// bytes is what a held span counts against MaxBytes: strings shared with
+// other spans are counted for each of them.
+func (s *spanInfo) bytes() int {
+	return SpanOverhead + len(s.service) + len(s.scope.Name) + len(s.scope.Version) +
+		len(s.name) + len(s.route) + len(s.method)
 }
 
 func kindOf(k ptrace.SpanKind) ptrace.SpanKind {
@@ -263,24 +294,62 @@ func (o *Options) covers(p, c *spanInfo) bool {
 	return cd+float64(skew) >= o.MinCoverage*pd
 }
 
-// interner shares equal strings between held spans; it forgets everything
-// when it grows past its bound (the strings stay valid, only sharing is
-// lost).
+// MaxStringBytes bounds each string a Detector keeps from a span: a
+// longer one is held as a copy of its first bytes, "…" and a 64-bit hash
+// of the whole (so that two long strings still compare equal only when
+// they are, barring a hash collision), never the request's own string.
+const MaxStringBytes = 256
+
+// clipHashLen is the length of "…" and 16 hex digits.
+const clipHashLen = len("…") + 16
+
+// clip returns s, or for a string longer than MaxStringBytes a new string
+// of at most MaxStringBytes: its prefix (cut at a UTF-8 sequence start),
+// "…", and the hex xxh3 hash of all of s.
+func clip(s string) string {
+	if len(s) <= MaxStringBytes {
+		return s
+	}
+	cut := MaxStringBytes - clipHashLen
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	var b strings.Builder
+	b.Grow(cut + clipHashLen)
+	b.WriteString(s[:cut])
+	b.WriteString("…")
+	var h [8]byte
+	binary.BigEndian.PutUint64(h[:], xxh3.HashString(s))
+	b.WriteString(hex.EncodeToString(h[:]))
+	return b.String()
+}
+
+// interner shares equal strings between held spans and clips long ones; it
+// forgets everything when it grows past its bound (the strings stay valid,
+// only sharing is lost).
 type interner struct {
 	m   map[string]string
 	max int
 }
 
 func (in *interner) str(s string) string {
-	if in == nil || s == "" {
+	if s == "" {
 		return s
+	}
+	if in == nil {
+		return clip(s)
 	}
 	if v, ok := in.m[s]; ok {
 		return v
 	}
+	c := clip(s)
 	if in.m == nil || len(in.m) >= in.max {
 		in.m = make(map[string]string, 64)
 	}
-	in.m[s] = s
-	return s
+	// Keyed by the clipped string: the map must not keep a long one.
+	if v, ok := in.m[c]; ok {
+		return v
+	}
+	in.m[c] = c
+	return c
 }

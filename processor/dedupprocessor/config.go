@@ -55,7 +55,8 @@ const (
 	defaultWarnInterval    = time.Minute
 	defaultSummaryInterval = 0 // off
 	defaultCheckpoint      = 5 * time.Second
-	defaultNestedSpans     = 20_000 // spans held awaiting their parent: about 7 MB
+	defaultNestedSpans     = 20_000   // spans held awaiting their parent: about 7 MB
+	defaultNestedBytes     = 16 << 20 // what those spans may take, long strings included
 
 	defaultMaxStreams     = streams.DefaultMaxStreams // about 15 MB at 150 bytes per tracked stream
 	defaultMaxStale       = streams.DefaultMaxStale
@@ -120,7 +121,7 @@ type NestedConfig struct {
 	// Detect counts nested duplicates (by service and scope pair).
 	Detect bool `mapstructure:"detect"`
 	// Options are the detector's: min_coverage, skew, max_spans,
-	// max_examples, internal_in_server.
+	// max_bytes, max_examples, internal_in_server.
 	nested.Options `mapstructure:",squash"`
 }
 
@@ -188,7 +189,7 @@ func createDefaultConfig() *Config {
 			OnConflict: ConflictKeepFirst,
 			// Off by default: it roughly doubles the span path's cost
 			// (docs/benchmarks.md); the embedded default config turns it on.
-			Nested: NestedConfig{Detect: false, Options: nested.Options{MaxSpans: defaultNestedSpans}},
+			Nested: NestedConfig{Detect: false, Options: nested.Options{MaxSpans: defaultNestedSpans, MaxBytes: defaultNestedBytes}},
 		},
 		Logs: LogsConfig{
 			Window:     defaultWindow,

@@ -30,6 +30,7 @@ func TestConfigValidate(t *testing.T) {
 		{"zero max_services", func(c *Config) { c.Telemetry.MaxServices = 0 }, "telemetry.max_services"},
 		{"zero warn_interval", func(c *Config) { c.Telemetry.WarnInterval = 0 }, "telemetry.warn_interval"},
 		{"negative summary", func(c *Config) { c.Telemetry.SummaryInterval = -1 }, "telemetry.summary_interval"},
+		{"negative nested max_bytes", func(c *Config) { c.Traces.Nested.MaxBytes = -1 }, "traces.nested: max_bytes -1: must not be negative"},
 		{"split", func(c *Config) { c.Metrics.Overlap = OverlapSplit }, ""},
 		{"fixed failover", func(c *Config) { c.Metrics.FailoverAfter = time.Minute }, ""},
 		{"zero max_streams", func(c *Config) { c.Metrics.MaxStreams = 0 }, "metrics.max_streams must be between 1 and"},

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/doubletake/doubletake/internal/sanitize"
 	"github.com/doubletake/doubletake/internal/streams"
 )
 
@@ -217,7 +218,7 @@ func (w *metricWindow) warn(counts []metricCounts, unjudged int64) {
 		e := c.event
 		fields := []zap.Field{
 			zap.String("service.name", st.name),
-			zap.String("metric", e.metric),
+			zap.String("metric", sanitize.Label(e.metric)),
 			zap.String("reason", eventName(e)),
 		}
 		if e.elected != 0 || e.writer != 0 { // gauges have no start times

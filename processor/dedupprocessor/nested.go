@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/doubletake/doubletake/internal/nested"
+	"github.com/doubletake/doubletake/internal/sanitize"
 )
 
 // nestedLabelKey is what the nested_spans metric is labelled with.
@@ -24,12 +25,14 @@ type nestedState struct {
 	opts     nested.Options
 	collapse *nested.State // nil unless traces.collapse_nested
 
-	evictedOpt metric.MeasurementOption
+	evictedOpt      metric.MeasurementOption
+	evictedBytesOpt metric.MeasurementOption
 
-	mu       sync.Mutex
-	labels   map[nestedLabelKey]metric.MeasurementOption
-	max      int
-	reported int // detector evictions counted so far
+	mu            sync.Mutex
+	labels        map[nestedLabelKey]metric.MeasurementOption
+	max           int
+	reported      int // detector evictions (max_spans) counted so far
+	reportedBytes int // detector evictions (max_bytes) counted so far
 }
 
 func newNestedState(cfg *Config) *nestedState {
@@ -41,6 +44,8 @@ func newNestedState(cfg *Config) *nestedState {
 		opts: cfg.Traces.Nested.Options,
 		evictedOpt: metric.WithAttributeSet(attribute.NewSet(
 			attribute.String("signal", "traces"), attribute.String("reason", "nested_capacity"))),
+		evictedBytesOpt: metric.WithAttributeSet(attribute.NewSet(
+			attribute.String("signal", "traces"), attribute.String("reason", "nested_bytes"))),
 		labels: make(map[nestedLabelKey]metric.MeasurementOption),
 		max:    4 * cfg.Telemetry.MaxServices,
 	}
@@ -50,8 +55,10 @@ func newNestedState(cfg *Config) *nestedState {
 	return n
 }
 
-// label returns the measurement option for k, capping distinct label sets.
+// label returns the measurement option for k, capping distinct label sets;
+// k's strings come from the data and are sanitized.
 func (n *nestedState) label(k nestedLabelKey) metric.MeasurementOption {
+	k.service, k.outer, k.inner = sanitize.Label(k.service), sanitize.Label(k.outer), sanitize.Label(k.inner)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if o, ok := n.labels[k]; ok {
@@ -88,11 +95,14 @@ func (n *nestedState) process(ctx context.Context, td ptrace.Traces, tel *teleme
 		}
 	}
 	n.mu.Lock()
-	ev := n.det.Stats().Evicted
-	delta := ev - n.reported
-	n.reported = ev
+	st := n.det.Stats()
+	delta, deltaBytes := st.Evicted-n.reported, st.EvictedBytes-n.reportedBytes
+	n.reported, n.reportedBytes = st.Evicted, st.EvictedBytes
 	n.mu.Unlock()
 	if delta > 0 {
 		tel.evicted.Add(ctx, int64(delta), n.evictedOpt)
+	}
+	if deltaBytes > 0 {
+		tel.evicted.Add(ctx, int64(deltaBytes), n.evictedBytesOpt)
 	}
 }

@@ -1,6 +1,7 @@
 package dedupprocessor
 
 import (
+	"strings"
 	"testing"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -87,5 +88,32 @@ func TestCollapseNeedsDetect(t *testing.T) {
 	c.Traces.Nested.Detect = false
 	if err := c.Validate(); err == nil {
 		t.Fatal("collapse_nested without detect accepted")
+	}
+}
+
+// TestNestedBytesBoundCounted: spans with long names fill traces.nested.max_bytes
+// before max_spans; the spans the detector forgets for it are counted.
+func TestNestedBytesBoundCounted(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Traces.Nested.Detect, c.Traces.Nested.MaxBytes = true, 8<<10 })
+	long := strings.Repeat("n", 64<<10)
+	for i := range 20 {
+		td := doubleWrapped(byte(i + 1))
+		for _, sp := range td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().All() {
+			sp.SetName(long + sp.Name())
+		}
+		if err := h.sendTraces(td); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := len(h.delivered()); got != 60 {
+		t.Fatalf("%d spans delivered, want all 60", got)
+	}
+	// 8 KiB holds 12 spans of 340 + about 300 bytes: 48 of the 60 go.
+	ev := h.counter("otelcol_processor_dedup_evicted_entries", attribute.String("reason", "nested_bytes"))
+	if ev < 40 {
+		t.Fatalf("evicted_entries{reason=nested_bytes} = %d, want the spans past 8 KiB (about 48)", ev)
+	}
+	if cap := h.counter("otelcol_processor_dedup_evicted_entries", attribute.String("reason", "nested_capacity")); cap != 0 {
+		t.Fatalf("evicted_entries{reason=nested_capacity} = %d, want 0: max_spans was not reached", cap)
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
+
+	"github.com/doubletake/doubletake/internal/sanitize"
 )
 
 const scopeName = "github.com/doubletake/doubletake/processor/dedupprocessor"
@@ -54,7 +56,7 @@ func newTelemetry(set component.TelemetrySettings) (*telemetry, error) {
 	counter(&t.invalid, "otelcol_processor_dedup_invalid_id_items", "{item}",
 		"Spans with an all-zero trace or span id, passed through untouched.")
 	counter(&t.evicted, "otelcol_processor_dedup_evicted_entries", "{entry}",
-		"Window entries removed before their window ended: the window was full (reason=capacity) or memory ran short (reason=shrink).")
+		"Window entries removed before their window ended: the window was full (reason=capacity) or memory ran short (reason=shrink); spans the nested detector forgot for traces.nested.max_spans (reason=nested_capacity) or max_bytes (reason=nested_bytes).")
 	counter(&t.rolledBack, "otelcol_processor_dedup_rolled_back_entries", "{entry}",
 		"Window entries taken back because the next component refused their data, so that a retry is not taken for a duplicate.")
 	counter(&t.metricPoints, "otelcol_processor_dedup_metric_points", "{point}",
@@ -164,11 +166,14 @@ func (s *services) make(name string) *serviceStats {
 	return st
 }
 
-// get returns the stats of the service a resource names.
+// get returns the stats of the service a resource names. The name becomes
+// a label and a log field: it is sanitized first (valid UTF-8, escaped,
+// bounded), and it is also the map key, so that no long string from a
+// request is kept.
 func (s *services) get(res pcommon.Resource) *serviceStats {
 	name := "unknown_service"
 	if v, ok := res.Attributes().Get("service.name"); ok {
-		name = v.AsString()
+		name = sanitize.Label(v.AsString())
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -1,0 +1,210 @@
+// Package serieslimit bounds the series the prometheus exporter serves.
+//
+// The prometheus exporter keeps every series it was sent for
+// metric_expiration (5m) and has no limit of its own: a million distinct
+// series make each scrape fail and cost about a gigabyte. The dedup
+// processor's metrics.max_streams does not bound it: points of streams past
+// that bound pass on unjudged (dedup never refuses data for its own
+// memory's sake), and a stream dedup forgot after max_stale may still be
+// held by the exporter, which sweeps once per metric_expiration.
+//
+// NewPrometheusFactory is the prometheus exporter with one more setting,
+// max_series: the points of a series first seen while max_series are
+// tracked are refused (removed from what the exporter is given), counted in
+// otelcol_exporter_prometheus_refused_points. A series is one OTLP
+// stream (resource, scope, metric and point attributes; a histogram is one
+// series however many buckets it has). A series is forgotten only when the
+// exporter has surely let it go: twice metric_expiration after its last
+// point, plus a second (the exporter sweeps once per metric_expiration).
+package serieslimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/open-telemetry/opentelemetry-collector-contrib/exporter/prometheusexporter"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/doubletake/doubletake/internal/streams"
+)
+
+// DefaultMaxSeries is max_series unless set: scrapes at the bound take
+// well under a second (docs/benchmarks.md).
+const DefaultMaxSeries = 10_000
+
+// Config is the prometheus exporter's config and max_series.
+type Config struct {
+	prometheusexporter.Config `mapstructure:",squash"`
+	// MaxSeries bounds the series served; points of further new series
+	// are refused and counted.
+	MaxSeries int `mapstructure:"max_series"`
+}
+
+// Validate checks max_series and the exporter's own settings.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.MaxSeries < 1 {
+		errs = append(errs, fmt.Errorf("max_series must be at least 1, got %d", c.MaxSeries))
+	}
+	if err := c.Config.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// NewPrometheusFactory returns the prometheus exporter's factory with
+// max_series added.
+func NewPrometheusFactory() exporter.Factory {
+	inner := prometheusexporter.NewFactory()
+	return exporter.NewFactory(inner.Type(),
+		func() component.Config {
+			return &Config{Config: *inner.CreateDefaultConfig().(*prometheusexporter.Config), MaxSeries: DefaultMaxSeries}
+		},
+		exporter.WithMetrics(func(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Metrics, error) {
+			c := cfg.(*Config)
+			next, err := inner.CreateMetrics(ctx, set, &c.Config)
+			if err != nil {
+				return nil, err
+			}
+			lim, err := newLimiter(set, c)
+			if err != nil {
+				return nil, err
+			}
+			return &limited{Metrics: next, lim: lim}, nil
+		}, inner.MetricsStability()))
+}
+
+// limited is the exporter behind the limiter.
+type limited struct {
+	exporter.Metrics
+	lim *limiter
+}
+
+func (l *limited) Capabilities() consumer.Capabilities {
+	return consumer.Capabilities{MutatesData: true}
+}
+
+func (l *limited) ConsumeMetrics(ctx context.Context, md pmetric.Metrics) error {
+	if refused := l.lim.filter(md, time.Now()); refused > 0 {
+		l.lim.refused.Add(ctx, int64(refused), l.lim.attrs)
+	}
+	if md.DataPointCount() == 0 {
+		return nil
+	}
+	validUTF8(md)
+	return l.Metrics.ConsumeMetrics(ctx, md)
+}
+
+func (l *limited) Shutdown(ctx context.Context) error {
+	err := l.Metrics.Shutdown(ctx)
+	if l.lim.reg != nil {
+		err = errors.Join(err, l.lim.reg.Unregister())
+	}
+	return err
+}
+
+// limiter tracks the series given to the exporter.
+type limiter struct {
+	max     int
+	horizon time.Duration // 0: never forget
+
+	mu        sync.Mutex
+	h         *streams.Hasher
+	seen      map[streams.ID]int64 // last point, unix ns
+	lastSweep int64
+
+	refused metric.Int64Counter
+	reg     metric.Registration
+	attrs   metric.MeasurementOption
+}
+
+func newLimiter(set exporter.Settings, c *Config) (*limiter, error) {
+	l := &limiter{
+		max:   c.MaxSeries,
+		h:     streams.NewHasher(rand.Uint64()),
+		seen:  make(map[streams.ID]int64),
+		attrs: metric.WithAttributeSet(attribute.NewSet(attribute.String("exporter", set.ID.String()))),
+	}
+	if c.MetricExpiration > 0 {
+		l.horizon = 2*c.MetricExpiration + time.Second
+	}
+	m := set.MeterProvider.Meter("github.com/doubletake/doubletake/internal/serieslimit")
+	var err error
+	l.refused, err = m.Int64Counter("otelcol_exporter_prometheus_refused_points",
+		metric.WithDescription("Points of new series refused because the prometheus exporter already served max_series series."),
+		metric.WithUnit("{point}"))
+	if err != nil {
+		return nil, err
+	}
+	held, err := m.Int64ObservableGauge("otelcol_exporter_prometheus_series",
+		metric.WithDescription("Series the prometheus exporter may be holding now, at most max_series."),
+		metric.WithUnit("{series}"))
+	if err != nil {
+		return nil, err
+	}
+	l.reg, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		l.mu.Lock()
+		n := len(l.seen)
+		l.mu.Unlock()
+		o.ObserveInt64(held, int64(n), l.attrs)
+		return nil
+	}, held)
+	return l, err
+}
+
+// filter removes the points of series past the bound from md and returns
+// how many it removed.
+func (l *limiter) filter(md pmetric.Metrics, now time.Time) int {
+	ns := now.UnixNano()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	refused := 0
+	admit := func(id streams.ID) bool {
+		if _, ok := l.seen[id]; ok {
+			l.seen[id] = ns
+			return true
+		}
+		if len(l.seen) >= l.max {
+			l.sweep(ns)
+		}
+		if len(l.seen) >= l.max {
+			refused++
+			return false
+		}
+		l.seen[id] = ns
+		return true
+	}
+	for _, rm := range md.ResourceMetrics().All() {
+		l.h.Resource(rm.Resource())
+		for _, sm := range rm.ScopeMetrics().All() {
+			l.h.Scope(sm.Scope())
+			sm.Metrics().RemoveIf(func(m pmetric.Metric) bool {
+				l.h.Metric(m)
+				return removePoints(m, func(a pointAttrs) bool { return !admit(l.h.Point(a.Attributes())) })
+			})
+		}
+	}
+	return refused
+}
+
+// sweep forgets the series the exporter has let go, at most once a second.
+func (l *limiter) sweep(ns int64) {
+	if l.horizon == 0 || ns-l.lastSweep < int64(time.Second) {
+		return
+	}
+	l.lastSweep = ns
+	for id, last := range l.seen {
+		if ns-last > int64(l.horizon) {
+			delete(l.seen, id)
+		}
+	}
+}
