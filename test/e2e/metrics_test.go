@@ -1,14 +1,8 @@
 package e2e
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -40,55 +34,7 @@ func (m *metricsRun) jsMetrics(t *testing.T, mode string, rollouts int, extra ..
 		"CLIENT_ROLLOUTS=" + strconv.Itoa(rollouts), "CLIENT_ROLLOUT_MS=100",
 		"CLIENT_METRIC_INTERVAL_MS=400", "CLIENT_SECOND_DELAY_MS=1500", "CLIENT_SERVICE=rollout-svc",
 	}, extra...)
-	return runJSMetrics(t, env...)
-}
-
-// exportTimeout is how the JS SDK's metric reader reports an export it gave
-// up on.
-const exportTimeout = "jsclient: ERROR diag: PeriodicExportingMetricReader: metrics export timed out after "
-
-// runJSMetrics is runJS for the tests here, which compare two pipelines fed
-// by one receiver, and so the same requests. The SDK's reader gives an
-// export up after at most one export interval (it refuses a longer
-// timeout), and on a loaded machine an export takes that long now and then:
-// the client reports it and exits 1, although it goes on and the gRPC call
-// is not cancelled. Such a timeout changes nothing the tests compare, so it
-// is logged and tolerated; any other client error fails the test.
-func runJSMetrics(t *testing.T, env ...string) jsResult {
-	t.Helper()
-	cmd := exec.Command("node", "client.mjs")
-	cmd.Dir = jsClient(t)
-	cmd.Env = append(os.Environ(), env...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		var exit *exec.ExitError
-		if !errors.As(err, &exit) || exit.ExitCode() != 1 || !onlyExportTimeouts(stderr.String()) {
-			t.Fatalf("JS client: %v\nstderr:\n%s", err, stderr.String())
-		}
-		t.Logf("JS client: export timeouts tolerated:\n%s", stderr.String())
-	}
-	var r jsResult
-	if err := json.Unmarshal(bytes.TrimSpace(lastLine(stdout.Bytes())), &r); err != nil {
-		t.Fatalf("JS client output %q: %v", stdout.String(), err)
-	}
-	return r
-}
-
-// onlyExportTimeouts says whether the client's errors, at least one, are all
-// metric export timeouts.
-func onlyExportTimeouts(stderr string) bool {
-	n := 0
-	for line := range strings.SplitSeq(stderr, "\n") {
-		if !strings.HasPrefix(line, "jsclient: ERROR") {
-			continue
-		}
-		if !strings.HasPrefix(line, exportTimeout) {
-			return false
-		}
-		n++
-	}
-	return n > 0
+	return runJS(t, env...)
 }
 
 const (
@@ -191,24 +137,5 @@ func TestSplitKeepsEveryWriter(t *testing.T) {
 	}
 	if v := m.prom.mustScalar(t, "sum(resets("+sel(counter, "dedup")+anyRange+"))"); v != 0 {
 		t.Errorf("split: %v resets over both series, want 0", v)
-	}
-}
-
-func TestOnlyExportTimeouts(t *testing.T) {
-	timeout := exportTimeout + "400ms\n"
-	for _, c := range []struct {
-		stderr string
-		want   bool
-	}{
-		{"", false}, // exit 1 without an error line is not a timeout
-		{timeout, true},
-		{"jsclient: WARN diag: slow\n" + timeout + timeout, true},
-		{timeout + "jsclient: ERROR sdk: Error: 14 UNAVAILABLE\n", false},
-		{"jsclient: ERROR metrics#1 shutdown (restart): Error: boom\n", false},
-		{"jsclient: ERROR diag: PeriodicExportingMetricReader: metrics export failed (error 14)\n", false},
-	} {
-		if got := onlyExportTimeouts(c.stderr); got != c.want {
-			t.Errorf("onlyExportTimeouts(%q) = %v, want %v", c.stderr, got, c.want)
-		}
 	}
 }
