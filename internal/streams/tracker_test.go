@@ -240,7 +240,7 @@ func TestRestartInterleavings(t *testing.T) {
 		{"a late tick inflates the observed interval past the new life's first gap (the failed CI run)", []pt{
 			{start: 0.02, time: 0.4, value: 4, want: "pass"},
 			{start: 0.02, time: 0.8, value: 8, want: "pass"},
-			{start: 0.02, time: 1.3, value: 13, want: "pass"}, // a tick 0.1 s late: interval 0.5
+			{start: 0.02, time: 1.3, value: 13, want: "pass"},  // a tick 0.1 s late: interval 0.5
 			{start: 0.02, time: 1.52, value: 16, want: "pass"}, // the flush at shutdown: interval 0.465
 			// The new provider's first export, 0.4 s after it was made:
 			// 0.415 s after the old writer's last point.
