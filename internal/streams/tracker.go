@@ -81,8 +81,9 @@ const (
 	// more complete counter) took over. Not with Policy.Split.
 	ElectionEarlierStart
 	// ElectionRestart: a writer that started at or after the elected
-	// writer's newest point took over once that writer was quiet for its
-	// interval; for deltas, a run that starts after a gap.
+	// writer's newest point took over at its first point newer than that
+	// one (with Policy.Split, once the elected writer was quiet for its
+	// interval); for deltas, a run that starts after a gap.
 	ElectionRestart
 	// ElectionFailover: the elected writer sent nothing for the failover
 	// time; the next writer took over. Not with Policy.Split.
@@ -533,9 +534,19 @@ func (t *Tracker) cumulative(s *stream, p Point) Decision {
 		}
 		fo, foKnown := t.failoverAfter(iv)
 		switch {
-		case p.Start >= c.time && iv > 0 && gap >= iv:
-			// Started at or after the elected writer's newest point, which
-			// has been quiet for its interval since: a restart.
+		case p.Start >= c.time && (!t.split || iv > 0 && gap >= iv):
+			// Started at or after the elected writer's newest point: its
+			// counter holds nothing the elected writer has reported, so it
+			// is a restart, elected at once. No wait for the elected writer
+			// to look quiet: a restart's first export may come sooner after
+			// that writer's last point than one of its intervals (a
+			// scheduler's delays inflate the observed interval; a new
+			// process may export at once), and waiting would drop it. A
+			// second writer misjudged so is taken back by earlier_start at
+			// the elected writer's next point. With Split a point judged
+			// too early is labelled, not lost, and moving a live writer out
+			// of the unlabelled series would count it twice: there the
+			// elected writer must have been quiet for its interval.
 			return t.elect(s, p, known, ElectionRestart, d)
 		case !t.split && p.Start != 0 && p.Start < c.start:
 			// A live writer whose counter started earlier: the more
@@ -544,6 +555,12 @@ func (t *Tracker) cumulative(s *stream, p Point) Decision {
 		case !t.split && foKnown && gap >= fo:
 			return t.elect(s, p, known, ElectionFailover, d)
 		}
+	}
+	if !t.split && p.Time <= c.start {
+		// It lies wholly before the elected writer started (the last
+		// points of a life a restart ended, arriving late): not a second
+		// writer, only too late to join the series.
+		return dropped(d, ReasonOutOfOrder)
 	}
 	switch {
 	case known:

@@ -82,11 +82,11 @@ func TestCumulative(t *testing.T) {
 			{start: 15, time: 34, value: 2, want: "drop out_of_order"},
 			{start: 1, time: 40, value: 40, want: "pass"},
 		}},
-		{"later-start replica starting after the elected writer's newest point, before it is quiet", monoSum, nil, []pt{
+		{"later-start replica starting after the elected writer's newest point: a restart until that writer sends again", monoSum, nil, []pt{
 			{start: 1, time: 10, value: 10, want: "pass"},
 			{start: 1, time: 20, value: 20, want: "pass"},
-			{start: 22, time: 27, value: 1, want: "drop overlap"}, // gap 7 < interval 10
-			{start: 1, time: 30, value: 30, want: "pass"},
+			{start: 22, time: 27, value: 1, want: "pass elect:restart"}, // nothing yet tells it from a restart
+			{start: 1, time: 30, value: 30, want: "pass elect:earlier_start"},
 			{start: 22, time: 37, value: 2, want: "drop overlap"},
 			{start: 1, time: 40, value: 40, want: "pass"},
 		}},
@@ -105,10 +105,10 @@ func TestCumulative(t *testing.T) {
 			{start: 1, time: 23, value: 23, want: "pass"}, // shutdown flush: interval 10-(10-3)/8
 			{start: 23.5, time: 33.5, value: 1, want: "pass elect:restart"},
 		}},
-		{"restart after a single point: taken over at the new writer's second point", monoSum, nil, []pt{
+		{"restart after a single point", monoSum, nil, []pt{
 			{start: 1, time: 10, value: 10, want: "pass"},
-			{start: 12, time: 22, value: 1, want: "drop overlap"}, // interval unknown yet
-			{start: 12, time: 32, value: 2, want: "pass elect:restart"},
+			{start: 12, time: 22, value: 1, want: "pass elect:restart"}, // no interval needed
+			{start: 12, time: 32, value: 2, want: "pass"},
 		}},
 		{"a misjudged restart is taken back by the earlier start", monoSum, nil, []pt{
 			{start: 1, time: 10, value: 10, want: "pass"},
@@ -211,10 +211,81 @@ func TestCumulative(t *testing.T) {
 			{start: 1, time: 20, value: 20, want: "pass"},
 			{start: 25, time: 35, value: 1, want: "pass elect:restart"},
 		}},
+		{"split: a later start before the elected writer is quiet is labelled, not lost", monoSum, func(p *Policy) { p.Split = true }, []pt{
+			{start: 1, time: 10, value: 10, want: "pass"},
+			{start: 1, time: 20, value: 20, want: "pass"},
+			{start: 22, time: 27, value: 1, want: "label overlap"}, // gap 7 < interval 10
+			{start: 1, time: 30, value: 30, want: "pass"},
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			run(t, newTracker(t, c.policy), c.shape, c.steps)
+		})
+	}
+}
+
+// TestRestartInterleavings: a restart (a writer that starts at or after the
+// elected writer's newest point, the elected writer sending nothing more)
+// loses no point, whatever the gaps between exports and the arrival order.
+// Times mirror the JS client of TestRestartKeepsItsReset: exports every
+// 0.4 s, timestamps in milliseconds, the restart 1.5 s in. Every case
+// failed before the restart stopped waiting for the elected writer to look
+// quiet for its interval.
+func TestRestartInterleavings(t *testing.T) {
+	cases := []struct {
+		name  string
+		steps []pt
+	}{
+		{"a late tick inflates the observed interval past the new life's first gap (the failed CI run)", []pt{
+			{start: 0.02, time: 0.4, value: 4, want: "pass"},
+			{start: 0.02, time: 0.8, value: 8, want: "pass"},
+			{start: 0.02, time: 1.3, value: 13, want: "pass"},  // a tick 0.1 s late: interval 0.5
+			{start: 0.02, time: 1.52, value: 16, want: "pass"}, // the flush at shutdown: interval 0.465
+			// The new provider's first export, 0.4 s after it was made:
+			// 0.415 s after the old writer's last point.
+			{start: 1.55, time: 1.935, value: 4, want: "pass elect:restart"},
+			{start: 1.55, time: 2.335, value: 8, want: "pass"},
+		}},
+		{"the new life starts in the millisecond of the old life's last point", []pt{
+			{start: 0.02, time: 0.4, value: 4, want: "pass"},
+			{start: 0.02, time: 0.8, value: 8, want: "pass"},
+			{start: 0.02, time: 1.2, value: 12, want: "pass"},
+			{start: 0.02, time: 1.5, value: 15, want: "pass"},
+			{start: 1.5, time: 1.88, value: 4, want: "pass elect:restart"},
+		}},
+		{"the old life's last point arrives after the new life's first", []pt{
+			{start: 0.02, time: 0.4, value: 4, want: "pass"},
+			{start: 0.02, time: 0.8, value: 8, want: "pass"},
+			{start: 0.02, time: 1.2, value: 12, want: "pass"},
+			{start: 1.55, time: 1.935, value: 4, want: "pass elect:restart"},
+			{start: 0.02, time: 1.52, value: 16, want: "drop out_of_order"}, // too late for the series, no second writer
+			{start: 1.55, time: 2.335, value: 8, want: "pass"},
+		}},
+		{"a restart that exports at once", []pt{
+			{start: 1, time: 10, value: 10, want: "pass"},
+			{start: 1, time: 20, value: 20, want: "pass"},
+			{start: 20.001, time: 20.002, value: 1, want: "pass elect:restart"},
+			{start: 20.001, time: 30, value: 9, want: "pass"},
+		}},
+		{"a short-lived process run again and again: one point per life", []pt{
+			{start: 1, time: 1.1, value: 1, want: "pass"},
+			{start: 2, time: 2.1, value: 1, want: "pass elect:restart"},
+			{start: 3, time: 3.1, value: 2, want: "pass elect:restart"},
+			{start: 4, time: 4.1, value: 1, want: "pass elect:restart"},
+		}},
+		{"the new life's batches arrive out of order: the older one cannot follow the newer", []pt{
+			{start: 0.02, time: 0.4, value: 4, want: "pass"},
+			{start: 0.02, time: 0.8, value: 8, want: "pass"},
+			{start: 0.02, time: 1.2, value: 12, want: "pass"},
+			{start: 1.55, time: 2.335, value: 8, want: "pass elect:restart"},
+			{start: 1.55, time: 1.935, value: 4, want: "drop out_of_order"},
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			run(t, newTracker(t, nil), monoSum, c.steps)
+			run(t, newTracker(t, nil), histogram, c.steps)
 		})
 	}
 }

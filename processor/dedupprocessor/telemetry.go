@@ -62,7 +62,7 @@ func newTelemetry(set component.TelemetrySettings) (*telemetry, error) {
 	counter(&t.metricPoints, "otelcol_processor_dedup_metric_points", "{point}",
 		"Metric points that broke the single-writer rule, by reason (duplicate, overlap, out_of_order, decrease, suspected_writer); action says whether they were dropped, passed, or split into their writer's own series.")
 	counter(&t.metricElections, "otelcol_processor_dedup_metric_elections", "{election}",
-		"Changes of a metric stream's elected writer, by reason: earlier_start (a live writer with an earlier start took over), restart (a new start after the elected writer went quiet), failover (the elected writer sent nothing for metrics.failover_after).")
+		"Changes of a metric stream's elected writer, by reason: earlier_start (a live writer with an earlier start took over), restart (a writer that started at or after the elected writer's newest point), failover (the elected writer sent nothing for metrics.failover_after).")
 	counter(&t.unjudged, "otelcol_processor_dedup_unjudged_points", "{point}",
 		"Metric points of new streams passed unjudged because metrics.max_streams streams were tracked already.")
 	counter(&t.nestedSpans, "otelcol_processor_dedup_nested_spans", "{span}",
