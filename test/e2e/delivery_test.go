@@ -636,35 +636,48 @@ func TestLocalKill9(t *testing.T) {
 	}
 }
 
-// TestLocalOversizedBatches: without --upstream, requests of heavy spans
-// arrive faster than a 200 ms batch would flush, together well over the
-// file exporter's 100 MB rotation size. Each request is written on its
-// own, so none is refused by the file exporter, and every acknowledged
-// span is in the files (before, one merged batch over 100 MB was
-// acknowledged, refused by the exporter and lost).
+// TestLocalOversizedBatches: without --upstream, four senders each send
+// one request of about 12 MiB at once, spans with many small attributes,
+// which OTLP-JSON writes about 3.5 times larger: together some 170 MB of
+// JSON, over the file exporter's 100 MB rotation size. Each request is
+// written on its own, so none is refused by the file exporter, and every
+// acknowledged span is in the files. Before, the batch after dedup merged
+// requests arriving within 200 ms into one write over 100 MB, which the
+// exporter refused after the senders had been answered: lost.
 func TestLocalOversizedBatches(t *testing.T) {
 	d := startDefault(t)
 	ctx := ctxTimeout(t, 2*time.Minute)
 	s := newAckSender(t, d.grpc)
-	const senders, requests, perRequest, pad = 8, 11, 100, 13 << 10 // 8,800 spans of 13 KB: 114 MB
+	const senders, perRequest, attrs = 4, 4000, 250
+	reqs := make([]ptrace.Traces, senders)
+	for i := range reqs {
+		g := &spanGen{prefix: byte(0x30 + i)}
+		reqs[i] = g.request("heavy", perRequest, 0)
+		for _, sp := range reqs[i].ResourceSpans().At(0).ScopeSpans().At(0).Spans().All() {
+			for a := range attrs {
+				sp.Attributes().PutInt(fmt.Sprintf("a%d", a), int64(a))
+			}
+		}
+	}
+	var sizer ptrace.ProtoMarshaler
+	t.Logf("requests of %d bytes each", sizer.TracesSize(reqs[0]))
+	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range senders {
-		g := &spanGen{prefix: byte(0x30 + i)}
 		wg.Go(func() {
-			for range requests {
-				if err := s.sendTraces(ctx, g.request("heavy", perRequest, pad)); err != nil {
-					t.Errorf("sender %d: %v", i, err)
-					return
-				}
+			<-start
+			if err := s.sendTraces(ctx, reqs[i]); err != nil {
+				t.Errorf("sender %d: %v", i, err)
 			}
 		})
 	}
+	close(start)
 	wg.Wait()
 	d.g.stop(t)
 	spans, _, torn := readLocalSink(t, d.dataDir, "traces")
 	t.Logf("%d spans acknowledged; the files hold %d distinct (torn writes %d)", len(s.acked), len(spans), torn)
-	if len(s.acked) != senders*requests*perRequest {
-		t.Fatalf("%d spans acknowledged, want all %d", len(s.acked), senders*requests*perRequest)
+	if len(s.acked) != senders*perRequest {
+		t.Fatalf("%d spans acknowledged, want all %d", len(s.acked), senders*perRequest)
 	}
 	if n, some := missing(s.acked, func(k [24]byte) bool { return spans[k] > 0 }); n > 0 {
 		t.Fatalf("%d acknowledged spans are not in the files, e.g. %v", n, some)
