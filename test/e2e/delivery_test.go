@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/collector/config/configgrpc"
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
@@ -46,6 +47,9 @@ type collectorUpstream struct {
 	logs      map[string]int
 	maxSpans  int // most spans in one request
 	stopFuncs []func()
+	// refuse, when set, answers a request before it is counted: a
+	// non-nil error refuses it whole.
+	refuse func(ptrace.Traces) error
 }
 
 func newCollectorUpstream(t *testing.T, addr string) *collectorUpstream {
@@ -95,6 +99,11 @@ func (u *collectorUpstream) stop() {
 func (u *collectorUpstream) takeTraces(_ context.Context, td ptrace.Traces) error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	if u.refuse != nil {
+		if err := u.refuse(td); err != nil {
+			return err
+		}
+	}
 	u.maxSpans = max(u.maxSpans, td.SpanCount())
 	eachSpan(td, func(k [24]byte) { u.spans[k]++; u.total++ })
 	return nil
@@ -681,5 +690,76 @@ func TestLocalOversizedBatches(t *testing.T) {
 	}
 	if n, some := missing(s.acked, func(k [24]byte) bool { return spans[k] > 0 }); n > 0 {
 		t.Fatalf("%d acknowledged spans are not in the files, e.g. %v", n, some)
+	}
+}
+
+// TestUpstreamPermanentRefusalTakesBack: the upstream refuses for good
+// (InvalidArgument) any request holding a span named "poison", after the
+// gateway has acknowledged and queued it. The merged batch is split so
+// that only the poison span is lost: every other acknowledged span
+// arrives; the loss is counted in otelcol_processor_dedup_lost_items and
+// logged with its cause; and dedup took the span's record back, so that
+// once the upstream accepts it, the sender's re-send passes instead of
+// being dropped as a duplicate.
+func TestUpstreamPermanentRefusalTakesBack(t *testing.T) {
+	up := newCollectorUpstream(t, freePort(t))
+	var poisonOK atomic.Bool
+	up.mu.Lock()
+	up.refuse = func(td ptrace.Traces) error {
+		poisoned := false
+		for _, rs := range td.ResourceSpans().All() {
+			for _, ss := range rs.ScopeSpans().All() {
+				for _, sp := range ss.Spans().All() {
+					poisoned = poisoned || sp.Name() == "poison"
+				}
+			}
+		}
+		if poisoned && !poisonOK.Load() {
+			return consumererror.NewPermanent(status.Error(codes.InvalidArgument, "poison span refused"))
+		}
+		return nil
+	}
+	up.mu.Unlock()
+	d := startDefault(t, "--upstream", "http://"+up.addr)
+	ctx := ctxTimeout(t, time.Minute)
+	s := newAckSender(t, d.grpc)
+	g := &spanGen{prefix: 0x40}
+	var poison ptrace.Traces
+	for r := range 20 {
+		td := g.request("mixed", 100, 100)
+		if r == 7 {
+			td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(42).SetName("poison")
+			poison = ptrace.NewTraces()
+			td.CopyTo(poison)
+		}
+		if err := s.sendTraces(ctx, td); err != nil {
+			t.Fatal(err)
+		}
+	}
+	acked := s.ackedIDs()
+	var poisonID [24]byte
+	sp := poison.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(42)
+	tid, sid := sp.TraceID(), sp.SpanID()
+	copy(poisonID[:16], tid[:])
+	copy(poisonID[16:], sid[:])
+	delete(acked, poisonID)
+	waitFor(t, 30*time.Second, "every other acknowledged span upstream", func() bool { return up.has(acked) })
+	waitFor(t, 30*time.Second, "the loss to be counted", func() bool {
+		return strings.Contains(get(t, "http://"+d.tel+"/metrics"), `otelcol_processor_dedup_lost_items{signal="traces"} 1`)
+	})
+	if !strings.Contains(d.g.stderr.String(), "poison span refused") {
+		t.Fatal("the loss was not logged with its cause")
+	}
+	// The upstream now takes it; the sender re-sends the whole request.
+	poisonOK.Store(true)
+	if err := s.sendTraces(ctx, poison); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the re-sent poison span upstream", func() bool { return up.has(map[[24]byte]bool{poisonID: true}) })
+	d.g.stop(t)
+	total, unique, _ := up.counts()
+	t.Logf("%d spans acknowledged before the refusal; upstream got %d (%d distinct)", len(acked)+1, total, unique)
+	if total != unique || unique != len(acked)+1 {
+		t.Fatalf("upstream got %d spans (%d distinct), want each of %d once: only the poison span was re-sent and passed", total, unique, len(acked)+1)
 	}
 }
