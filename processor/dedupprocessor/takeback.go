@@ -73,8 +73,8 @@ func (t *TakeBack) Traces(ctx context.Context, id component.ID, td ptrace.Traces
 		}
 	}
 	w.mu.Unlock()
-	if p := st.persist; p != nil && len(keys) > 0 {
-		err = p.forgetSpans(ctx, w.now(), keys)
+	if len(keys) > 0 {
+		err = st.journal(func(p *persistence) error { return p.forgetSpans(ctx, w.now(), keys) })
 	}
 	st.reportLoss(ctx, &w.signalWindow, int64(td.SpanCount()), len(keys), cause, err)
 	return len(keys), err
@@ -117,8 +117,8 @@ func (t *TakeBack) Logs(ctx context.Context, id component.ID, ld plog.Logs, caus
 		}
 	}
 	w.mu.Unlock()
-	if p := st.persist; p != nil && len(keys) > 0 {
-		err = p.forgetLogs(ctx, w.now(), keys)
+	if len(keys) > 0 {
+		err = st.journal(func(p *persistence) error { return p.forgetLogs(ctx, w.now(), keys) })
 	}
 	st.reportLoss(ctx, &w.signalWindow, int64(ld.LogRecordCount()), len(keys), cause, err)
 	return len(keys), err
@@ -133,6 +133,18 @@ func (t *TakeBack) Metrics(ctx context.Context, id component.ID, md pmetric.Metr
 	}
 	st.reportLoss(ctx, &st.metrics.signalWindow, int64(md.DataPointCount()), 0, cause, nil)
 	return nil
+}
+
+// journal runs write against the storage while it is open: under the
+// state's lock, since a take back may race the processor's shutdown (the
+// exporter after it shuts down last).
+func (s *state) journal(write func(*persistence) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.persist == nil {
+		return nil
+	}
+	return write(s.persist)
 }
 
 func (s *state) reportLoss(ctx context.Context, w *signalWindow, items int64, takenBack int, cause, journalErr error) {
