@@ -645,28 +645,22 @@ func TestLocalKill9(t *testing.T) {
 	}
 }
 
-// TestLocalOversizedBatches: without --upstream, four senders each send
-// one request of about 12 MiB at once, spans with many small attributes,
-// which OTLP-JSON writes about 3.5 times larger: together some 170 MB of
-// JSON, over the file exporter's 100 MB rotation size. Each request is
-// written on its own, so none is refused by the file exporter, and every
-// acknowledged span is in the files. Before, the batch after dedup merged
-// requests arriving within 200 ms into one write over 100 MB, which the
+// TestLocalOversizedBatches: without --upstream, ten senders each send
+// one request of about 12 MB at once (900 spans of 13 KB): together some
+// 117 MB of JSON, over the file exporter's 100 MB rotation size. Each
+// request is written on its own, so none is refused by the file exporter,
+// and every acknowledged span is in the files. Before, the batch after
+// dedup merged them (8,192 spans, 106 MB) into one write, which the
 // exporter refused after the senders had been answered: lost.
 func TestLocalOversizedBatches(t *testing.T) {
 	d := startDefault(t)
 	ctx := ctxTimeout(t, 2*time.Minute)
 	s := newAckSender(t, d.grpc)
-	const senders, perRequest, attrs = 4, 4000, 250
+	const senders, perRequest, pad = 10, 900, 13 << 10
 	reqs := make([]ptrace.Traces, senders)
 	for i := range reqs {
 		g := &spanGen{prefix: byte(0x30 + i)}
-		reqs[i] = g.request("heavy", perRequest, 0)
-		for _, sp := range reqs[i].ResourceSpans().At(0).ScopeSpans().At(0).Spans().All() {
-			for a := range attrs {
-				sp.Attributes().PutInt(fmt.Sprintf("a%d", a), int64(a))
-			}
-		}
+		reqs[i] = g.request("heavy", perRequest, pad)
 	}
 	var sizer ptrace.ProtoMarshaler
 	t.Logf("requests of %d bytes each", sizer.TracesSize(reqs[0]))
@@ -684,7 +678,7 @@ func TestLocalOversizedBatches(t *testing.T) {
 	wg.Wait()
 	d.g.stop(t)
 	spans, _, torn := readLocalSink(t, d.dataDir, "traces")
-	t.Logf("%d spans acknowledged; the files hold %d distinct (torn writes %d)", len(s.acked), len(spans), torn)
+	t.Logf("%d spans acknowledged (sender retries %d); the files hold %d distinct (torn writes %d)", len(s.acked), s.retries.Load(), len(spans), torn)
 	if len(s.acked) != senders*perRequest {
 		t.Fatalf("%d spans acknowledged, want all %d", len(s.acked), senders*perRequest)
 	}
