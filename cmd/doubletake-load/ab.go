@@ -514,6 +514,9 @@ func (c *abConfig) runOne(ctx context.Context, n int, load string, dup, rate flo
 		if err := g.prefill(ctx, uint64(c.prefill), t0.Add(3*time.Minute)); err != nil {
 			return r, err
 		}
+		// A gateway with a queue may still be exporting the prefill: let it
+		// drain, so that the window measures the load alone.
+		waitDrain(sk, g.Stats.snapshot().Spans, 3*time.Minute)
 		r.Prefill = time.Since(t0).Seconds()
 	}
 	start := time.Now()
