@@ -37,6 +37,7 @@ type abConfig struct {
 	order        string    // abab or abba
 	gen          genConfig
 	pair         string // "dedup": the pipeline without and with dedup; "default": a stock durable collector and the embedded default
+	nested       bool   // -pair default: keep the default's nested-duplicate detection on
 	gatewayCPUs  string // taskset -c list for the gateway; empty: not pinned
 	maxSpans     int
 	prefill      int // new spans sent before the warmup of every run; 0: none
@@ -98,6 +99,7 @@ func abMain(ctx context.Context, args []string, out, errOut io.Writer) error {
 	loads := fs.String("loads", "sat,fixed", "scenarios' loads: sat (saturation) and/or fixed (-rate spans/s)")
 	dups := fs.String("dups", "0,0.5", "duplicate shares to run")
 	fs.StringVar(&c.pair, "pair", "dedup", "dedup: one pipeline without and with dedup; default: a stock durable collector (otlp, memory_limiter, batch, otlp_grpc with a file_storage sending queue) as \"without\" against `doubletake run --upstream` with its embedded default as \"with\"")
+	fs.BoolVar(&c.nested, "default-nested", true, "-pair default: keep the embedded default's nested-duplicate detection (traces.nested.detect) on; false turns it off, to take its cost apart")
 	fs.StringVar(&c.order, "order", "abab", "abab: without first in every round; abba: the first variant alternates by round")
 	fs.StringVar(&c.gatewayCPUs, "gateway-cpus", "", "pin the gateway with taskset -c LIST (pin this driver yourself: taskset -c 0 doubletake-load ab ...)")
 	fs.IntVar(&c.maxSpans, "max-spans", 2_000_000, "dedup traces.max_spans")
@@ -348,7 +350,15 @@ service:
 	if err != nil {
 		return "", fmt.Errorf("rendering the embedded default: %w", err)
 	}
-	return string(out), nil
+	cfg := string(out)
+	if !c.nested {
+		const on = "      nested:\n        detect: true\n"
+		if !strings.Contains(cfg, on) {
+			return "", errors.New("-default-nested=false: the embedded default no longer has traces.nested.detect: true where expected")
+		}
+		cfg = strings.Replace(cfg, on, "      nested:\n        detect: false\n", 1)
+	}
+	return cfg, nil
 }
 
 func freeAddrs(n int) ([]string, error) {
@@ -877,6 +887,9 @@ func (c *abConfig) report(results, discarded []runResult, ceilings []ceilingResu
 		host, onlineCPUs(), cpuModel(), float64(mem)/1024/1024, runtime.NumCPU(), runtime.GOMAXPROCS(0), pin)
 	if c.pair == "default" {
 		b.WriteString("Pair: **without** = a stock durable collector (otlp → memory_limiter → batch → otlp_grpc with a file_storage sending queue); **with** = `doubletake run --upstream` with its embedded default (memory_limiter → dedup, journaled, nested detection on → dedup_otlp_grpc with a persistent bytes-sized queue). The exporter-queue and max_spans figures above apply to -pair dedup only; the default's window is its own (2M spans).\n\n")
+		if !c.nested {
+			b.WriteString("The default's nested-duplicate detection was turned off (-default-nested=false).\n\n")
+		}
 	}
 	if len(ceilings) > 0 {
 		b.WriteString("Generator ceiling (generator → counting sink in this process, no gateway):\n\n")
