@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -179,6 +180,9 @@ func (u *upstreamFactory) prepare(set exporter.Settings, cfg component.Config) (
 	// The inner exporter reports its own telemetry under its own type, so
 	// that the wrapper's and its counts are not mixed.
 	innerSet.ID = component.NewIDWithName(u.inner.Type(), set.ID.Name())
+	// Its retries and queue are off: its "Rejecting data. Try enabling
+	// retry_on_failure" would mislead, and the wrapper logs the outcome.
+	innerSet.Logger = set.Logger.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return withoutRejecting{c} }))
 	up := &upstream{cfg: c, tb: u.tb, logger: set.Logger, splits: q.HasValue() && q.Get().Batch.HasValue()}
 	opts := []exporterhelper.Option{
 		exporterhelper.WithQueue(q),
@@ -187,6 +191,21 @@ func (u *upstreamFactory) prepare(set exporter.Settings, cfg component.Config) (
 		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: false}),
 	}
 	return up, innerSet, opts
+}
+
+// withoutRejecting drops the inner exporterhelper's per-attempt
+// "Exporting failed. Rejecting data." entry; everything else passes.
+type withoutRejecting struct{ zapcore.Core }
+
+func (c withoutRejecting) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if strings.HasPrefix(e.Message, "Exporting failed. Rejecting data.") {
+		return ce
+	}
+	return c.Core.Check(e, ce)
+}
+
+func (c withoutRejecting) With(fields []zapcore.Field) zapcore.Core {
+	return withoutRejecting{c.Core.With(fields)}
 }
 
 func lifecycle(c component.Component) []exporterhelper.Option {

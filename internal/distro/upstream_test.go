@@ -14,6 +14,9 @@ import (
 	"go.opentelemetry.io/collector/exporter/otlpexporter"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -254,3 +257,15 @@ func TestUpstreamConfigKeepsOTLPKeys(t *testing.T) {
 }
 
 func otlpGRPCFactoryForTest() exporter.Factory { return otlpexporter.NewFactory() }
+
+// TestInnerRejectingIsNotLogged: the inner exporter's advice to turn on
+// retries (they run in the wrapper) is dropped; its other entries pass.
+func TestInnerRejectingIsNotLogged(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	l := zap.New(core).WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return withoutRejecting{c} })).With(zap.String("k", "v"))
+	l.Error("Exporting failed. Rejecting data. Try enabling retry_on_failure config option to retry on retryable errors.")
+	l.Warn("Partial success response")
+	if logs.Len() != 1 || logs.All()[0].Message != "Partial success response" || logs.All()[0].ContextMap()["k"] != "v" {
+		t.Fatalf("logged %v, want only the partial success warning with its fields", logs.All())
+	}
+}
