@@ -5,6 +5,8 @@
 #
 #   bench/ab.sh                      # the full matrix (about 9 minutes)
 #   bench/ab.sh -rounds 2 -duration 3s -warmup 1s   # a quick look
+#   bench/ab.sh -pair default -dups 0 -loads fixed -rate 40000
+#       # the embedded default (--upstream) against a stock durable collector
 #
 # Extra arguments go to `doubletake-load ab` (doubletake-load ab -h lists
 # them). PIN=1 (with taskset and at least 2 CPUs) pins the driver (load

@@ -36,6 +36,8 @@ type abConfig struct {
 	rate         float64   // the fixed rate; 0: half the median saturation throughput
 	order        string    // abab or abba
 	gen          genConfig
+	pair         string // "dedup": the pipeline without and with dedup; "default": a stock durable collector and the embedded default
+	nested       bool   // -pair default: keep the default's nested-duplicate detection on
 	gatewayCPUs  string // taskset -c list for the gateway; empty: not pinned
 	maxSpans     int
 	prefill      int // new spans sent before the warmup of every run; 0: none
@@ -96,6 +98,8 @@ func abMain(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs.DurationVar(&c.duration, "duration", 8*time.Second, "measured window of each run")
 	loads := fs.String("loads", "sat,fixed", "scenarios' loads: sat (saturation) and/or fixed (-rate spans/s)")
 	dups := fs.String("dups", "0,0.5", "duplicate shares to run")
+	fs.StringVar(&c.pair, "pair", "dedup", "dedup: one pipeline without and with dedup; default: a stock durable collector (otlp, memory_limiter, batch, otlp_grpc with a file_storage sending queue) as \"without\" against `doubletake run --upstream` with its embedded default as \"with\"")
+	fs.BoolVar(&c.nested, "default-nested", true, "-pair default: keep the embedded default's nested-duplicate detection (traces.nested.detect) on; false turns it off, to take its cost apart")
 	fs.StringVar(&c.order, "order", "abab", "abab: without first in every round; abba: the first variant alternates by round")
 	fs.StringVar(&c.gatewayCPUs, "gateway-cpus", "", "pin the gateway with taskset -c LIST (pin this driver yourself: taskset -c 0 doubletake-load ab ...)")
 	fs.IntVar(&c.maxSpans, "max-spans", 2_000_000, "dedup traces.max_spans")
@@ -182,6 +186,12 @@ func (c *abConfig) parse(loads, dups string) error {
 	}
 	if c.order != "abab" && c.order != "abba" {
 		errs = append(errs, fmt.Errorf("order %q: want abab or abba", c.order))
+	}
+	if c.pair != "dedup" && c.pair != "default" {
+		errs = append(errs, fmt.Errorf("pair %q: want dedup or default", c.pair))
+	}
+	if c.pair == "default" && c.gen.MetricStreams > 0 {
+		errs = append(errs, errors.New("pair default compares spans only: drop -metric-streams"))
 	}
 	if c.queueSize < 0 || c.consumers < 1 {
 		errs = append(errs, errors.New("queue-size must not be negative and queue-consumers must be positive"))
@@ -273,6 +283,82 @@ service:
       processors: %s
       exporters: [otlp_grpc]%s
 `, variant, healthAddr, grpcAddr, httpAddr, c.maxSpans, sinkAddr, queue, procs, metrics)
+}
+
+// defaultPairConfig is, for -pair default, the stock durable collector
+// (variant without): otlp -> memory_limiter -> batch -> otlp_grpc with a
+// persistent sending_queue in file_storage, the exporter's defaults
+// otherwise; or (variant with) the embedded default of `doubletake run
+// --upstream`, rendered by the binary itself. Both serve their own
+// metrics for scraping (never scraped) and send gzip, the OTLP exporter's
+// default. addrs: gRPC, HTTP, health, telemetry, local metrics.
+func (c *abConfig) defaultPairConfig(ctx context.Context, variant string, addrs []string, sinkAddr, dataDir string) (string, error) {
+	tel, telPort, _ := net.SplitHostPort(addrs[3])
+	if variant == without {
+		return fmt.Sprintf(`# doubletake-load ab -pair default: a stock durable collector
+extensions:
+  health_check:
+    endpoint: %s
+  file_storage:
+    directory: %s/queue
+    create_directory: true
+receivers:
+  otlp:
+    protocols:
+      grpc:
+        endpoint: %s
+        max_recv_msg_size_mib: 16
+      http:
+        endpoint: %s
+processors:
+  memory_limiter:
+    check_interval: 1s
+    limit_percentage: 80
+    spike_limit_percentage: 20
+  batch: {}
+exporters:
+  otlp_grpc:
+    endpoint: %s
+    tls:
+      insecure: true
+    sending_queue:
+      enabled: true
+      storage: file_storage
+service:
+  extensions: [health_check, file_storage]
+  telemetry:
+    logs:
+      level: warn
+    metrics:
+      readers:
+        - pull:
+            exporter:
+              prometheus:
+                host: %s
+                port: %s
+  pipelines:
+    traces:
+      receivers: [otlp]
+      processors: [memory_limiter, batch]
+      exporters: [otlp_grpc]
+`, addrs[2], dataDir, addrs[0], addrs[1], sinkAddr, tel, telPort), nil
+	}
+	cmd := exec.CommandContext(ctx, c.bin, "run", "default-config", "--upstream", "http://"+sinkAddr,
+		"--grpc-endpoint", addrs[0], "--http-endpoint", addrs[1], "--health-endpoint", addrs[2],
+		"--telemetry-endpoint", addrs[3], "--metrics-endpoint", addrs[4], "--data-dir", dataDir)
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("rendering the embedded default: %w", err)
+	}
+	cfg := string(out)
+	if !c.nested {
+		const on = "      nested:\n        detect: true\n"
+		if !strings.Contains(cfg, on) {
+			return "", errors.New("-default-nested=false: the embedded default no longer has traces.nested.detect: true where expected")
+		}
+		cfg = strings.Replace(cfg, on, "      nested:\n        detect: false\n", 1)
+	}
+	return cfg, nil
 }
 
 func freeAddrs(n int) ([]string, error) {
@@ -400,14 +486,23 @@ func (c *abConfig) runOne(ctx context.Context, n int, load string, dup, rate flo
 		return r, err
 	}
 	defer sk.close()
-	addrs, err := freeAddrs(3)
+	addrs, err := freeAddrs(5)
 	if err != nil {
 		return r, err
 	}
 	grpcAddr, httpAddr, health := addrs[0], addrs[1], addrs[2]
 	cfgPath := filepath.Join(c.workdir, fmt.Sprintf("run-%03d-%s.yaml", n, variant))
 	logPath := filepath.Join(c.workdir, fmt.Sprintf("run-%03d-%s.log", n, variant))
-	if err := os.WriteFile(cfgPath, []byte(c.gatewayConfig(variant, grpcAddr, httpAddr, health, sk.srv.Addr())), 0o644); err != nil {
+	dataDir := filepath.Join(c.workdir, fmt.Sprintf("run-%03d-%s-data", n, variant))
+	defer os.RemoveAll(dataDir)
+	cfg := c.gatewayConfig(variant, grpcAddr, httpAddr, health, sk.srv.Addr())
+	if c.pair == "default" {
+		cfg, err = c.defaultPairConfig(ctx, variant, addrs, sk.srv.Addr(), dataDir)
+		if err != nil {
+			return r, err
+		}
+	}
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		return r, err
 	}
 	gw, err := c.startGateway(ctx, cfgPath, logPath, health)
@@ -429,6 +524,9 @@ func (c *abConfig) runOne(ctx context.Context, n int, load string, dup, rate flo
 		if err := g.prefill(ctx, uint64(c.prefill), t0.Add(3*time.Minute)); err != nil {
 			return r, err
 		}
+		// A gateway with a queue may still be exporting the prefill: let it
+		// drain, so that the window measures the load alone.
+		waitDrain(sk, g.Stats.snapshot().Spans, 3*time.Minute)
 		r.Prefill = time.Since(t0).Seconds()
 	}
 	start := time.Now()
@@ -787,6 +885,12 @@ func (c *abConfig) report(results, discarded []runResult, ceilings []ceilingResu
 	}
 	fmt.Fprintf(&b, "machine: %s, %d CPUs (%s), %.1f GiB; driver on %d of them, GOMAXPROCS %d; %s\n\n",
 		host, onlineCPUs(), cpuModel(), float64(mem)/1024/1024, runtime.NumCPU(), runtime.GOMAXPROCS(0), pin)
+	if c.pair == "default" {
+		b.WriteString("Pair: **without** = a stock durable collector (otlp → memory_limiter → batch → otlp_grpc with a file_storage sending queue); **with** = `doubletake run --upstream` with its embedded default (memory_limiter → dedup, journaled, nested detection on → dedup_otlp_grpc with a persistent bytes-sized queue). The exporter-queue and max_spans figures above apply to -pair dedup only; the default's window is its own (2M spans).\n\n")
+		if !c.nested {
+			b.WriteString("The default's nested-duplicate detection was turned off (-default-nested=false).\n\n")
+		}
+	}
 	if len(ceilings) > 0 {
 		b.WriteString("Generator ceiling (generator → counting sink in this process, no gateway):\n\n")
 		b.WriteString("| dup | spans/s | driver cores | driver CPU s / M spans |\n|---|---:|---:|---:|\n")

@@ -3,6 +3,10 @@ package main
 import (
 	"sync/atomic"
 
+	// gzip, the collector OTLP exporters' default compression, as any
+	// collector receiver takes it (-pair default runs them unchanged).
+	_ "google.golang.org/grpc/encoding/gzip"
+
 	"github.com/doubletake/doubletake/internal/capture"
 )
 

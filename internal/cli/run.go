@@ -21,7 +21,7 @@ import (
 // would be silently ignored, so they are refused instead.
 var defaultOnlyFlags = []string{
 	"grpc-endpoint", "http-endpoint", "upstream", "upstream-protocol", "data-dir",
-	"metrics-endpoint", "telemetry-endpoint", "health-endpoint", "summary-interval", "spool-endpoint", "memory-soft-limit-mib",
+	"metrics-endpoint", "telemetry-endpoint", "health-endpoint", "summary-interval", "upstream-max-request-bytes", "memory-soft-limit-mib",
 }
 
 func collectorSettings() otelcol.CollectorSettings {
@@ -77,7 +77,7 @@ checks one.`
 	f.StringVar(&opts.MetricsEndpoint, "metrics-endpoint", opts.MetricsEndpoint, "where metrics are served for scraping when there is no --upstream")
 	f.StringVar(&opts.TelemetryEndpoint, "telemetry-endpoint", opts.TelemetryEndpoint, "where the gateway's own metrics are served")
 	f.StringVar(&opts.HealthEndpoint, "health-endpoint", opts.HealthEndpoint, "health check address")
-	f.StringVar(&opts.SpoolEndpoint, "spool-endpoint", opts.SpoolEndpoint, "loopback address of the persistent spool between the receiver and dedup (with --upstream)")
+	f.IntVar(&opts.UpstreamMaxRequestBytes, "upstream-max-request-bytes", opts.UpstreamMaxRequestBytes, "largest request the --upstream takes (its receive limit): batches stay under it, and a request holding a larger item is refused (default: the collector's 4 MiB gRPC limit less 64 KiB)")
 	f.IntVar(&opts.MemorySoftLimitMiB, "memory-soft-limit-mib", opts.MemorySoftLimitMiB, "resident size above which dedup shrinks its windows (0 turns it off; default: half the memory available)")
 	f.DurationVar(&opts.SummaryInterval, "summary-interval", opts.SummaryInterval, "how often to log what was received and dropped (0 turns it off)")
 

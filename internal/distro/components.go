@@ -41,21 +41,27 @@ const CollectorVersion = "v0.161.0"
 func Components() (otelcol.Factories, error) {
 	var err error
 	f := otelcol.Factories{Telemetry: otelconftelemetry.NewFactory()}
+	// The dedup OTLP exporters hand items lost after acceptance back to
+	// the dedup processors of this same set of factories.
+	dedup, takeBack := dedupprocessor.NewFactoryWithTakeBack()
+	otlpGRPC, otlpHTTP := otlpexporter.NewFactory(), otlphttpexporter.NewFactory()
 	if f.Receivers, err = otelcol.MakeFactoryMap[receiver.Factory](
 		otlpreceiver.NewFactory(),
 	); err != nil {
 		return f, err
 	}
 	if f.Processors, err = otelcol.MakeFactoryMap[processor.Factory](
-		dedupprocessor.NewFactory(),
+		dedup,
 		memorylimiterprocessor.NewFactory(),
 		batchprocessor.NewFactory(),
 	); err != nil {
 		return f, err
 	}
 	if f.Exporters, err = otelcol.MakeFactoryMap[exporter.Factory](
-		otlpexporter.NewFactory(),
-		otlphttpexporter.NewFactory(),
+		otlpGRPC,
+		otlpHTTP,
+		newDedupOTLPFactory(dedupOTLPGRPCType, otlpGRPC, takeBack),
+		newDedupOTLPFactory(dedupOTLPHTTPType, otlpHTTP, takeBack),
 		debugexporter.NewFactory(),
 		fileexporter.NewFactory(),
 		// The prometheus exporter with max_series (see serieslimit).

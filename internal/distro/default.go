@@ -18,33 +18,35 @@ var tmpl = template.Must(template.New("default").Parse(defaultTemplate))
 
 // Options are what `doubletake run`'s flags change in the default config.
 type Options struct {
-	GRPCEndpoint       string        // OTLP/gRPC listen address
-	HTTPEndpoint       string        // OTLP/HTTP listen address
-	Upstream           string        // forward all signals here over OTLP; empty: write locally
-	UpstreamProtocol   string        // grpc or http
-	DataDir            string        // where local files and the persistent queue live
-	MetricsEndpoint    string        // where metrics are served without an upstream
-	TelemetryEndpoint  string        // where the gateway's own metrics are served
-	HealthEndpoint     string        // health_check extension
-	SummaryInterval    time.Duration // how often the dedup summary is logged
-	SpoolEndpoint      string        // loopback OTLP/gRPC address of the spool (with Upstream)
-	MemorySoftLimitMiB int           // dedup shrinks its windows above this resident size; 0 off
+	GRPCEndpoint      string        // OTLP/gRPC listen address
+	HTTPEndpoint      string        // OTLP/HTTP listen address
+	Upstream          string        // forward all signals here over OTLP; empty: write locally
+	UpstreamProtocol  string        // grpc or http
+	DataDir           string        // where local files and the persistent queue live
+	MetricsEndpoint   string        // where metrics are served without an upstream
+	TelemetryEndpoint string        // where the gateway's own metrics are served
+	HealthEndpoint    string        // health_check extension
+	SummaryInterval   time.Duration // how often the dedup summary is logged
+	// UpstreamMaxRequestBytes is the largest request the upstream takes:
+	// batches stay under it, and a request holding a larger item is refused.
+	UpstreamMaxRequestBytes int
+	MemorySoftLimitMiB      int // dedup shrinks its windows above this resident size; 0 off
 }
 
 // DefaultOptions are the defaults of `doubletake run`: everything on
 // loopback.
 func DefaultOptions() Options {
 	return Options{
-		GRPCEndpoint:       "127.0.0.1:4317",
-		HTTPEndpoint:       "127.0.0.1:4318",
-		UpstreamProtocol:   "grpc",
-		DataDir:            "./doubletake-data",
-		MetricsEndpoint:    "127.0.0.1:8889",
-		TelemetryEndpoint:  "127.0.0.1:8888",
-		HealthEndpoint:     "127.0.0.1:13133",
-		SummaryInterval:    time.Minute,
-		SpoolEndpoint:      "127.0.0.1:4319",
-		MemorySoftLimitMiB: dedupSoftLimitMiB(),
+		GRPCEndpoint:            "127.0.0.1:4317",
+		HTTPEndpoint:            "127.0.0.1:4318",
+		UpstreamProtocol:        "grpc",
+		DataDir:                 "./doubletake-data",
+		MetricsEndpoint:         "127.0.0.1:8889",
+		TelemetryEndpoint:       "127.0.0.1:8888",
+		HealthEndpoint:          "127.0.0.1:13133",
+		SummaryInterval:         time.Minute,
+		UpstreamMaxRequestBytes: DefaultMaxRequestBytes,
+		MemorySoftLimitMiB:      dedupSoftLimitMiB(),
 	}
 }
 
@@ -63,7 +65,7 @@ func DefaultConfig(o Options) (string, error) {
 	for name, addr := range map[string]string{
 		"--grpc-endpoint": o.GRPCEndpoint, "--http-endpoint": o.HTTPEndpoint,
 		"--metrics-endpoint": o.MetricsEndpoint, "--telemetry-endpoint": o.TelemetryEndpoint,
-		"--health-endpoint": o.HealthEndpoint, "--spool-endpoint": o.SpoolEndpoint,
+		"--health-endpoint": o.HealthEndpoint,
 	} {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			return "", fmt.Errorf("%s %q: want host:port: %w", name, addr, err)
@@ -81,6 +83,9 @@ func DefaultConfig(o Options) (string, error) {
 	if o.MemorySoftLimitMiB < 0 {
 		return "", fmt.Errorf("--memory-soft-limit-mib must not be negative, got %d", o.MemorySoftLimitMiB)
 	}
+	if o.UpstreamMaxRequestBytes < 1024 {
+		return "", fmt.Errorf("--upstream-max-request-bytes must be at least 1024, got %d", o.UpstreamMaxRequestBytes)
+	}
 	if o.SummaryInterval < 0 {
 		return "", fmt.Errorf("--summary-interval must not be negative, got %s", o.SummaryInterval)
 	}
@@ -93,11 +98,11 @@ func DefaultConfig(o Options) (string, error) {
 		case "grpc":
 			// The OTLP/gRPC exporter takes host:port; the scheme says
 			// whether to use TLS.
-			v.UpstreamExporter = "otlp_grpc"
+			v.UpstreamExporter = "dedup_otlp_grpc"
 			v.Upstream = u.Host
 			v.UpstreamInsecure = u.Scheme == "http"
 		case "http":
-			v.UpstreamExporter = "otlp_http"
+			v.UpstreamExporter = "dedup_otlp_http"
 			v.Upstream = strings.TrimSuffix(u.String(), "/")
 		default:
 			return "", fmt.Errorf("--upstream-protocol %q: want grpc or http", o.UpstreamProtocol)

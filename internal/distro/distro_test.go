@@ -40,7 +40,7 @@ func TestComponentsCarryWhatTheGatewayPromises(t *testing.T) {
 	}
 	has("receiver", recv, "otlp")
 	has("processor", proc, "dedup", "memory_limiter", "batch")
-	has("exporter", exp, "otlp", "otlphttp", "debug", "file", "prometheus", "prometheusremotewrite", "loadbalancing")
+	has("exporter", exp, "otlp", "otlphttp", "dedup_otlp_grpc", "dedup_otlp_http", "debug", "file", "prometheus", "prometheusremotewrite", "loadbalancing")
 	has("connector", conn, "spanmetrics")
 	has("extension", ext, "health_check", "file_storage", "bearertokenauth")
 }
@@ -61,7 +61,7 @@ func TestDefaultConfigRendersBothModes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"otlp_grpc/upstream:", "endpoint: collector.example:4317", "otlp_grpc/spool:", "traces/out:", "receivers: [otlp/spool]"} {
+	for _, want := range []string{"dedup_otlp_grpc/upstream:", "endpoint: collector.example:4317", "storage: file_storage", "sizer: bytes", "max_size: 4128768", "num_consumers: 1", "exporters: [dedup_otlp_grpc/upstream]"} {
 		if !strings.Contains(up, want) {
 			t.Errorf("upstream default lacks %q", want)
 		}
@@ -82,6 +82,7 @@ func TestDefaultConfigRejectsBadOptions(t *testing.T) {
 		{func(o *Options) { o.TelemetryEndpoint = "127.0.0.1:x" }, "--telemetry-endpoint"},
 		{func(o *Options) { o.DataDir = "a\"b" }, "--data-dir"},
 		{func(o *Options) { o.SummaryInterval = -1 }, "--summary-interval"},
+		{func(o *Options) { o.UpstreamMaxRequestBytes = 10 }, "--upstream-max-request-bytes"},
 	} {
 		o := DefaultOptions()
 		tc.mutate(&o)

@@ -19,6 +19,10 @@ const stability = component.StabilityLevelAlpha
 // signals they serve.
 func NewFactory() processor.Factory {
 	f := &factory{states: make(map[component.ID]*state)}
+	return f.processorFactory()
+}
+
+func (f *factory) processorFactory() processor.Factory {
 	return processor.NewFactory(
 		Type,
 		func() component.Config { return createDefaultConfig() },

@@ -18,7 +18,8 @@ import (
 
 // maxSegments bounds each signal's journal: one segment per accepted
 // request within the window. Past it the oldest segments go (counted), as
-// if the window were full.
+// if the window were full. Besides, a journal keeps no segment whose
+// entries the window has evicted by capacity (journal.Options.MaxEntries).
 const maxSegments = 200_000
 
 const (
@@ -69,22 +70,38 @@ func (s *state) openPersistence(ctx context.Context, host component.Host) (*pers
 	began := time.Now()
 	var spans, logs int
 	s.traces.mu.Lock()
-	p.spans, err = journal.Open(ctx, client, "traces/", maxSegments, func(at int64, b []byte) {
-		for ; len(b) >= spanRecord; b = b[spanRecord:] {
-			s.traces.spans.Observe([24]byte(b[:24]), binary.LittleEndian.Uint64(b[24:]), at)
-			spans++
-		}
+	p.spans, err = journal.Open(ctx, client, journal.Options{
+		Prefix: "traces/", MaxSegments: maxSegments, MaxEntries: s.cfg.Traces.MaxSpans, RecordSize: spanRecord,
+		Insert: func(at int64, b []byte) {
+			for ; len(b) >= spanRecord; b = b[spanRecord:] {
+				s.traces.spans.Observe([24]byte(b[:24]), binary.LittleEndian.Uint64(b[24:]), at)
+				spans++
+			}
+		},
+		Forget: func(b []byte) {
+			for ; len(b) >= 24; b = b[24:] {
+				s.traces.spans.Forget([24]byte(b[:24]))
+			}
+		},
 	})
 	s.traces.mu.Unlock()
 	if err != nil {
 		return fail(err)
 	}
 	s.logs.mu.Lock()
-	p.logs, err = journal.Open(ctx, client, "logs/", maxSegments, func(at int64, b []byte) {
-		for ; len(b) >= logRecord; b = b[logRecord:] {
-			s.logs.records.Observe([16]byte(b[:16]), struct{}{}, at)
-			logs++
-		}
+	p.logs, err = journal.Open(ctx, client, journal.Options{
+		Prefix: "logs/", MaxSegments: maxSegments, MaxEntries: s.cfg.Logs.MaxRecords, RecordSize: logRecord,
+		Insert: func(at int64, b []byte) {
+			for ; len(b) >= logRecord; b = b[logRecord:] {
+				s.logs.records.Observe([16]byte(b[:16]), struct{}{}, at)
+				logs++
+			}
+		},
+		Forget: func(b []byte) {
+			for ; len(b) >= logRecord; b = b[logRecord:] {
+				s.logs.records.Forget([16]byte(b[:16]))
+			}
+		},
 	})
 	s.logs.mu.Unlock()
 	if err != nil {
@@ -227,6 +244,32 @@ func (p *persistence) appendLogs(ctx context.Context, at int64, keys [][16]byte)
 		b = append(b, k[:]...)
 	}
 	err := p.logs.Append(ctx, at, b)
+	*bp = b
+	p.bufs.Put(bp)
+	return err
+}
+
+// forgetSpans journals that the given span ids were taken back.
+func (p *persistence) forgetSpans(ctx context.Context, at int64, keys [][24]byte) error {
+	bp := p.bufs.Get().(*[]byte)
+	b := (*bp)[:0]
+	for _, k := range keys {
+		b = append(b, k[:]...)
+	}
+	err := p.spans.AppendForget(ctx, at, b)
+	*bp = b
+	p.bufs.Put(bp)
+	return err
+}
+
+// forgetLogs journals that the given log digests were taken back.
+func (p *persistence) forgetLogs(ctx context.Context, at int64, keys [][16]byte) error {
+	bp := p.bufs.Get().(*[]byte)
+	b := (*bp)[:0]
+	for _, k := range keys {
+		b = append(b, k[:]...)
+	}
+	err := p.logs.AppendForget(ctx, at, b)
 	*bp = b
 	p.bufs.Put(bp)
 	return err

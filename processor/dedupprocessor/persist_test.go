@@ -2,6 +2,9 @@ package dedupprocessor
 
 import (
 	"context"
+	"encoding/binary"
+	"io/fs"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -12,7 +15,9 @@ import (
 	"go.opentelemetry.io/collector/extension"
 	"go.opentelemetry.io/collector/extension/extensiontest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processortest"
 )
@@ -160,5 +165,108 @@ func TestElectionsSurviveARestart(t *testing.T) {
 	// After the restart B's point comes first: it must still lose.
 	if n := run(sumPoint(3*s, 23*s, 2), sumPoint(1*s, 24*s, 30)); n != 1 {
 		t.Fatalf("after the restart %d points passed, want only A's 1", n)
+	}
+}
+
+// dirSize is the bytes of the regular files under dir.
+func dirSize(t *testing.T, dir string) int64 {
+	t.Helper()
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() {
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			n += info.Size()
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestJournalDiskFollowsTheWindow drives ten windows' worth of spans and
+// log records through a journaled processor (a window far longer than the
+// test, so only capacity evicts) and reads the storage's size on disk: it
+// stays within about the documented bytes per tracked entry, not the
+// traffic. Before the journal was bounded by capacity it grew with every
+// request (issue 12 point 6).
+func TestJournalDiskFollowsTheWindow(t *testing.T) {
+	const maxSpans, maxRecords, perReq, windows = 20_000, 20_000, 500, 10
+	dir := t.TempDir()
+	cfg := createDefaultConfig()
+	id := component.NewID(filestorage.NewFactory().Type())
+	cfg.Storage = &id
+	cfg.Traces.MaxSpans, cfg.Logs.MaxRecords = maxSpans, maxRecords
+	cfg.Traces.Window, cfg.Logs.Window = time.Hour, time.Hour
+	host, ext := startFileStorage(t, dir)
+	defer func() { _ = ext.Shutdown(context.Background()) }()
+	f := NewFactory()
+	tp, err := f.CreateTraces(context.Background(), processortest.NewNopSettings(Type), cfg, consumertest.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lp, err := f.CreateLogs(context.Background(), processortest.NewNopSettings(Type), cfg, consumertest.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []component.Component{tp, lp} {
+		if err := c.Start(context.Background(), host); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	var seq uint64
+	for range windows * maxSpans / perReq {
+		td := ptrace.NewTraces()
+		ld := plog.NewLogs()
+		spans := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans()
+		recs := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords()
+		for range perReq {
+			seq++
+			var tid pcommon.TraceID
+			var sid pcommon.SpanID
+			binary.LittleEndian.PutUint64(tid[:], seq)
+			binary.LittleEndian.PutUint64(sid[:], seq)
+			s := spans.AppendEmpty()
+			s.SetTraceID(tid)
+			s.SetSpanID(sid)
+			recs.AppendEmpty().Body().SetInt(int64(seq))
+		}
+		if err := tp.ConsumeTraces(ctx, td); err != nil {
+			t.Fatal(err)
+		}
+		if err := lp.ConsumeLogs(ctx, ld); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := tp.(*tracesProcessor).st
+	if got := st.persist.spans.Entries(); got > maxSpans+perReq {
+		t.Errorf("the span journal holds %d entries, want at most the window's %d plus one request's %d", got, maxSpans, perReq)
+	}
+	if got := st.persist.logs.Entries(); got > maxRecords+perReq {
+		t.Errorf("the log journal holds %d entries, want at most the window's %d plus one request's %d", got, maxRecords, perReq)
+	}
+	for _, c := range []component.Component{tp, lp} {
+		if err := c.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The records themselves: 32 bytes a span, 16 a log digest. The
+	// storage (bbolt) adds its pages, free lists and key per segment; the
+	// bound allows twice the records plus a fixed 1 MiB. The traffic
+	// (200,000 of each) would take 9.6 MB in records alone.
+	size := dirSize(t, dir)
+	records := int64((maxSpans+perReq)*spanRecord + (maxRecords+perReq)*logRecord)
+	limit := 2*records + 1<<20
+	t.Logf("storage on disk after %d spans and %d records: %d bytes (records held: %d bytes; limit %d)", seq, seq, size, records, limit)
+	if size > limit {
+		t.Fatalf("storage on disk is %d bytes, want at most %d (twice the window's records plus 1 MiB)", size, limit)
 	}
 }

@@ -28,6 +28,7 @@ type telemetry struct {
 	invalid    metric.Int64Counter
 	evicted    metric.Int64Counter
 	rolledBack metric.Int64Counter
+	lost       metric.Int64Counter
 	reg        metric.Registration
 
 	// Metrics only (metrics.go).
@@ -59,6 +60,8 @@ func newTelemetry(set component.TelemetrySettings) (*telemetry, error) {
 		"Window entries removed before their window ended: the window was full (reason=capacity) or memory ran short (reason=shrink); spans the nested detector forgot for traces.nested.max_spans (reason=nested_capacity) or max_bytes (reason=nested_bytes).")
 	counter(&t.rolledBack, "otelcol_processor_dedup_rolled_back_entries", "{entry}",
 		"Window entries taken back because the next component refused their data, so that a retry is not taken for a duplicate.")
+	counter(&t.lost, "otelcol_processor_dedup_lost_items", "{item}",
+		"Items a component after dedup accepted and then lost for good (a permanent error from its backend); their window entries were taken back, so that a re-send passes.")
 	counter(&t.metricPoints, "otelcol_processor_dedup_metric_points", "{point}",
 		"Metric points that broke the single-writer rule, by reason (duplicate, overlap, out_of_order, decrease, suspected_writer); action says whether they were dropped, passed, or split into their writer's own series.")
 	counter(&t.metricElections, "otelcol_processor_dedup_metric_elections", "{election}",

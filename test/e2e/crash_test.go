@@ -20,9 +20,10 @@ import (
 // the spans repeat earlier ones; the gateway (embedded default, --upstream)
 // is killed with SIGKILL mid-stream and started again on the same data
 // dir; the sender retries what was not answered and goes on. The upstream
-// holds every unique span exactly once: accepted data survived in the
-// persistent queue, and the journaled span window caught every copy, the
-// re-sent ones included.
+// holds every unique span: accepted data survived in the persistent queue,
+// and the journaled span window caught the copies the sender made; what
+// a crash may add is bounded (copyBound): the upstream request in flight,
+// the client request it was cut from, the sender's unanswered request.
 func TestKill9MidStream(t *testing.T) {
 	sk := newSink(t)
 	d := startDefault(t, "--upstream", sk.srv.Endpoint())
@@ -101,12 +102,16 @@ func TestKill9MidStream(t *testing.T) {
 	waitFor(t, 2*time.Minute, "every unique span upstream", func() bool { _, u := sk.counts(); return u >= len(unique) })
 	d.g.stop(t)
 	total, got := sk.counts()
-	t.Logf("killed after %d of %d requests; the sender retried %d times; %d unique spans sent, upstream got %d (%d distinct)",
-		killedAt, requests, retries.Load(), len(unique), total, got)
+	bound := copyBound(1, sk.largestRequest(), perRequest, 1)
+	t.Logf("killed after %d of %d requests; the sender retried %d times; %d unique spans sent, upstream got %d (%d distinct, %d copies; bound %d)",
+		killedAt, requests, retries.Load(), len(unique), total, got, total-got, bound)
 	if retries.Load() == 0 {
 		t.Fatal("the sender never had to retry: the kill did not interrupt the stream")
 	}
-	if got != len(unique) || total != len(unique) {
-		t.Fatalf("upstream got %d spans, %d distinct; want each of %d exactly once; copies: %d", total, got, len(unique), len(sk.copiesOver()))
+	if got != len(unique) {
+		t.Fatalf("upstream got %d distinct spans; want each of the %d unique ones", got, len(unique))
+	}
+	if total-got > bound {
+		t.Fatalf("%d copies after one crash, more than the bound %d", total-got, bound)
 	}
 }

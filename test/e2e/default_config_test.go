@@ -34,7 +34,7 @@ func startDefault(t *testing.T, extra ...string) *defaultGateway {
 	d.args = append([]string{
 		"--grpc-endpoint", d.grpc, "--http-endpoint", d.http, "--metrics-endpoint", d.metrics,
 		"--telemetry-endpoint", d.tel, "--health-endpoint", d.health, "--data-dir", d.dataDir,
-		"--summary-interval", "100ms", "--spool-endpoint", freePort(t),
+		"--summary-interval", "100ms",
 	}, extra...)
 	d.env = []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + d.http, "OTEL_TRACES_EXPORTER=otlp", "OTEL_METRICS_EXPORTER=otlp", "OTEL_LOGS_EXPORTER=otlp"}
 	d.g = startGateway(t, d.health, d.env, d.args...)

@@ -20,6 +20,7 @@ type sink struct {
 	total   int              // spans received, copies included
 	logs    int
 	metrics []metricExport
+	largest int // most spans in one request
 }
 
 type metricExport struct {
@@ -44,6 +45,7 @@ func (s *sink) handle(r *capture.Request) error {
 	defer s.mu.Unlock()
 	switch r.Signal {
 	case capture.Traces:
+		s.largest = max(s.largest, r.Traces.SpanCount())
 		rss := r.Traces.ResourceSpans()
 		for i := 0; i < rss.Len(); i++ {
 			sss := rss.At(i).ScopeSpans()
@@ -129,4 +131,11 @@ func (s *sink) sumOf(name string, since time.Time) (sum float64, ok bool) {
 		}
 	}
 	return 0, false
+}
+
+// largestRequest is the most spans the sink took in one request.
+func (s *sink) largestRequest() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.largest
 }

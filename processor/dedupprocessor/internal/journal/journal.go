@@ -4,13 +4,20 @@
 // its arrival time and the entries it stored in the window. Segments live in
 // a collector storage extension (file_storage), numbered in order, with a
 // small meta record naming the first and the next number. Since a window
-// only ever holds what arrived within its duration, the journal needs no
-// snapshot: segments older than the window are deleted, and a restart
-// replays the rest, oldest first.
+// only ever holds what arrived within its duration, and at most its
+// capacity of the newest entries, the journal needs no snapshot: segments
+// older than the window are deleted, so are the oldest segments once the
+// newer ones alone hold the window's capacity, and a restart replays the
+// rest, oldest first. The bytes stored are therefore bounded by the
+// window's capacity (plus one segment), not by traffic times the window.
 //
 // A segment is written after the next component accepted the request and
 // before the sender is answered. A crash between the two can make a re-sent
 // request pass as new (a duplicate), never make new data be dropped.
+//
+// A forget segment takes entries back (the component after dedup lost them
+// after accepting them): replayed, it removes them from the window again,
+// so that the sender's re-send passes after a restart too.
 package journal
 
 import (
@@ -27,39 +34,66 @@ import (
 type Stats struct {
 	Appended  uint64 // segments written
 	Trimmed   uint64 // segments deleted because the window passed
-	Dropped   uint64 // segments deleted early because MaxSegments was reached
+	Dropped   uint64 // segments deleted early: MaxSegments reached, or newer segments hold MaxEntries
 	Replayed  uint64 // segments read back at open
 	Corrupted uint64 // segments that could not be read back and were skipped
 	Failed    uint64 // appends the storage refused
 }
 
+// Options configure a journal.
+type Options struct {
+	Prefix      string // key prefix in the storage client
+	MaxSegments int    // segments kept at most
+	// MaxEntries is the window's capacity: once the segments after the
+	// oldest hold this many entries, the oldest is deleted. 0: no bound.
+	MaxEntries int
+	// RecordSize is the size of one entry in a payload, to count entries.
+	RecordSize int
+	// Insert is called at open with every insert segment held, oldest
+	// first: its arrival time and payload (valid only during the call).
+	Insert func(at int64, payload []byte)
+	// Forget is called at open, in order with Insert, with the payload of
+	// every forget segment held.
+	Forget func(payload []byte)
+}
+
+// forgetBit marks a forget segment in the stored arrival time (arrival
+// times are positive Unix nanoseconds).
+const forgetBit = uint64(1) << 63
+
 // Journal is an append-only log of window segments in a storage client.
 // It is safe for concurrent use.
 type Journal struct {
-	client      storage.Client
-	prefix      string
-	maxSegments int
+	client storage.Client
+	opt    Options
 
-	mu    sync.Mutex
-	first uint64  // oldest segment held
-	next  uint64  // number the next segment gets
-	times []int64 // arrival time of segments first..next-1
-	stats Stats
+	mu      sync.Mutex
+	first   uint64  // oldest segment held
+	next    uint64  // number the next segment gets
+	times   []int64 // arrival time of segments first..next-1
+	counts  []int   // entries inserted by segments first..next-1 (0 for forget segments)
+	entries int     // sum of counts
+	stats   Stats
 }
 
 // metaKey holds first and next, 16 bytes.
-func (j *Journal) metaKey() string { return j.prefix + "meta" }
+func (j *Journal) metaKey() string { return j.opt.Prefix + "meta" }
 
-func (j *Journal) segKey(n uint64) string { return fmt.Sprintf("%sseg/%020d", j.prefix, n) }
+func (j *Journal) segKey(n uint64) string { return fmt.Sprintf("%sseg/%020d", j.opt.Prefix, n) }
 
-// Open reads the journal under prefix and calls replay with every segment
-// still held, oldest first: its arrival time and its payload (valid only
-// during the call). maxSegments bounds how many segments are kept.
-func Open(ctx context.Context, client storage.Client, prefix string, maxSegments int, replay func(at int64, payload []byte)) (*Journal, error) {
-	if maxSegments < 1 {
-		return nil, errors.New("journal: maxSegments must be at least 1")
+// Open reads the journal under opt.Prefix and replays every segment still
+// held, oldest first.
+func Open(ctx context.Context, client storage.Client, opt Options) (*Journal, error) {
+	if opt.MaxSegments < 1 {
+		return nil, errors.New("journal: MaxSegments must be at least 1")
 	}
-	j := &Journal{client: client, prefix: prefix, maxSegments: maxSegments}
+	if opt.RecordSize < 1 {
+		opt.RecordSize = 1
+	}
+	if opt.MaxEntries < 0 {
+		return nil, errors.New("journal: MaxEntries must not be negative")
+	}
+	j := &Journal{client: client, opt: opt}
 	meta, err := client.Get(ctx, j.metaKey())
 	if err != nil {
 		return nil, fmt.Errorf("reading journal meta: %w", err)
@@ -70,10 +104,10 @@ func Open(ctx context.Context, client storage.Client, prefix string, maxSegments
 	} else if meta != nil {
 		j.stats.Corrupted++ // start afresh; old segments are unreachable
 	}
-	if j.next < j.first || j.next-j.first > uint64(maxSegments) {
+	if j.next < j.first || j.next-j.first > uint64(opt.MaxSegments) {
 		// A meta record from another configuration: keep the newest segments.
-		if j.next > uint64(maxSegments) {
-			j.first = j.next - uint64(maxSegments)
+		if j.next > uint64(opt.MaxSegments) {
+			j.first = j.next - uint64(opt.MaxSegments)
 		}
 	}
 	for n := j.first; n < j.next; n++ {
@@ -84,39 +118,74 @@ func Open(ctx context.Context, client storage.Client, prefix string, maxSegments
 		if len(v) < 8 {
 			j.stats.Corrupted++
 			j.times = append(j.times, 0)
+			j.counts = append(j.counts, 0)
 			continue
 		}
-		at := int64(binary.LittleEndian.Uint64(v))
+		stamp := binary.LittleEndian.Uint64(v)
+		at := int64(stamp &^ forgetBit)
 		j.times = append(j.times, at)
-		replay(at, v[8:])
+		if stamp&forgetBit != 0 {
+			j.counts = append(j.counts, 0)
+			if opt.Forget != nil {
+				opt.Forget(v[8:])
+			}
+		} else {
+			c := (len(v) - 8) / opt.RecordSize
+			j.counts = append(j.counts, c)
+			j.entries += c
+			if opt.Insert != nil {
+				opt.Insert(at, v[8:])
+			}
+		}
 		j.stats.Replayed++
 	}
 	return j, nil
 }
 
-// Append writes one segment. The payload is copied.
+// Append writes one insert segment. The payload is copied.
 func (j *Journal) Append(ctx context.Context, at int64, payload []byte) error {
+	return j.append(ctx, uint64(at), at, payload, len(payload)/j.opt.RecordSize)
+}
+
+// AppendForget writes one forget segment: the entries in payload are taken
+// back from the window when the journal is replayed.
+func (j *Journal) AppendForget(ctx context.Context, at int64, payload []byte) error {
+	return j.append(ctx, uint64(at)|forgetBit, at, payload, 0)
+}
+
+func (j *Journal) append(ctx context.Context, stamp uint64, at int64, payload []byte, count int) error {
 	buf := make([]byte, 8+len(payload))
-	binary.LittleEndian.PutUint64(buf, uint64(at))
+	binary.LittleEndian.PutUint64(buf, stamp)
 	copy(buf[8:], payload)
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	ops := []*storage.Operation{storage.SetOperation(j.segKey(j.next), buf)}
-	first := j.first
-	for uint64(len(j.times)) >= uint64(j.maxSegments) {
-		ops = append(ops, storage.DeleteOperation(j.segKey(first)))
-		first++
-		j.times = j.times[1:]
-		j.stats.Dropped++
+	// Drop the oldest segments while the MaxSegments bound is reached, or
+	// while the newer segments (this one included) alone hold MaxEntries:
+	// the window has evicted the oldest segment's entries by then.
+	drop, entries := 0, j.entries+count
+	for drop < len(j.times) {
+		full := len(j.times)-drop >= j.opt.MaxSegments
+		covered := j.opt.MaxEntries > 0 && entries-j.counts[drop] >= j.opt.MaxEntries
+		if !full && !covered {
+			break
+		}
+		ops = append(ops, storage.DeleteOperation(j.segKey(j.first+uint64(drop))))
+		entries -= j.counts[drop]
+		drop++
 	}
+	first := j.first + uint64(drop)
 	ops = append(ops, storage.SetOperation(j.metaKey(), j.meta(first, j.next+1)))
 	if err := j.client.Batch(ctx, ops...); err != nil {
 		j.stats.Failed++
 		return fmt.Errorf("appending journal segment: %w", err)
 	}
 	j.first = first
+	j.times = append(j.times[drop:], at)
+	j.counts = append(j.counts[drop:], count)
+	j.entries = entries
+	j.stats.Dropped += uint64(drop)
 	j.next++
-	j.times = append(j.times, at)
 	j.stats.Appended++
 	return nil
 }
@@ -140,8 +209,12 @@ func (j *Journal) Trim(ctx context.Context, cutoff int64) error {
 	if err := j.client.Batch(ctx, ops...); err != nil {
 		return fmt.Errorf("trimming the journal: %w", err)
 	}
+	for _, c := range j.counts[:n] {
+		j.entries -= c
+	}
 	j.first += uint64(n)
 	j.times = j.times[n:]
+	j.counts = j.counts[n:]
 	j.stats.Trimmed += uint64(n)
 	return nil
 }
@@ -158,6 +231,13 @@ func (j *Journal) Len() int {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return len(j.times)
+}
+
+// Entries is the number of entries the held insert segments stored.
+func (j *Journal) Entries() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.entries
 }
 
 // Stats returns the journal's counters.

@@ -50,7 +50,7 @@ func TestReplayAfterReopen(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
 	c, closeFn := fileStorage(t, dir)
-	j, err := Open(ctx, c, "traces/", 100, func(int64, []byte) { t.Fatal("replay on an empty journal") })
+	j, err := Open(ctx, c, Options{Prefix: "traces/", MaxSegments: 100, RecordSize: 8, Insert: func(int64, []byte) { t.Fatal("replay on an empty journal") }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,10 +68,10 @@ func TestReplayAfterReopen(t *testing.T) {
 	defer closeFn()
 	var got []uint64
 	var ats []int64
-	j, err = Open(ctx, c, "traces/", 100, func(at int64, p []byte) {
+	j, err = Open(ctx, c, Options{Prefix: "traces/", MaxSegments: 100, RecordSize: 8, Insert: func(at int64, p []byte) {
 		ats = append(ats, at)
 		got = append(got, binary.LittleEndian.Uint64(p))
-	})
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestMaxSegmentsDropsOldest(t *testing.T) {
 	c, closeFn := fileStorage(t, t.TempDir())
 	defer closeFn()
 	ctx := context.Background()
-	j, err := Open(ctx, c, "p/", 3, func(int64, []byte) {})
+	j, err := Open(ctx, c, Options{Prefix: "p/", MaxSegments: 3, RecordSize: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestMaxSegmentsDropsOldest(t *testing.T) {
 		t.Fatalf("Len=%d Dropped=%d, want 3 and 2", j.Len(), j.Stats().Dropped)
 	}
 	var got []uint64
-	if _, err := Open(ctx, c, "p/", 3, func(_ int64, p []byte) { got = append(got, binary.LittleEndian.Uint64(p)) }); err != nil {
+	if _, err := Open(ctx, c, Options{Prefix: "p/", MaxSegments: 3, RecordSize: 8, Insert: func(_ int64, p []byte) { got = append(got, binary.LittleEndian.Uint64(p)) }}); err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != 3 || got[0] != 2 {
@@ -125,11 +125,101 @@ func TestCorruptMetaStartsAfresh(t *testing.T) {
 	if err := c.Set(ctx, "x/meta", []byte("garbage")); err != nil {
 		t.Fatal(err)
 	}
-	j, err := Open(ctx, c, "x/", 10, func(int64, []byte) { t.Fatal("replayed from a corrupt journal") })
+	j, err := Open(ctx, c, Options{Prefix: "x/", MaxSegments: 10, RecordSize: 8, Insert: func(int64, []byte) { t.Fatal("replayed from a corrupt journal") }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if j.Stats().Corrupted != 1 {
 		t.Fatalf("Corrupted = %d, want 1", j.Stats().Corrupted)
+	}
+}
+
+// TestMaxEntriesDropsCoveredSegments: once the newer segments alone hold the
+// window's capacity, the oldest is deleted, so the journal's size follows the
+// window, not the traffic.
+func TestMaxEntriesDropsCoveredSegments(t *testing.T) {
+	c, closeFn := fileStorage(t, t.TempDir())
+	defer closeFn()
+	ctx := context.Background()
+	j, err := Open(ctx, c, Options{Prefix: "e/", MaxSegments: 1000, MaxEntries: 10, RecordSize: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	four := func(i uint64) []byte {
+		var b []byte
+		for k := range uint64(4) {
+			b = binary.LittleEndian.AppendUint64(b, 4*i+k)
+		}
+		return b
+	}
+	for i := range uint64(20) {
+		if err := j.Append(ctx, int64(i+1), four(i)); err != nil {
+			t.Fatal(err)
+		}
+		// Segments of 4 entries, capacity 10: three segments (12 entries)
+		// cover the window; a fourth would already be covered by the newer three.
+		if j.Entries() > 10+4-1 {
+			t.Fatalf("after %d appends the journal holds %d entries, want at most 13", i+1, j.Entries())
+		}
+	}
+	if j.Len() != 3 || j.Stats().Dropped != 17 {
+		t.Fatalf("Len=%d Dropped=%d, want 3 and 17", j.Len(), j.Stats().Dropped)
+	}
+	var got []uint64
+	if _, err := Open(ctx, c, Options{Prefix: "e/", MaxSegments: 1000, MaxEntries: 10, RecordSize: 8,
+		Insert: func(_ int64, p []byte) {
+			for ; len(p) >= 8; p = p[8:] {
+				got = append(got, binary.LittleEndian.Uint64(p))
+			}
+		}}); err != nil {
+		t.Fatal(err)
+	}
+	// The window would hold entries 70..79 (the newest 10); the journal
+	// replays 68..79, a superset within one segment.
+	if len(got) != 12 || got[0] != 68 || got[11] != 79 {
+		t.Fatalf("replayed %v, want 68..79", got)
+	}
+}
+
+// TestForgetSegmentsReplayInOrder: a forget segment is replayed after the
+// insert it takes back and before a later re-insert of the same entry.
+func TestForgetSegmentsReplayInOrder(t *testing.T) {
+	c, closeFn := fileStorage(t, t.TempDir())
+	defer closeFn()
+	ctx := context.Background()
+	j, err := Open(ctx, c, Options{Prefix: "f/", MaxSegments: 100, RecordSize: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		forget bool
+		v      uint64
+	}{{false, 1}, {false, 2}, {true, 1}, {false, 1}, {true, 2}}
+	for i, s := range steps {
+		if s.forget {
+			err = j.AppendForget(ctx, int64(i+1), payload(s.v))
+		} else {
+			err = j.Append(ctx, int64(i+1), payload(s.v))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if j.Entries() != 3 {
+		t.Fatalf("Entries = %d, want 3 (forget segments count none)", j.Entries())
+	}
+	held := map[uint64]bool{}
+	var ats []int64
+	if _, err := Open(ctx, c, Options{Prefix: "f/", MaxSegments: 100, RecordSize: 8,
+		Insert: func(at int64, p []byte) { held[binary.LittleEndian.Uint64(p)] = true; ats = append(ats, at) },
+		Forget: func(p []byte) { delete(held, binary.LittleEndian.Uint64(p)) },
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !held[1] || held[2] || len(held) != 1 {
+		t.Fatalf("after replay the window holds %v, want only 1", held)
+	}
+	if len(ats) != 3 || ats[2] != 4 {
+		t.Fatalf("insert times %v, want [1 2 4]", ats)
 	}
 }

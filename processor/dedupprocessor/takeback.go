@@ -1,0 +1,163 @@
+package dedupprocessor
+
+import (
+	"context"
+	"fmt"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor"
+	"go.uber.org/zap"
+)
+
+// TakeBack lets a component after a dedup processor hand back items it had
+// accepted (dedup then recorded them as delivered) and afterwards lost for
+// good, typically an exporter whose queued request the backend refused with
+// a permanent error. dedup forgets the spans' ids and the log records'
+// digests, in its window and in its journal, so that a re-send passes
+// instead of being dropped as a duplicate, and counts the loss in
+// otelcol_processor_dedup_lost_items and logs it with its cause.
+//
+// A TakeBack reaches the processors of the factory it was made with, by
+// component ID; it is safe for concurrent use.
+type TakeBack struct{ f *factory }
+
+// NewFactoryWithTakeBack returns a dedup processor factory, like
+// NewFactory, and the TakeBack that reaches the processors it makes.
+func NewFactoryWithTakeBack() (processor.Factory, *TakeBack) {
+	f := &factory{states: make(map[component.ID]*state)}
+	return f.processorFactory(), &TakeBack{f: f}
+}
+
+// running returns the state of the processor id while it runs.
+func (t *TakeBack) running(id component.ID) (*state, error) {
+	t.f.mu.Lock()
+	st := t.f.states[id]
+	t.f.mu.Unlock()
+	if st == nil {
+		return nil, fmt.Errorf("dedup processor %q is not running", id)
+	}
+	return st, nil
+}
+
+// Traces takes back the spans of td, lost after dedup id accepted them
+// because of cause. It returns how many entries were taken back.
+func (t *TakeBack) Traces(ctx context.Context, id component.ID, td ptrace.Traces, cause error) (int, error) {
+	st, err := t.running(id)
+	if err != nil {
+		return 0, err
+	}
+	w := st.traces
+	var keys [][24]byte
+	rss := td.ResourceSpans()
+	w.mu.Lock()
+	for i := 0; i < rss.Len(); i++ {
+		sss := rss.At(i).ScopeSpans()
+		for j := 0; j < sss.Len(); j++ {
+			spans := sss.At(j).Spans()
+			for k := 0; k < spans.Len(); k++ {
+				s := spans.At(k)
+				tid, sid := s.TraceID(), s.SpanID()
+				if tid.IsEmpty() || sid.IsEmpty() {
+					continue
+				}
+				var key [24]byte
+				copy(key[:16], tid[:])
+				copy(key[16:], sid[:])
+				if w.spans.Forget(key) {
+					keys = append(keys, key)
+				}
+			}
+		}
+	}
+	w.mu.Unlock()
+	if len(keys) > 0 {
+		err = st.journal(func(p *persistence) error { return p.forgetSpans(ctx, w.now(), keys) })
+	}
+	st.reportLoss(ctx, &w.signalWindow, int64(td.SpanCount()), len(keys), cause, err)
+	return len(keys), err
+}
+
+// Logs takes back the log records of ld, lost after dedup id accepted them
+// because of cause. It returns how many entries were taken back.
+func (t *TakeBack) Logs(ctx context.Context, id component.ID, ld plog.Logs, cause error) (int, error) {
+	st, err := t.running(id)
+	if err != nil {
+		return 0, err
+	}
+	w := st.logs
+	sc := w.scratch.Get().(*logScratch)
+	defer w.scratch.Put(sc)
+	var keys [][16]byte
+	rls := ld.ResourceLogs()
+	w.mu.Lock()
+	for i := 0; i < rls.Len(); i++ {
+		rl := rls.At(i)
+		sc.enc.Reset()
+		sc.enc.Resource(rl.Resource())
+		sc.enc.Str(rl.SchemaUrl())
+		resDigest := w.hash(sc.enc.B)
+		sls := rl.ScopeLogs()
+		for j := 0; j < sls.Len(); j++ {
+			sl := sls.At(j)
+			sc.enc.Reset()
+			sc.enc.B = append(sc.enc.B, resDigest[:]...)
+			sc.enc.Scope(sl.Scope())
+			sc.enc.Str(sl.SchemaUrl())
+			scopeDigest := w.hash(sc.enc.B)
+			recs := sl.LogRecords()
+			for k := 0; k < recs.Len(); k++ {
+				key := w.digest(&sc.enc, scopeDigest, recs.At(k))
+				if w.records.Forget(key) {
+					keys = append(keys, key)
+				}
+			}
+		}
+	}
+	w.mu.Unlock()
+	if len(keys) > 0 {
+		err = st.journal(func(p *persistence) error { return p.forgetLogs(ctx, w.now(), keys) })
+	}
+	st.reportLoss(ctx, &w.signalWindow, int64(ld.LogRecordCount()), len(keys), cause, err)
+	return len(keys), err
+}
+
+// Metrics counts and logs the loss of md's points. The writers' elections
+// are not taken back: a re-sent point is judged against them again.
+func (t *TakeBack) Metrics(ctx context.Context, id component.ID, md pmetric.Metrics, cause error) error {
+	st, err := t.running(id)
+	if err != nil {
+		return err
+	}
+	st.reportLoss(ctx, &st.metrics.signalWindow, int64(md.DataPointCount()), 0, cause, nil)
+	return nil
+}
+
+// journal runs write against the storage while it is open: under the
+// state's lock, since a take back may race the processor's shutdown (the
+// exporter after it shuts down last).
+func (s *state) journal(write func(*persistence) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.persist == nil {
+		return nil
+	}
+	return write(s.persist)
+}
+
+func (s *state) reportLoss(ctx context.Context, w *signalWindow, items int64, takenBack int, cause, journalErr error) {
+	s.tel.lost.Add(ctx, items, w.signalOpt)
+	fields := []zap.Field{
+		zap.Stringer("dedup", s.id),
+		zap.String("signal", w.signal),
+		zap.Int64("items", items),
+		zap.Int("entries_taken_back", takenBack),
+		zap.NamedError("cause", cause),
+	}
+	if journalErr != nil {
+		fields = append(fields, zap.NamedError("journal_error", journalErr))
+	}
+	s.logger.Error("Items lost after dedup had accepted them; their records are taken back so that a re-send passes", fields...)
+}

@@ -1,0 +1,129 @@
+package dedupprocessor
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/filestorage"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor"
+	"go.opentelemetry.io/collector/processor/processortest"
+)
+
+// TestTakeBackLetsAReSendPass: spans and log records a later component lost
+// after dedup had accepted them are taken back, in the window and in the
+// journal, so that their re-send passes now and after a restart, while the
+// items that were not lost are still dropped as duplicates.
+func TestTakeBackLetsAReSendPass(t *testing.T) {
+	dir := t.TempDir()
+	cfg := createDefaultConfig()
+	sid := component.NewID(filestorage.NewFactory().Type())
+	cfg.Storage = &sid
+	ctx := context.Background()
+	lost := errors.New("upstream said: invalid argument")
+	run := func(body func(tp processor.Traces, lp processor.Logs, tb *TakeBack)) (spans, records int) {
+		host, ext := startFileStorage(t, dir)
+		defer func() { _ = ext.Shutdown(ctx) }()
+		f, tb := NewFactoryWithTakeBack()
+		ts, ls := new(consumertest.TracesSink), new(consumertest.LogsSink)
+		tp, err := f.CreateTraces(ctx, processortest.NewNopSettings(Type), cfg, ts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lp, err := f.CreateLogs(ctx, processortest.NewNopSettings(Type), cfg, ls)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []component.Component{tp, lp} {
+			if err := c.Start(ctx, host); err != nil {
+				t.Fatal(err)
+			}
+		}
+		body(tp, lp, tb)
+		for _, c := range []component.Component{tp, lp} {
+			if err := c.Shutdown(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return ts.SpanCount(), ls.LogRecordCount()
+	}
+	kept := traces(spanSpec{"a", 1, 1, "kept", 0})
+	gone := traces(spanSpec{"a", 1, 2, "lost", 0}, spanSpec{"b", 2, 3, "lost too", 0})
+	keptLog := logs(logSpec{"a", "kept", 1, ""})
+	goneLog := logs(logSpec{"a", "lost", 2, ""})
+	id := component.NewID(Type)
+	s, r := run(func(tp processor.Traces, lp processor.Logs, tb *TakeBack) {
+		if err := tp.ConsumeTraces(ctx, cloneTraces(kept)); err != nil {
+			t.Fatal(err)
+		}
+		if err := tp.ConsumeTraces(ctx, cloneTraces(gone)); err != nil {
+			t.Fatal(err)
+		}
+		if err := lp.ConsumeLogs(ctx, cloneLogs(keptLog)); err != nil {
+			t.Fatal(err)
+		}
+		if err := lp.ConsumeLogs(ctx, cloneLogs(goneLog)); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := tb.Traces(ctx, id, cloneTraces(gone), lost); n != 2 || err != nil {
+			t.Fatalf("took back %d spans (%v), want 2", n, err)
+		}
+		if n, err := tb.Logs(ctx, id, cloneLogs(goneLog), lost); n != 1 || err != nil {
+			t.Fatalf("took back %d records (%v), want 1", n, err)
+		}
+		// The re-send passes now, once.
+		for range 2 {
+			_ = tp.ConsumeTraces(ctx, cloneTraces(gone))
+			_ = tp.ConsumeTraces(ctx, cloneTraces(kept))
+			_ = lp.ConsumeLogs(ctx, cloneLogs(goneLog))
+			_ = lp.ConsumeLogs(ctx, cloneLogs(keptLog))
+		}
+		// And is lost again, taken back again.
+		if n, err := tb.Traces(ctx, id, cloneTraces(gone), lost); n != 2 || err != nil {
+			t.Fatalf("took back %d spans (%v) the second time, want 2", n, err)
+		}
+		if n, err := tb.Logs(ctx, id, cloneLogs(goneLog), lost); n != 1 || err != nil {
+			t.Fatalf("took back %d records (%v) the second time, want 1", n, err)
+		}
+	})
+	if s != 5 || r != 3 {
+		t.Fatalf("first run delivered %d spans and %d records, want 1+2+2 and 1+1+1", s, r)
+	}
+	// After a restart the journal's forget segments apply: the lost items
+	// pass, the kept ones are still duplicates.
+	s, r = run(func(tp processor.Traces, lp processor.Logs, _ *TakeBack) {
+		_ = tp.ConsumeTraces(ctx, cloneTraces(kept))
+		_ = tp.ConsumeTraces(ctx, cloneTraces(gone))
+		_ = lp.ConsumeLogs(ctx, cloneLogs(keptLog))
+		_ = lp.ConsumeLogs(ctx, cloneLogs(goneLog))
+	})
+	if s != 2 || r != 1 {
+		t.Fatalf("after the restart %d spans and %d records passed, want the 2 and 1 taken back", s, r)
+	}
+}
+
+// TestTakeBackNeedsARunningProcessor: a TakeBack for a processor that does
+// not run says so instead of pretending.
+func TestTakeBackNeedsARunningProcessor(t *testing.T) {
+	_, tb := NewFactoryWithTakeBack()
+	_, err := tb.Traces(context.Background(), component.NewID(Type), traces(spanSpec{"a", 1, 1, "x", 0}), errors.New("x"))
+	if err == nil || !containsStr(err.Error(), `dedup processor "dedup" is not running`) {
+		t.Fatalf("err = %v, want one naming the processor", err)
+	}
+}
+
+func cloneTraces(td ptrace.Traces) ptrace.Traces {
+	c := ptrace.NewTraces()
+	td.CopyTo(c)
+	return c
+}
+
+func cloneLogs(ld plog.Logs) plog.Logs {
+	c := plog.NewLogs()
+	ld.CopyTo(c)
+	return c
+}
