@@ -9,6 +9,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/doubletake/doubletake/internal/termsafe"
 )
 
 // maxGroupRows bounds the rows per table in the text report; the JSON
@@ -92,7 +94,7 @@ func writeGroupTable(ew *errWriter, what, copies string, n int, row func(int) gr
 			break
 		}
 		r := row(i)
-		tew.printf("  %s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", orDash(r.service), orDash(r.what), r.received, r.unique, r.duplicated, r.extra, copiesText(r.copies), delaysText(r.delays))
+		tew.printf("  %s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", orDash(termsafe.Escape(r.service)), orDash(termsafe.Escape(r.what)), r.received, r.unique, r.duplicated, r.extra, copiesText(r.copies), delaysText(r.delays))
 	}
 	if tew.err == nil {
 		tew.err = tw.Flush()
@@ -312,15 +314,15 @@ func writeMetricsText(ew *errWriter, m *MetricReport) {
 			ew.printf("  … %d more streams (see --format json)\n", len(m.List)-i)
 			break
 		}
-		ew.printf("  stream %s", s.Name)
+		ew.printf("  stream %s", termsafe.Escape(s.Name))
 		if s.Attributes != "" {
-			ew.printf("{%s}", s.Attributes)
+			ew.printf("{%s}", termsafe.Escape(s.Attributes))
 		}
 		ew.printf(" (%s", s.Type)
 		if s.Unit != "" {
-			ew.printf(", unit %s", s.Unit)
+			ew.printf(", unit %s", termsafe.Escape(s.Unit))
 		}
-		ew.printf(") of %s, scope %s", subjectOf(s.Service), orDash(s.Scope))
+		ew.printf(") of %s, scope %s", subjectOf(s.Service), orDash(termsafe.Escape(s.Scope)))
 		if s.Overlap {
 			ew.printf(": %d writers overlap", len(s.Writers)+s.MoreWriters)
 		} else if len(s.Writers)+s.MoreWriters > 1 {

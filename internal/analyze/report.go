@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/doubletake/doubletake/internal/termsafe"
 )
 
 // Diagnosis is the likely cause of a finding.
@@ -164,12 +166,18 @@ func sortFindings(fs []Finding) {
 	})
 }
 
-// listNames renders up to max names, then "and N more".
+// listNames renders up to max names, escaped for a terminal, then "and N
+// more".
 func listNames(names []string, max int) string {
-	if len(names) <= max {
-		return strings.Join(names, ", ")
+	shown := names[:min(len(names), max)]
+	esc := make([]string, len(shown))
+	for i, n := range shown {
+		esc[i] = termsafe.Escape(n)
 	}
-	return fmt.Sprintf("%s and %d more", strings.Join(names[:max], ", "), len(names)-max)
+	if len(names) <= max {
+		return strings.Join(esc, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(esc, ", "), len(names)-max)
 }
 
 func plural(n int, one, many string) string {

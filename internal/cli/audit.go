@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/doubletake/doubletake/internal/audit"
+	"github.com/doubletake/doubletake/internal/termsafe"
 )
 
 // Environment variables that hold audit credentials: secrets never go on
@@ -98,7 +99,10 @@ func (o *auditOutput) write(out io.Writer, report any, text, html func(io.Writer
 	if o.format == "json" {
 		err = audit.WriteJSON(&buf, report)
 	} else {
-		err = text(&buf)
+		// Names in the report come from telemetry: escape what could
+		// drive the terminal.
+		tw := termsafe.NewWriter(&buf)
+		err = errors.Join(text(tw), tw.Flush())
 	}
 	if err != nil {
 		return &ExitError{Code: ExitInternal, Err: fmt.Errorf("rendering the report: %w", err)}

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/doubletake/doubletake/internal/termsafe"
 )
 
 // Exit codes shared by every subcommand.
@@ -90,14 +92,18 @@ func Main(args []string, s Streams) int {
 	if err == nil {
 		return ExitOK
 	}
+	// An error can quote its input (a file's line, a server's answer):
+	// escape what could drive the terminal.
+	msg := termsafe.NewWriter(s.Err)
+	defer msg.Flush()
 	var ee *ExitError
 	if errors.As(err, &ee) {
 		if ee.Err != nil {
-			fmt.Fprintf(s.Err, "doubletake: %v\n", ee.Err)
+			fmt.Fprintf(msg, "doubletake: %v\n", ee.Err)
 		}
 		return ee.Code
 	}
-	fmt.Fprintf(s.Err, "doubletake: %v\n", err)
+	fmt.Fprintf(msg, "doubletake: %v\n", err)
 	if isUsage(err) {
 		return ExitUsage
 	}

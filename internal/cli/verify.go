@@ -22,6 +22,7 @@ import (
 
 	"github.com/doubletake/doubletake/internal/analyze"
 	"github.com/doubletake/doubletake/internal/capture"
+	"github.com/doubletake/doubletake/internal/termsafe"
 )
 
 // Defaults of verify's flags.
@@ -235,7 +236,7 @@ func runVerify(ctx context.Context, s Streams, o verifyOptions, args []string, l
 		target, _ := capture.ParseTarget(o.forward, o.forwardProtocol)
 		var err error
 		if fwd, err = capture.NewForwarder(target); err != nil {
-			return &ExitError{Code: ExitInternal, Err: fmt.Errorf("verify: --forward %s: %w", o.forward, err)}
+			return &ExitError{Code: ExitInternal, Err: fmt.Errorf("verify: --forward %s: %w", redactURL(o.forward), err)}
 		}
 	}
 
@@ -308,7 +309,7 @@ func runVerify(ctx context.Context, s Streams, o verifyOptions, args []string, l
 		rep.Forward = &st
 		if st.Failed > 0 || st.Dropped > 0 {
 			fmt.Fprintf(s.Err, "doubletake: verify: forwarding to %s: %d of %d requests failed, %d dropped (last error: %s)\n",
-				o.forward, st.Failed, st.Received, st.Dropped, st.LastError)
+				redactURL(o.forward), st.Failed, st.Received, st.Dropped, termsafe.Escape(st.LastError))
 		}
 	}
 	if cmdErr != nil {
@@ -536,7 +537,10 @@ func writeVerifyReport(s Streams, o verifyOptions, r *verifyReport) error {
 	if o.format == "json" {
 		err = writeVerifyJSON(out, r)
 	} else {
-		err = writeVerifyText(out, r)
+		// Names in the report come from telemetry: escape what could
+		// drive the terminal.
+		tw := termsafe.NewWriter(out)
+		err = errors.Join(writeVerifyText(tw, r), tw.Flush())
 	}
 	if file != nil {
 		err = errors.Join(err, file.Close())
@@ -620,3 +624,6 @@ func writeVerifyJUnit(path string, r *verifyReport) error {
 	err = analyze.WriteJUnit(f, "doubletake verify", elapsed, cases)
 	return errors.Join(err, f.Close())
 }
+
+// redactURL is a URL flag's value fit for an error or log line: no password.
+func redactURL(raw string) string { return termsafe.RedactURL(raw) }
