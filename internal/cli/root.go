@@ -20,6 +20,7 @@ const (
 	ExitUsage    = 2 // bad flags or arguments
 	ExitCommand  = 3 // the command under test failed (verify)
 	ExitInternal = 4 // doubletake itself failed (I/O, unreachable backend, ...)
+	ExitNothing  = 5 // verify: nothing arrived, or a signal --expect names never arrived
 )
 
 // Streams are the standard streams a command reads and writes: data to Out,
