@@ -232,21 +232,21 @@ func (c *commandResult) describe() string {
 
 // verifyReport is what verify prints.
 type verifyReport struct {
-	Endpoint      string                `json:"endpoint"`
-	Command       *commandResult        `json:"command,omitempty"`
-	ListenedFor   analyze.Millis        `json:"listened_ms,omitempty"`
-	Forward       *capture.ForwardStats `json:"forward,omitempty"`
-	MaxRatio      float64               `json:"max_duplicate_ratio"`
-	Allow         []string              `json:"allow,omitempty"`
-	AllowEmpty    bool                  `json:"allow_empty,omitempty"`
-	Expect        []string              `json:"expect,omitempty"`
+	Endpoint    string                `json:"endpoint"`
+	Command     *commandResult        `json:"command,omitempty"`
+	ListenedFor analyze.Millis        `json:"listened_ms,omitempty"`
+	Forward     *capture.ForwardStats `json:"forward,omitempty"`
+	MaxRatio    float64               `json:"max_duplicate_ratio"`
+	Allow       []string              `json:"allow,omitempty"`
+	AllowEmpty  bool                  `json:"allow_empty,omitempty"`
+	Expect      []string              `json:"expect,omitempty"`
 	// Missing names the signals of which nothing arrived: every signal
 	// --expect names that did not, or all three when nothing arrived.
-	Missing []string `json:"missing,omitempty"`
-	Ratio         float64               `json:"duplicate_ratio"`
-	Verdict       string                `json:"verdict"`
-	ExitCode      int                   `json:"exit_code"`
-	VerdictReason string                `json:"verdict_reason"`
+	Missing       []string `json:"missing,omitempty"`
+	Ratio         float64  `json:"duplicate_ratio"`
+	Verdict       string   `json:"verdict"`
+	ExitCode      int      `json:"exit_code"`
+	VerdictReason string   `json:"verdict_reason"`
 	*analyze.Report
 }
 
