@@ -426,7 +426,7 @@ func (a *Analyzer) metricReport(r *Report) {
 		f := get(fkey{d, s.res.service})
 		f.items++
 		f.reasons[ev.reason]++
-		if ev.reason != streams.ReasonOverlap {
+		if ev.reason != streams.ReasonOverlap && !a.opts.NoArrival {
 			f.delays = append(f.delays, a.delay(ev.first, ev.later))
 		}
 		if len(f.streams) == 0 || f.streams[len(f.streams)-1] != s.name {
@@ -539,9 +539,16 @@ func (a *Analyzer) metricReport(r *Report) {
 			}
 			what := fmt.Sprintf("%s of %s repeated or arrived out of order (%d exact repeats, %d out of order), %s after their writer's previous point",
 				plural(f.items, "point", "points"), names, f.reasons[streams.ReasonDuplicate], f.reasons[streams.ReasonOutOfOrder], rng)
-			if k.diag == DiagTwoExporters {
+			switch {
+			case a.opts.NoArrival && k.diag == DiagTwoExporters:
+				line = fmt.Sprintf("metrics of %s: %s of %s repeated or out of order (%d exact repeats, %d out of order) in requests that repeat no earlier request whole: two exporters in one process (the same points batched twice, differently; the source records no arrival times)",
+					subject, plural(f.items, "point", "points"), names, f.reasons[streams.ReasonDuplicate], f.reasons[streams.ReasonOutOfOrder])
+			case a.opts.NoArrival:
+				line = fmt.Sprintf("metrics of %s: %s of %s repeated or out of order (%d exact repeats, %d out of order) in requests that repeat an earlier request item for item: a re-sent batch, or two exporters that batched alike (the source records no arrival times to tell them apart)",
+					subject, plural(f.items, "point", "points"), names, f.reasons[streams.ReasonDuplicate], f.reasons[streams.ReasonOutOfOrder])
+			case k.diag == DiagTwoExporters:
 				line = fmt.Sprintf("metrics of %s: %s: two exporters in one process (identical copies within the %s export interval)", subject, what, fmtDur(a.opts.ExportInterval))
-			} else {
+			default:
 				line = fmt.Sprintf("metrics of %s: %s: a re-sent batch (later than the %s export interval)", subject, what, fmtDur(a.opts.ExportInterval))
 			}
 		}

@@ -38,6 +38,10 @@ type Report struct {
 	Logs      LogReport    `json:"logs"`
 	Findings  []Finding    `json:"findings"`
 	Malformed uint64       `json:"malformed_requests"` // set by the caller: requests refused as undecodable
+	// ArrivalTimes: the source recorded when each request arrived and on
+	// which connection (verify); files and trace backends do not, and
+	// their reports have no delays and no connections.
+	ArrivalTimes bool `json:"arrival_times"`
 }
 
 // RequestCounts counts export requests.
@@ -45,7 +49,7 @@ type RequestCounts struct {
 	Traces      int            `json:"traces"`
 	Metrics     int            `json:"metrics"`
 	Logs        int            `json:"logs"`
-	Connections int            `json:"connections"`
+	Connections int            `json:"connections,omitempty"` // 0: unknown (no arrival facts)
 	Protocols   map[string]int `json:"protocols,omitempty"`
 	// WholeRepeats counts requests whose items repeat an earlier request's
 	// items one for one.
