@@ -394,6 +394,10 @@ func (a *Analyzer) metricReport(r *Report) {
 		reasons   map[streams.Reason]int
 		instance  string
 		byWriters bool
+		// sameCause: the service's spans were doubled by two exporters in
+		// this run, and its streams' writers would otherwise be taken for
+		// an identity collision: one process, one cause.
+		sameCause bool
 	}
 	fs := map[fkey]*facc{}
 	get := func(k fkey) *facc {
@@ -405,10 +409,25 @@ func (a *Analyzer) metricReport(r *Report) {
 		return f
 	}
 
+	// Services whose spans two exporters in one process doubled (the span
+	// findings are made first).
+	doubled := map[string]bool{}
+	for _, f := range r.Findings {
+		if f.Signal == SignalSpans && f.Diagnosis == DiagTwoExporters {
+			doubled[f.Subject] = true
+		}
+	}
 	diags := make([]Diagnosis, len(x.streams))
+	sameCause := make([]bool, len(x.streams))
 	for i, s := range x.streams {
 		if s.overlap {
 			diags[i] = a.streamDiagnosis(s)
+			if diags[i] == DiagIdentityCollision && doubled[subjectOf(s.res.service)] {
+				// Overlapping writers of a service whose spans arrive
+				// twice from one process: the second exporter there
+				// (an SDK set up twice) explains both.
+				diags[i], sameCause[i] = DiagTwoExporters, true
+			}
 		}
 	}
 	// Dropped points other than overlaps are diagnosed one by one.
@@ -436,6 +455,7 @@ func (a *Analyzer) metricReport(r *Report) {
 		}
 		if ev.reason == streams.ReasonOverlap {
 			f.byWriters = true
+			f.sameCause = f.sameCause || sameCause[ev.stream]
 		}
 		if s.res.instance != "" {
 			f.instance = s.res.instance
@@ -516,6 +536,9 @@ func (a *Analyzer) metricReport(r *Report) {
 		names := listNames(f.streams, 4)
 		var line string
 		switch {
+		case f.byWriters && f.sameCause:
+			line = fmt.Sprintf("metrics of %s: the same cause as its doubled spans, two exporters in one process (a second exporter or metric reader, e.g. the SDK set up twice; remove it): %s (%s) have writers whose start times are %s apart and whose points interleave (%s from writers not elected, %s Prometheus would count)",
+				subject, plural(len(f.streams), "stream", "streams"), names, fmtDur(f.spread), plural(f.items, "point", "points"), plural(f.resets, "reset", "resets"))
 		case f.byWriters && k.diag == DiagTwoExporters && f.spread <= togetherWindow:
 			line = fmt.Sprintf("metrics of %s: %s (%s) have writers whose start times are %s apart and whose points interleave (%s from writers not elected, %s Prometheus would count): two exporters in one process (metric readers or providers created together for the same instruments)",
 				subject, plural(len(f.streams), "stream", "streams"), names, fmtDur(f.spread), plural(f.items, "point", "points"), plural(f.resets, "reset", "resets"))

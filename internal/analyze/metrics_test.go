@@ -170,3 +170,36 @@ func TestMetricsRestartIsClean(t *testing.T) {
 		t.Fatalf("the restarted writer should be elected: %+v", w)
 	}
 }
+
+// TestMetricsSameCauseAsDoubledSpans: a service whose spans two exporters
+// in one process doubled, and whose counter has two overlapping writers
+// on a resource without service.instance.id, has one cause: the metric
+// finding says so first, not "an identity collision".
+func TestMetricsSameCauseAsDoubledSpans(t *testing.T) {
+	a := New(Options{})
+	a.AddTraces(at(100, 0, "p1"), traces("svc", span{1, 1, "op", 0}))
+	a.AddTraces(at(101, 3*time.Millisecond, "p2"), traces("svc", span{1, 1, "op", 0}))
+	lateWriter(a, "", 2500*time.Millisecond)
+	r := a.Report()
+	if len(r.Findings) != 2 || r.Findings[0].Signal != SignalSpans || r.Findings[0].Diagnosis != DiagTwoExporters {
+		t.Fatalf("findings = %+v, want the doubled spans first", r.Findings)
+	}
+	m := r.Findings[1]
+	want := `metrics of service "svc": the same cause as its doubled spans, two exporters in one process (a second exporter or metric reader, e.g. the SDK set up twice; remove it): 1 stream (requests) have writers whose start times are 2.5s apart and whose points interleave (3 points from writers not elected, 3 resets Prometheus would count)`
+	if m.Diagnosis != DiagTwoExporters || m.Line != want {
+		t.Fatalf("metric finding = %+v\nwant line %s", m, want)
+	}
+	if d := r.Metrics.List[0].Diagnosis; d != DiagTwoExporters {
+		t.Errorf("stream diagnosis %q, want two-exporters", d)
+	}
+	// Another service's doubled spans change nothing.
+	b := New(Options{})
+	b.AddTraces(at(100, 0, "p1"), traces("other", span{1, 1, "op", 0}))
+	b.AddTraces(at(101, 3*time.Millisecond, "p2"), traces("other", span{1, 1, "op", 0}))
+	lateWriter(b, "", 2500*time.Millisecond)
+	for _, f := range b.Report().Findings {
+		if f.Signal == SignalMetrics && f.Diagnosis != DiagIdentityCollision {
+			t.Errorf("metric finding of svc with doubled spans of other: %+v", f)
+		}
+	}
+}
