@@ -58,14 +58,10 @@ func NewRootCommand(s Streams) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "doubletake",
 		Short: "Make telemetry arrive exactly once, and prove it",
-		Long: `doubletake finds and removes telemetry that is exported more than once.
-
-  run      an OpenTelemetry Collector distribution whose dedup processor drops
-           duplicate spans and log records and keeps one writer per metric stream
-  verify   run a command against an in-process OTLP receiver; fail if anything arrives twice
-  audit    measure the damage already stored: counter resets in Prometheus, duplicate spans in Jaeger, Tempo or OTLP files
-  scan     find Python environments and lockfiles that admit a release known to export twice
-  version  print the version and the collector release it is built on`,
+		Long: `doubletake finds and removes telemetry that is exported more than once:
+'run' drops it in flight, 'verify' fails a CI job that exports twice,
+'audit' measures what backends already stored, 'scan' finds the releases
+that cause it.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
