@@ -129,11 +129,15 @@ func (a *Analyzer) AddTraces(at Arrival, td ptrace.Traces) {
 				n++
 				x.received++
 				h := spanHash(e, res.hash, sh, sp)
+				tid, sid := sp.TraceID(), sp.SpanID()
+				// The request's digest covers the ids too: two requests
+				// of different spans with the same content are no repeat.
 				a.item(h)
+				a.seq = append(a.seq, tid[:]...)
+				a.seq = append(a.seq, sid[:]...)
 				gi := x.group(res.service, byName, sp.Name())
 				g := &x.groups[gi]
 				g.received++
-				tid, sid := sp.TraceID(), sp.SpanID()
 				if tid.IsEmpty() || sid.IsEmpty() {
 					x.invalid++
 					g.invalid++
