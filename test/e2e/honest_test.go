@@ -204,7 +204,17 @@ func TestCredentialsNeverPrinted(t *testing.T) {
 		{"run", "--upstream", "http://u:" + pw + "@collector:4318", "--upstream-protocol", "http", "--data-dir", t.TempDir()},
 		{"run", "default-config", "--upstream", "https://u:" + pw + "@collector:4317"},
 	} {
-		r := runCLI(t, args...)
+		// A refusal is immediate; a gateway that accepted the URL would
+		// run until killed.
+		ctx := ctxTimeout(t, 30*time.Second)
+		cmd := exec.CommandContext(ctx, binary, args...)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		_ = cmd.Run()
+		r := result{code: cmd.ProcessState.ExitCode(), stdout: stdout.String(), stderr: stderr.String()}
+		if ctx.Err() != nil {
+			t.Errorf("%v: still running after 30s: the URL with credentials was accepted", args[:2])
+		}
 		if r.code != 2 {
 			t.Errorf("%v: exit %d, want 2 (refused)\n%s", args[:2], r.code, r.stderr)
 		}
