@@ -398,6 +398,10 @@ func (a *Analyzer) metricReport(r *Report) {
 		// this run, and its streams' writers would otherwise be taken for
 		// an identity collision: one process, one cause.
 		sameCause bool
+		// An example of a repeated or out-of-order point: the requests
+		// of the later point and of its writer's previous one.
+		exFirst, exLater uint32
+		hasEx            bool
 	}
 	fs := map[fkey]*facc{}
 	get := func(k fkey) *facc {
@@ -441,12 +445,26 @@ func (a *Analyzer) metricReport(r *Report) {
 			d = DiagIdentityCollision
 		default: // duplicate, out of order
 			d = a.classify(ev.first, ev.later)
+			if a.opts.NoArrival {
+				// Without arrival times: the point's request repeats an
+				// earlier one whole (whichever), or not.
+				d = DiagTwoExporters
+				if a.reqs[ev.later].repeatOf >= 0 {
+					d = DiagResentBatch
+				}
+			}
 		}
 		f := get(fkey{d, s.res.service})
 		f.items++
 		f.reasons[ev.reason]++
 		if ev.reason != streams.ReasonOverlap && !a.opts.NoArrival {
 			f.delays = append(f.delays, a.delay(ev.first, ev.later))
+		}
+		if ev.reason != streams.ReasonOverlap && !f.hasEx {
+			f.exFirst, f.exLater, f.hasEx = ev.first, ev.later, true
+			if r := a.reqs[ev.later].repeatOf; r >= 0 {
+				f.exFirst = uint32(r) // the request it repeats whole
+			}
 		}
 		if len(f.streams) == 0 || f.streams[len(f.streams)-1] != s.name {
 			if !slices.Contains(f.streams, s.name) {
@@ -564,11 +582,11 @@ func (a *Analyzer) metricReport(r *Report) {
 				plural(f.items, "point", "points"), names, f.reasons[streams.ReasonDuplicate], f.reasons[streams.ReasonOutOfOrder], rng)
 			switch {
 			case a.opts.NoArrival && k.diag == DiagTwoExporters:
-				line = fmt.Sprintf("metrics of %s: %s of %s repeated or out of order (%d exact repeats, %d out of order) in requests that repeat no earlier request whole: two exporters in one process (the same points batched twice, differently; the source records no arrival times)",
-					subject, plural(f.items, "point", "points"), names, f.reasons[streams.ReasonDuplicate], f.reasons[streams.ReasonOutOfOrder])
+				line = fmt.Sprintf("metrics of %s: %s of %s repeated or out of order (%d exact repeats, %d out of order) in requests that repeat no earlier request whole (e.g. %s, after %s): two exporters in one process (the same points batched twice, differently; the source records no arrival times)",
+					subject, plural(f.items, "point", "points"), names, f.reasons[streams.ReasonDuplicate], f.reasons[streams.ReasonOutOfOrder], a.where(f.exLater), a.where(f.exFirst))
 			case a.opts.NoArrival:
-				line = fmt.Sprintf("metrics of %s: %s of %s repeated or out of order (%d exact repeats, %d out of order) in requests that repeat an earlier request item for item: a re-sent batch, or two exporters that batched alike (the source records no arrival times to tell them apart)",
-					subject, plural(f.items, "point", "points"), names, f.reasons[streams.ReasonDuplicate], f.reasons[streams.ReasonOutOfOrder])
+				line = fmt.Sprintf("metrics of %s: %s of %s repeated or out of order (%d exact repeats, %d out of order) in requests that repeat an earlier request item for item (e.g. %s repeats %s item for item): a re-sent batch, or two exporters that batched alike (the source records no arrival times to tell them apart)",
+					subject, plural(f.items, "point", "points"), names, f.reasons[streams.ReasonDuplicate], f.reasons[streams.ReasonOutOfOrder], a.where(f.exLater), a.where(f.exFirst))
 			case k.diag == DiagTwoExporters:
 				line = fmt.Sprintf("metrics of %s: %s: two exporters in one process (identical copies within the %s export interval)", subject, what, fmtDur(a.opts.ExportInterval))
 			default:

@@ -203,3 +203,18 @@ func TestMetricsSameCauseAsDoubledSpans(t *testing.T) {
 		}
 	}
 }
+
+// TestMetricsResentRequestFromAFile: without arrival times the same
+// re-sent batch is diagnosed by its batching and cites the lines.
+func TestMetricsResentRequestFromAFile(t *testing.T) {
+	a := New(Options{NoArrival: true})
+	batch := func() pmetric.Metrics { return counter("", pt{0, time.Second, 1}, pt{0, 2 * time.Second, 2}) }
+	a.AddMetrics(Arrival{Seq: 1, File: "m.jsonl", Line: 1}, batch())
+	a.AddMetrics(Arrival{Seq: 2, File: "m.jsonl", Line: 2}, counter("", pt{0, 3 * time.Second, 3}))
+	a.AddMetrics(Arrival{Seq: 3, File: "m.jsonl", Line: 3}, batch())
+	r := a.Report()
+	want := `metrics of service "svc": 2 points of requests repeated or out of order (0 exact repeats, 2 out of order) in requests that repeat an earlier request item for item (e.g. m.jsonl line 3 repeats m.jsonl line 1 item for item): a re-sent batch, or two exporters that batched alike (the source records no arrival times to tell them apart)`
+	if len(r.Findings) != 1 || r.Findings[0].Diagnosis != DiagResentBatch || r.Findings[0].Line != want {
+		t.Fatalf("findings = %+v\nwant line %s", r.Findings, want)
+	}
+}

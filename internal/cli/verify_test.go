@@ -39,6 +39,12 @@ func helper(mode string) int {
 		if mode == "nested" {
 			td = helperNestedSpans()
 		}
+		if mode == "evil" {
+			for _, sp := range td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().All() {
+				sp.SetName("evil\x1b[2J\x1b]0;owned\x07")
+			}
+			td.ResourceSpans().At(0).Resource().Attributes().PutStr("service.name", "svc\x1b[31m")
+		}
 		body, _ := ptraceotlp.NewExportRequestFromTraces(td).MarshalJSON()
 		for range n {
 			resp, err := http.Post(endpoint+"/v1/traces", "application/json", bytes.NewReader(body))
@@ -70,6 +76,8 @@ func helper(mode string) int {
 	case "none":
 		fmt.Println("exported nothing")
 		return 0
+	case "evil":
+		return send(2)
 	case "stdout":
 		fmt.Println("{not json: the command's own output")
 		return send(1)
@@ -392,6 +400,21 @@ func TestVerifyJSONStdoutIsTheReportAlone(t *testing.T) {
 	// Text reports and --output keep the command's stdout on stdout.
 	if r := verify(t, "stdout"); !strings.HasPrefix(r.stdout, "{not json") {
 		t.Errorf("text: stdout %q", r.stdout)
+	}
+}
+
+// TestVerifyTextEscapesTerminalControls: names from telemetry reach the
+// text report escaped.
+func TestVerifyTextEscapesTerminalControls(t *testing.T) {
+	r := verify(t, "evil")
+	if r.code != ExitFindings {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if strings.ContainsAny(r.stdout, "\x1b\x07") {
+		t.Errorf("raw control characters in the report:\n%q", r.stdout)
+	}
+	if !strings.Contains(r.stdout, `evil\x1b[2J\x1b]0;owned\x07`) {
+		t.Errorf("the span name is not shown escaped:\n%s", r.stdout)
 	}
 }
 
