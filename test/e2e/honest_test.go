@@ -258,3 +258,27 @@ func TestRunSecondGatewayOneLine(t *testing.T) {
 		t.Errorf("want one clear line, got:\n%s", r.stderr)
 	}
 }
+
+// TestWarningsCarryTheirPipeline: the embedded default's duplicate-span
+// warning names the traces pipeline (the dedup processor is shared by all
+// three), and its summary, which covers every pipeline, names none.
+func TestWarningsCarryTheirPipeline(t *testing.T) {
+	d := startDefault(t)
+	sendDoubled(t, d.http, 20)
+	waitFor(t, 30*time.Second, "a duplicate-span warning and a summary", func() bool {
+		log := d.g.stderr.String()
+		return strings.Contains(log, "duplicate spans received") && strings.Contains(log, "dedup summary")
+	})
+	d.g.stop(t)
+	log := d.g.stderr.String()
+	for _, w := range strings.Split(grepLines(log, "duplicate spans received"), "\n") {
+		if !strings.Contains(w, `"otelcol.pipeline.id": "traces"`) {
+			t.Errorf("a span warning without the traces pipeline: %s", w)
+		}
+	}
+	for _, s := range strings.Split(grepLines(log, "dedup summary"), "\n") {
+		if strings.Contains(s, "otelcol.pipeline.id") {
+			t.Errorf("the summary covers every pipeline but names one: %s", s)
+		}
+	}
+}
