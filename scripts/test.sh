@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command: installs what the tests use when it is absent
-# (Prometheus from Debian's package, Node.js, the JS SDK client's npm
+# (Prometheus, Node.js, Chromium and jq from Debian's packages, the JS SDK client's npm
 # packages), then runs every Go test. Under CI=true a dependency that cannot
 # be installed fails the run; tests never skip for it.
 set -euo pipefail
@@ -11,6 +11,7 @@ command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v jq >/dev/null 2>&1 || missing+=(jq)
 if ((${#missing[@]})); then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "test.sh: installing ${missing[*]} from Debian's packages" >&2

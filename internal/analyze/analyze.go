@@ -1,6 +1,9 @@
 package analyze
 
 import (
+	"fmt"
+	"math"
+	"slices"
 	"time"
 
 	"github.com/doubletake/doubletake/internal/nested"
@@ -25,6 +28,11 @@ type Options struct {
 	// MaxStreams bounds the metric streams tracked; points of further
 	// streams are counted as unjudged. Default DefaultMaxStreams.
 	MaxStreams int
+	// NoArrival says the source records no arrival times and no
+	// connections (files, a trace backend): identical copies are then told
+	// apart by how they were batched (a request repeated item for item, or
+	// not), never by delays, and reports cite requests and lines.
+	NoArrival bool
 	// Nested tunes the nested-duplicate (double instrumentation) detector:
 	// its timing rule and the spans it holds (MaxSpans, default
 	// nested.DefaultMaxSpans); zero fields take nested's defaults.
@@ -50,6 +58,8 @@ type Arrival struct {
 	Received time.Time // when it was received
 	Peer     string    // the connection it came on (remote address); "" if unknown
 	Protocol string    // grpc, http/protobuf, http/json; informational
+	File     string    // the file it was read from; "" if none
+	Line     int       // its line (or frame) in File, from 1
 }
 
 // request is the analysis's record of one export request.
@@ -61,6 +71,8 @@ type request struct {
 	items    int
 	digest   uint64 // over the content hashes of its items, in order
 	repeatOf int32  // index of an earlier request with the same digest, or -1
+	file     uint16 // index in Analyzer.files + 1; 0: no file
+	line     uint32
 }
 
 // Signal names a kind of telemetry.
@@ -84,6 +96,7 @@ type Analyzer struct {
 	peerNames []string
 	digests   map[digestKey]int32
 	protocols map[string]int
+	files     []string
 
 	spans   spanIndex
 	logs    logIndex
@@ -134,7 +147,16 @@ func (a *Analyzer) beginRequest(at Arrival, sig Signal) uint32 {
 	if !at.Received.IsZero() {
 		recv = at.Received.UnixNano()
 	}
-	a.reqs = append(a.reqs, request{seq: seq, received: recv, peer: p, signal: sig, repeatOf: -1})
+	var file uint16
+	if at.File != "" {
+		i := slices.Index(a.files, at.File)
+		if i < 0 && len(a.files) < math.MaxUint16-1 {
+			i = len(a.files)
+			a.files = append(a.files, at.File)
+		}
+		file = uint16(i + 1)
+	}
+	a.reqs = append(a.reqs, request{seq: seq, received: recv, peer: p, signal: sig, repeatOf: -1, file: file, line: uint32(min(max(at.Line, 0), math.MaxUint32))})
 	a.seq = a.seq[:0]
 	return uint32(len(a.reqs) - 1)
 }
@@ -168,6 +190,16 @@ func (a *Analyzer) wholeRepeat(first, later uint32) bool {
 	return first != later && a.reqs[later].repeatOf == int32(first)
 }
 
+// where cites request i: "traces.jsonl line 31", or "request 31" (its
+// arrival order) when it came from no file.
+func (a *Analyzer) where(i uint32) string {
+	r := &a.reqs[i]
+	if r.file == 0 {
+		return fmt.Sprintf("request %d", r.seq)
+	}
+	return fmt.Sprintf("%s line %d", a.files[r.file-1], r.line)
+}
+
 // delay is how long after request first request later arrived.
 func (a *Analyzer) delay(first, later uint32) time.Duration {
 	return time.Duration(a.reqs[later].received - a.reqs[first].received)
@@ -178,7 +210,18 @@ func (a *Analyzer) delay(first, later uint32) time.Duration {
 // interval come from two exporters (two processors flush the same items
 // within one scheduled delay); later copies were re-sent (a retry comes
 // after a timeout and a backoff, a replay later still).
+//
+// Without arrival times (Options.NoArrival) the batching tells: copies in
+// a request that repeats an earlier one item for item were re-sent (or
+// exported twice by exporters that batched alike: see the finding's
+// line), copies batched differently come from two exporters.
 func (a *Analyzer) classify(first, later uint32) Diagnosis {
+	if a.opts.NoArrival {
+		if a.wholeRepeat(first, later) {
+			return DiagResentBatch
+		}
+		return DiagTwoExporters
+	}
 	if a.delay(first, later) <= a.opts.ExportInterval {
 		return DiagTwoExporters
 	}
@@ -188,7 +231,7 @@ func (a *Analyzer) classify(first, later uint32) Diagnosis {
 // Report summarises everything added so far. It may be called more than
 // once; the Analyzer keeps accumulating.
 func (a *Analyzer) Report() *Report {
-	r := &Report{Findings: []Finding{}}
+	r := &Report{Findings: []Finding{}, ArrivalTimes: !a.opts.NoArrival}
 	for _, q := range a.reqs {
 		switch q.signal {
 		case SignalSpans:
@@ -202,7 +245,9 @@ func (a *Analyzer) Report() *Report {
 			r.Requests.WholeRepeats++
 		}
 	}
-	r.Requests.Connections = len(a.peerNames)
+	if !a.opts.NoArrival {
+		r.Requests.Connections = len(a.peerNames)
+	}
 	if len(a.protocols) > 0 {
 		r.Requests.Protocols = map[string]int{}
 		for p, n := range a.protocols {

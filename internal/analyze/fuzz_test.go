@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,7 +34,16 @@ func FuzzAnalyze(f *testing.F) {
 	f.Add([]byte{0x0a, 0x00})
 
 	f.Fuzz(func(t *testing.T, b []byte) {
-		a := New(Options{MaxExamples: 2, MaxStreams: 8})
+		// With arrival times (verify) and without (files, backends).
+		for _, noArrival := range []bool{false, true} {
+			fuzzOnce(t, b, noArrival)
+		}
+	})
+}
+
+func fuzzOnce(t *testing.T, b []byte, noArrival bool) {
+	{
+		a := New(Options{MaxExamples: 2, MaxStreams: 8, NoArrival: noArrival})
 		fed := 0
 		if td, err := (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces(b); err == nil {
 			a.AddTraces(at(1, 0, "p"), td)
@@ -68,5 +78,9 @@ func FuzzAnalyze(f *testing.F) {
 		if _, err := json.Marshal(r); err != nil {
 			t.Fatal(err)
 		}
-	})
+		text := buf.String()
+		if noArrival && (r.Requests.Connections != 0 || strings.Contains(text, "connection") || strings.Contains(text, "later ones") || strings.Contains(text, "export interval")) {
+			t.Fatalf("a report without arrival times speaks of connections or delays:\n%s", text)
+		}
+	}
 }

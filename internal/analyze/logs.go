@@ -201,7 +201,9 @@ func (a *Analyzer) logReport(r *Report) {
 		ent := x.entries[d.key]
 		acc := &x.groups[ent.group]
 		dl := a.delay(ent.first, d.req)
-		delays[ent.group] = append(delays[ent.group], dl)
+		if !a.opts.NoArrival {
+			delays[ent.group] = append(delays[ent.group], dl)
+		}
 		diag := a.classify(ent.first, d.req)
 		fk := fkey{diag, acc.service}
 		f := findings[fk]
@@ -224,7 +226,9 @@ func (a *Analyzer) logReport(r *Report) {
 				examples[ent.group][d.key] = ex
 				order[ent.group] = append(order[ent.group], d.key)
 			}
-			ex.Delays = append(ex.Delays, Millis(dl))
+			if !a.opts.NoArrival {
+				ex.Delays = append(ex.Delays, Millis(dl))
+			}
 		}
 	}
 	for i, acc := range x.groups {

@@ -394,6 +394,14 @@ func (a *Analyzer) metricReport(r *Report) {
 		reasons   map[streams.Reason]int
 		instance  string
 		byWriters bool
+		// sameCause: the service's spans were doubled by two exporters in
+		// this run, and its streams' writers would otherwise be taken for
+		// an identity collision: one process, one cause.
+		sameCause bool
+		// An example of a repeated or out-of-order point: the requests
+		// of the later point and of its writer's previous one.
+		exFirst, exLater uint32
+		hasEx            bool
 	}
 	fs := map[fkey]*facc{}
 	get := func(k fkey) *facc {
@@ -405,10 +413,25 @@ func (a *Analyzer) metricReport(r *Report) {
 		return f
 	}
 
+	// Services whose spans two exporters in one process doubled (the span
+	// findings are made first).
+	doubled := map[string]bool{}
+	for _, f := range r.Findings {
+		if f.Signal == SignalSpans && f.Diagnosis == DiagTwoExporters {
+			doubled[f.Subject] = true
+		}
+	}
 	diags := make([]Diagnosis, len(x.streams))
+	sameCause := make([]bool, len(x.streams))
 	for i, s := range x.streams {
 		if s.overlap {
 			diags[i] = a.streamDiagnosis(s)
+			if diags[i] == DiagIdentityCollision && doubled[subjectOf(s.res.service)] {
+				// Overlapping writers of a service whose spans arrive
+				// twice from one process: the second exporter there
+				// (an SDK set up twice) explains both.
+				diags[i], sameCause[i] = DiagTwoExporters, true
+			}
 		}
 	}
 	// Dropped points other than overlaps are diagnosed one by one.
@@ -422,12 +445,26 @@ func (a *Analyzer) metricReport(r *Report) {
 			d = DiagIdentityCollision
 		default: // duplicate, out of order
 			d = a.classify(ev.first, ev.later)
+			if a.opts.NoArrival {
+				// Without arrival times: the point's request repeats an
+				// earlier one whole (whichever), or not.
+				d = DiagTwoExporters
+				if a.reqs[ev.later].repeatOf >= 0 {
+					d = DiagResentBatch
+				}
+			}
 		}
 		f := get(fkey{d, s.res.service})
 		f.items++
 		f.reasons[ev.reason]++
-		if ev.reason != streams.ReasonOverlap {
+		if ev.reason != streams.ReasonOverlap && !a.opts.NoArrival {
 			f.delays = append(f.delays, a.delay(ev.first, ev.later))
+		}
+		if ev.reason != streams.ReasonOverlap && !f.hasEx {
+			f.exFirst, f.exLater, f.hasEx = ev.first, ev.later, true
+			if r := a.reqs[ev.later].repeatOf; r >= 0 {
+				f.exFirst = uint32(r) // the request it repeats whole
+			}
 		}
 		if len(f.streams) == 0 || f.streams[len(f.streams)-1] != s.name {
 			if !slices.Contains(f.streams, s.name) {
@@ -436,6 +473,7 @@ func (a *Analyzer) metricReport(r *Report) {
 		}
 		if ev.reason == streams.ReasonOverlap {
 			f.byWriters = true
+			f.sameCause = f.sameCause || sameCause[ev.stream]
 		}
 		if s.res.instance != "" {
 			f.instance = s.res.instance
@@ -516,6 +554,9 @@ func (a *Analyzer) metricReport(r *Report) {
 		names := listNames(f.streams, 4)
 		var line string
 		switch {
+		case f.byWriters && f.sameCause:
+			line = fmt.Sprintf("metrics of %s: the same cause as its doubled spans, two exporters in one process (a second exporter or metric reader, e.g. the SDK set up twice; remove it): %s (%s) have writers whose start times are %s apart and whose points interleave (%s from writers not elected, %s Prometheus would count)",
+				subject, plural(len(f.streams), "stream", "streams"), names, fmtDur(f.spread), plural(f.items, "point", "points"), plural(f.resets, "reset", "resets"))
 		case f.byWriters && k.diag == DiagTwoExporters && f.spread <= togetherWindow:
 			line = fmt.Sprintf("metrics of %s: %s (%s) have writers whose start times are %s apart and whose points interleave (%s from writers not elected, %s Prometheus would count): two exporters in one process (metric readers or providers created together for the same instruments)",
 				subject, plural(len(f.streams), "stream", "streams"), names, fmtDur(f.spread), plural(f.items, "point", "points"), plural(f.resets, "reset", "resets"))
@@ -539,9 +580,16 @@ func (a *Analyzer) metricReport(r *Report) {
 			}
 			what := fmt.Sprintf("%s of %s repeated or arrived out of order (%d exact repeats, %d out of order), %s after their writer's previous point",
 				plural(f.items, "point", "points"), names, f.reasons[streams.ReasonDuplicate], f.reasons[streams.ReasonOutOfOrder], rng)
-			if k.diag == DiagTwoExporters {
+			switch {
+			case a.opts.NoArrival && k.diag == DiagTwoExporters:
+				line = fmt.Sprintf("metrics of %s: %s of %s repeated or out of order (%d exact repeats, %d out of order) in requests that repeat no earlier request whole (e.g. %s, after %s): two exporters in one process (the same points batched twice, differently; the source records no arrival times)",
+					subject, plural(f.items, "point", "points"), names, f.reasons[streams.ReasonDuplicate], f.reasons[streams.ReasonOutOfOrder], a.where(f.exLater), a.where(f.exFirst))
+			case a.opts.NoArrival:
+				line = fmt.Sprintf("metrics of %s: %s of %s repeated or out of order (%d exact repeats, %d out of order) in requests that repeat an earlier request item for item (e.g. %s repeats %s item for item): a re-sent batch, or two exporters that batched alike (the source records no arrival times to tell them apart)",
+					subject, plural(f.items, "point", "points"), names, f.reasons[streams.ReasonDuplicate], f.reasons[streams.ReasonOutOfOrder], a.where(f.exLater), a.where(f.exFirst))
+			case k.diag == DiagTwoExporters:
 				line = fmt.Sprintf("metrics of %s: %s: two exporters in one process (identical copies within the %s export interval)", subject, what, fmtDur(a.opts.ExportInterval))
-			} else {
+			default:
 				line = fmt.Sprintf("metrics of %s: %s: a re-sent batch (later than the %s export interval)", subject, what, fmtDur(a.opts.ExportInterval))
 			}
 		}

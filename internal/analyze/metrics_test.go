@@ -170,3 +170,51 @@ func TestMetricsRestartIsClean(t *testing.T) {
 		t.Fatalf("the restarted writer should be elected: %+v", w)
 	}
 }
+
+// TestMetricsSameCauseAsDoubledSpans: a service whose spans two exporters
+// in one process doubled, and whose counter has two overlapping writers
+// on a resource without service.instance.id, has one cause: the metric
+// finding says so first, not "an identity collision".
+func TestMetricsSameCauseAsDoubledSpans(t *testing.T) {
+	a := New(Options{})
+	a.AddTraces(at(100, 0, "p1"), traces("svc", span{1, 1, "op", 0}))
+	a.AddTraces(at(101, 3*time.Millisecond, "p2"), traces("svc", span{1, 1, "op", 0}))
+	lateWriter(a, "", 2500*time.Millisecond)
+	r := a.Report()
+	if len(r.Findings) != 2 || r.Findings[0].Signal != SignalSpans || r.Findings[0].Diagnosis != DiagTwoExporters {
+		t.Fatalf("findings = %+v, want the doubled spans first", r.Findings)
+	}
+	m := r.Findings[1]
+	want := `metrics of service "svc": the same cause as its doubled spans, two exporters in one process (a second exporter or metric reader, e.g. the SDK set up twice; remove it): 1 stream (requests) have writers whose start times are 2.5s apart and whose points interleave (3 points from writers not elected, 3 resets Prometheus would count)`
+	if m.Diagnosis != DiagTwoExporters || m.Line != want {
+		t.Fatalf("metric finding = %+v\nwant line %s", m, want)
+	}
+	if d := r.Metrics.List[0].Diagnosis; d != DiagTwoExporters {
+		t.Errorf("stream diagnosis %q, want two-exporters", d)
+	}
+	// Another service's doubled spans change nothing.
+	b := New(Options{})
+	b.AddTraces(at(100, 0, "p1"), traces("other", span{1, 1, "op", 0}))
+	b.AddTraces(at(101, 3*time.Millisecond, "p2"), traces("other", span{1, 1, "op", 0}))
+	lateWriter(b, "", 2500*time.Millisecond)
+	for _, f := range b.Report().Findings {
+		if f.Signal == SignalMetrics && f.Diagnosis != DiagIdentityCollision {
+			t.Errorf("metric finding of svc with doubled spans of other: %+v", f)
+		}
+	}
+}
+
+// TestMetricsResentRequestFromAFile: without arrival times the same
+// re-sent batch is diagnosed by its batching and cites the lines.
+func TestMetricsResentRequestFromAFile(t *testing.T) {
+	a := New(Options{NoArrival: true})
+	batch := func() pmetric.Metrics { return counter("", pt{0, time.Second, 1}, pt{0, 2 * time.Second, 2}) }
+	a.AddMetrics(Arrival{Seq: 1, File: "m.jsonl", Line: 1}, batch())
+	a.AddMetrics(Arrival{Seq: 2, File: "m.jsonl", Line: 2}, counter("", pt{0, 3 * time.Second, 3}))
+	a.AddMetrics(Arrival{Seq: 3, File: "m.jsonl", Line: 3}, batch())
+	r := a.Report()
+	want := `metrics of service "svc": 2 points of requests repeated or out of order (0 exact repeats, 2 out of order) in requests that repeat an earlier request item for item (e.g. m.jsonl line 3 repeats m.jsonl line 1 item for item): a re-sent batch, or two exporters that batched alike (the source records no arrival times to tell them apart)`
+	if len(r.Findings) != 1 || r.Findings[0].Diagnosis != DiagResentBatch || r.Findings[0].Line != want {
+		t.Fatalf("findings = %+v\nwant line %s", r.Findings, want)
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/doubletake/doubletake/internal/termsafe"
 )
 
 // maxGroupRows bounds the rows per table in the text report; the JSON
@@ -35,12 +37,15 @@ func (e *errWriter) printf(format string, args ...any) {
 // finding.
 func WriteText(w io.Writer, r *Report) error {
 	ew := &errWriter{w: w}
-	writeSpansText(ew, &r.Spans)
+	writeSpansText(ew, &r.Spans, r.ArrivalTimes)
 	writeNestedText(ew, &r.Nested)
 	writeMetricsText(ew, &r.Metrics)
-	writeLogsText(ew, &r.Logs)
-	if r.Malformed > 0 {
-		ew.printf("\nmalformed: %s refused because they could not be decoded\n", plural(int(r.Malformed), "request was", "requests were"))
+	writeLogsText(ew, &r.Logs, r.ArrivalTimes)
+	switch {
+	case r.Malformed > 0 && r.ArrivalTimes:
+		ew.printf("\nmalformed: %s refused: could not be decoded\n", plural(int(r.Malformed), "request was", "requests were"))
+	case r.Malformed > 0:
+		ew.printf("\nmalformed: %s skipped: not OTLP-JSON\n", plural(int(r.Malformed), "line was", "lines were"))
 	}
 	ew.printf("\nfindings:")
 	if len(r.Findings) == 0 {
@@ -81,18 +86,27 @@ type groupRow struct {
 }
 
 // writeGroupTable writes the first maxGroupRows of n group rows as an
-// indented table; what and copies name the second and the copies columns.
-func writeGroupTable(ew *errWriter, what, copies string, n int, row func(int) groupRow) {
+// indented table; what and copies name the second and the copies columns;
+// timed adds the delay column (a source with arrival times).
+func writeGroupTable(ew *errWriter, what, copies string, n int, timed bool, row func(int) groupRow) {
 	tw := tabwriter.NewWriter(ew.w, 0, 4, 2, ' ', 0)
 	tew := &errWriter{w: tw}
-	tew.printf("  SERVICE\t%s\tRECEIVED\tUNIQUE\tDUPLICATED\tEXTRA\t%s\tDELAY min / median / max\n", what, copies)
+	tew.printf("  SERVICE\t%s\tRECEIVED\tUNIQUE\tDUPLICATED\tEXTRA\t%s", what, copies)
+	if timed {
+		tew.printf("\tDELAY min / median / max")
+	}
+	tew.printf("\n")
 	for i := range n {
 		if i == maxGroupRows {
 			tew.printf("  … %d more\t\t\t\t\t\t\t\n", n-i)
 			break
 		}
 		r := row(i)
-		tew.printf("  %s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", orDash(r.service), orDash(r.what), r.received, r.unique, r.duplicated, r.extra, copiesText(r.copies), delaysText(r.delays))
+		tew.printf("  %s\t%s\t%d\t%d\t%d\t%d\t%s", orDash(termsafe.Escape(r.service)), orDash(termsafe.Escape(r.what)), r.received, r.unique, r.duplicated, r.extra, copiesText(r.copies))
+		if timed {
+			tew.printf("\t%s", delaysText(r.delays))
+		}
+		tew.printf("\n")
 	}
 	if tew.err == nil {
 		tew.err = tw.Flush()
@@ -102,7 +116,7 @@ func writeGroupTable(ew *errWriter, what, copies string, n int, row func(int) gr
 	}
 }
 
-func writeSpansText(ew *errWriter, s *SpanReport) {
+func writeSpansText(ew *errWriter, s *SpanReport, timed bool) {
 	ew.printf("spans: %d received, %d unique, %d duplicated ids, %s", s.Received, s.Unique, s.Duplicated, plural(s.ExtraCopies, "extra copy", "extra copies"))
 	if s.Conflicting > 0 {
 		ew.printf(", %d ids with differing copies", s.Conflicting)
@@ -114,7 +128,7 @@ func writeSpansText(ew *errWriter, s *SpanReport) {
 	if len(s.Groups) == 0 {
 		return
 	}
-	writeGroupTable(ew, "SPAN", "IDS×COPIES", len(s.Groups), func(i int) groupRow {
+	writeGroupTable(ew, "SPAN", "IDS×COPIES", len(s.Groups), timed, func(i int) groupRow {
 		g := &s.Groups[i]
 		return groupRow{g.Service, g.Name, g.Received, g.Unique, g.Duplicated, g.ExtraCopies, g.Copies, g.Delays}
 	})
@@ -124,13 +138,16 @@ func writeSpansText(ew *errWriter, s *SpanReport) {
 			if shown++; shown > maxTextExamples {
 				break
 			}
-			ew.printf("  e.g. %s %q trace %s span %s: %d copies, later ones %s after the first%s\n",
-				orDash(g.Service), g.Name, ex.TraceID, ex.SpanID, ex.Copies, millisList(ex.Delays), pick(ex.Differ, " (content differs)", ""))
+			ew.printf("  e.g. %s %q trace %s span %s: %d copies", orDash(termsafe.Escape(g.Service)), g.Name, ex.TraceID, ex.SpanID, ex.Copies)
+			if timed {
+				ew.printf(", later ones %s after the first", millisList(ex.Delays))
+			}
+			ew.printf("%s\n", pick(ex.Differ, " (content differs)", ""))
 		}
 	}
 }
 
-func writeLogsText(ew *errWriter, l *LogReport) {
+func writeLogsText(ew *errWriter, l *LogReport, timed bool) {
 	ew.printf("\nlogs: %d received, %d unique, %d duplicated records, %s", l.Received, l.Unique, l.Duplicated, plural(l.ExtraCopies, "extra copy", "extra copies"))
 	if l.Untimed > 0 {
 		ew.printf(", %d without timestamps (not compared)", l.Untimed)
@@ -139,7 +156,7 @@ func writeLogsText(ew *errWriter, l *LogReport) {
 	if len(l.Groups) == 0 {
 		return
 	}
-	writeGroupTable(ew, "SCOPE", "RECORDS×COPIES", len(l.Groups), func(i int) groupRow {
+	writeGroupTable(ew, "SCOPE", "RECORDS×COPIES", len(l.Groups), timed, func(i int) groupRow {
 		g := &l.Groups[i]
 		return groupRow{g.Service, g.Scope, g.Received, g.Unique, g.Duplicated, g.ExtraCopies, g.Copies, g.Delays}
 	})
@@ -149,7 +166,11 @@ func writeLogsText(ew *errWriter, l *LogReport) {
 			if shown++; shown > maxTextExamples {
 				break
 			}
-			ew.printf("  e.g. %s: %q: %d copies, later ones %s after the first\n", orDash(g.Service), ex.Body, ex.Copies, millisList(ex.Delays))
+			ew.printf("  e.g. %s: %q: %d copies", orDash(termsafe.Escape(g.Service)), ex.Body, ex.Copies)
+			if timed {
+				ew.printf(", later ones %s after the first", millisList(ex.Delays))
+			}
+			ew.printf("\n")
 		}
 	}
 }
@@ -312,15 +333,15 @@ func writeMetricsText(ew *errWriter, m *MetricReport) {
 			ew.printf("  … %d more streams (see --format json)\n", len(m.List)-i)
 			break
 		}
-		ew.printf("  stream %s", s.Name)
+		ew.printf("  stream %s", termsafe.Escape(s.Name))
 		if s.Attributes != "" {
-			ew.printf("{%s}", s.Attributes)
+			ew.printf("{%s}", termsafe.Escape(s.Attributes))
 		}
 		ew.printf(" (%s", s.Type)
 		if s.Unit != "" {
-			ew.printf(", unit %s", s.Unit)
+			ew.printf(", unit %s", termsafe.Escape(s.Unit))
 		}
-		ew.printf(") of %s, scope %s", subjectOf(s.Service), orDash(s.Scope))
+		ew.printf(") of %s, scope %s", subjectOf(s.Service), orDash(termsafe.Escape(s.Scope)))
 		if s.Overlap {
 			ew.printf(": %d writers overlap", len(s.Writers)+s.MoreWriters)
 		} else if len(s.Writers)+s.MoreWriters > 1 {

@@ -40,7 +40,7 @@ logs: 1 received, 1 unique, 0 duplicated records, 0 extra copies
 
 findings:
   - spans of service "svc": 2 extra copies of spans rollout, verify, identical, 3ms after the first, on 2 connections: two exporters in one process (identical copies from one resource within the 5s export interval)
-  - metrics of service "svc": 1 stream (requests) have writers whose start times are 2.5s apart and whose points interleave (3 points from writers not elected, 3 resets Prometheus would count), on a resource without service.instance.id: an identity collision (independent writers share one resource; give each process a unique service.instance.id, or, in one process, remove the second metric pipeline that joined later)
+  - metrics of service "svc": the same cause as its doubled spans, two exporters in one process (a second exporter or metric reader, e.g. the SDK set up twice; remove it): 1 stream (requests) have writers whose start times are 2.5s apart and whose points interleave (3 points from writers not elected, 3 resets Prometheus would count)
 `
 	if got := b.String(); got != want {
 		t.Fatalf("text report:\n%s\nwant:\n%s", got, want)

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/doubletake/doubletake/internal/termsafe"
 )
 
 // Diagnosis is the likely cause of a finding.
@@ -36,6 +38,10 @@ type Report struct {
 	Logs      LogReport    `json:"logs"`
 	Findings  []Finding    `json:"findings"`
 	Malformed uint64       `json:"malformed_requests"` // set by the caller: requests refused as undecodable
+	// ArrivalTimes: the source recorded when each request arrived and on
+	// which connection (verify); files and trace backends do not, and
+	// their reports have no delays and no connections.
+	ArrivalTimes bool `json:"arrival_times"`
 }
 
 // RequestCounts counts export requests.
@@ -43,7 +49,7 @@ type RequestCounts struct {
 	Traces      int            `json:"traces"`
 	Metrics     int            `json:"metrics"`
 	Logs        int            `json:"logs"`
-	Connections int            `json:"connections"`
+	Connections int            `json:"connections,omitempty"` // 0: unknown (no arrival facts)
 	Protocols   map[string]int `json:"protocols,omitempty"`
 	// WholeRepeats counts requests whose items repeat an earlier request's
 	// items one for one.
@@ -164,12 +170,18 @@ func sortFindings(fs []Finding) {
 	})
 }
 
-// listNames renders up to max names, then "and N more".
+// listNames renders up to max names, escaped for a terminal, then "and N
+// more".
 func listNames(names []string, max int) string {
-	if len(names) <= max {
-		return strings.Join(names, ", ")
+	shown := names[:min(len(names), max)]
+	esc := make([]string, len(shown))
+	for i, n := range shown {
+		esc[i] = termsafe.Escape(n)
 	}
-	return fmt.Sprintf("%s and %d more", strings.Join(names[:max], ", "), len(names)-max)
+	if len(names) <= max {
+		return strings.Join(esc, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(esc, ", "), len(names)-max)
 }
 
 func plural(n int, one, many string) string {

@@ -129,11 +129,15 @@ func (a *Analyzer) AddTraces(at Arrival, td ptrace.Traces) {
 				n++
 				x.received++
 				h := spanHash(e, res.hash, sh, sp)
+				tid, sid := sp.TraceID(), sp.SpanID()
+				// The request's digest covers the ids too: two requests
+				// of different spans with the same content are no repeat.
 				a.item(h)
+				a.seq = append(a.seq, tid[:]...)
+				a.seq = append(a.seq, sid[:]...)
 				gi := x.group(res.service, byName, sp.Name())
 				g := &x.groups[gi]
 				g.received++
-				tid, sid := sp.TraceID(), sp.SpanID()
 				if tid.IsEmpty() || sid.IsEmpty() {
 					x.invalid++
 					g.invalid++
@@ -221,6 +225,11 @@ type findingAcc struct {
 	delays  []time.Duration
 	repeats map[uint32]struct{} // later requests that repeat a whole earlier request
 	peers   map[uint32]struct{}
+	laters  map[uint32]struct{} // requests holding a later copy
+	// An example: a later copy's request and its first copy's; with a
+	// whole repeat, the first such pair.
+	exFirst, exLater uint32
+	exRepeat, hasEx  bool
 }
 
 func newFindingAcc(subject string, d Diagnosis) *findingAcc {
@@ -229,17 +238,25 @@ func newFindingAcc(subject string, d Diagnosis) *findingAcc {
 		ids: map[string]struct{}{}, names: map[string]struct{}{},
 		repeats: map[uint32]struct{}{},
 		peers:   map[uint32]struct{}{},
+		laters:  map[uint32]struct{}{},
 	}
 }
 
 func (f *findingAcc) addCopy(a *Analyzer, first, later uint32, name string) {
 	f.items++
 	f.names[name] = struct{}{}
-	f.delays = append(f.delays, a.delay(first, later))
+	if !a.opts.NoArrival {
+		f.delays = append(f.delays, a.delay(first, later))
+	}
 	f.peers[a.reqs[first].peer] = struct{}{}
 	f.peers[a.reqs[later].peer] = struct{}{}
-	if a.wholeRepeat(first, later) {
+	f.laters[later] = struct{}{}
+	repeat := a.wholeRepeat(first, later)
+	if repeat {
 		f.repeats[later] = struct{}{}
+	}
+	if !f.hasEx || (repeat && !f.exRepeat) {
+		f.exFirst, f.exLater, f.exRepeat, f.hasEx = first, later, repeat, true
 	}
 }
 
@@ -269,6 +286,9 @@ func (f *findingAcc) line(a *Analyzer, sig Signal, what string) string {
 	if names != "" {
 		head += " of " + what + " " + names
 	}
+	if a.opts.NoArrival {
+		return f.lineUntimed(a, sig, head, names)
+	}
 	conns := plural(len(f.peers), "connection", "connections")
 	switch f.diag {
 	case DiagTwoExporters:
@@ -284,6 +304,29 @@ func (f *findingAcc) line(a *Analyzer, sig Signal, what string) string {
 	default:
 		return fmt.Sprintf("%s of %s: %s arrived again with different content (%s): an identity collision (independent writers share span ids)",
 			sig, f.subject, plural(len(f.ids), "span id", "span ids"), names)
+	}
+}
+
+// lineUntimed renders a finding of a source without arrival times or
+// connections (files, trace backends): the facts are the requests that
+// hold the copies and how they were batched.
+func (f *findingAcc) lineUntimed(a *Analyzer, sig Signal, head, names string) string {
+	in := plural(len(f.laters), "request", "requests")
+	ex := fmt.Sprintf("e.g. %s repeats items of %s", a.where(f.exLater), a.where(f.exFirst))
+	if f.exFirst == f.exLater {
+		ex = fmt.Sprintf("e.g. %s holds one twice", a.where(f.exLater))
+	}
+	switch f.diag {
+	case DiagTwoExporters:
+		return fmt.Sprintf("%s, identical, in %s that %s no earlier request whole (%s): two exporters in one process (the same items batched twice, differently; the source records no arrival times)",
+			head, in, pick(len(f.laters) == 1, "repeats", "repeat"), ex)
+	case DiagResentBatch:
+		ex = fmt.Sprintf("e.g. %s repeats %s item for item", a.where(f.exLater), a.where(f.exFirst))
+		return fmt.Sprintf("%s, identical: %s repeated an earlier request item for item (%s): a re-sent batch, or two exporters that batched alike (the source records no arrival times to tell them apart)",
+			head, plural(len(f.repeats), "request", "requests"), ex)
+	default:
+		return fmt.Sprintf("%s of %s: %s arrived again with different content (%s; %s): an identity collision (independent writers share span ids)",
+			sig, f.subject, plural(len(f.ids), "span id", "span ids"), names, ex)
 	}
 }
 
@@ -320,7 +363,9 @@ func (a *Analyzer) spanReport(r *Report) {
 		g := &extra[ent.group]
 		acc := &x.groups[ent.group]
 		dl := a.delay(ent.first, d.req)
-		g.delays = append(g.delays, dl)
+		if !a.opts.NoArrival {
+			g.delays = append(g.delays, dl)
+		}
 		differ := d.hash != ent.hash
 		var diag Diagnosis
 		if differ {
@@ -352,7 +397,7 @@ func (a *Analyzer) spanReport(r *Report) {
 			g.examples[d.key] = ex
 			g.order = append(g.order, d.key)
 		}
-		if ex != nil {
+		if ex != nil && !a.opts.NoArrival {
 			ex.Delays = append(ex.Delays, Millis(dl))
 			ex.Differ = ex.Differ || differ
 		}

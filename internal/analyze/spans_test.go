@@ -180,3 +180,21 @@ func TestSpansThreeCopiesInvalidIDsAndInRequestDuplicates(t *testing.T) {
 		t.Fatalf("findings = %+v", r.Findings)
 	}
 }
+
+// TestSpansSameContentOtherIDsIsNoRepeat: a request of other spans (other
+// ids) with the same content does not repeat an earlier one; the same
+// spans again do. Files have only this to tell a re-send by.
+func TestSpansSameContentOtherIDsIsNoRepeat(t *testing.T) {
+	a := New(Options{NoArrival: true})
+	a.AddTraces(Arrival{Seq: 1, File: "t.jsonl", Line: 1}, traces("svc", span{1, 1, "a", 0}))
+	a.AddTraces(Arrival{Seq: 2, File: "t.jsonl", Line: 2}, traces("svc", span{2, 1, "a", 0}))
+	if r := a.Report(); r.Requests.WholeRepeats != 0 || len(r.Findings) != 0 {
+		t.Fatalf("whole repeats %d, findings %+v; want none", r.Requests.WholeRepeats, r.Findings)
+	}
+	a.AddTraces(Arrival{Seq: 3, File: "t.jsonl", Line: 3}, traces("svc", span{2, 1, "a", 0}))
+	r := a.Report()
+	want := `spans of service "svc": 1 extra copy of spans a, identical: 1 request repeated an earlier request item for item (e.g. t.jsonl line 3 repeats t.jsonl line 2 item for item): a re-sent batch, or two exporters that batched alike (the source records no arrival times to tell them apart)`
+	if r.Requests.WholeRepeats != 1 || len(r.Findings) != 1 || r.Findings[0].Line != want || r.Findings[0].Diagnosis != DiagResentBatch {
+		t.Fatalf("whole repeats %d, findings %+v\nwant line %s", r.Requests.WholeRepeats, r.Findings, want)
+	}
+}

@@ -12,7 +12,6 @@ import (
 	"math"
 	"os"
 	"slices"
-	"time"
 
 	"github.com/klauspost/compress/zstd"
 	"go.opentelemetry.io/collector/pdata/plog"
@@ -311,12 +310,11 @@ func (p *promSeriesOf) add(md pmetric.Metrics) {
 // Findings counts analyze's findings.
 func (r *OTLPReport) Findings() int { return len(r.Analysis.Findings) }
 
-// AuditOTLPFiles reads the files in order into one analysis. A request's
-// arrival time, which files do not record, is taken as the latest
-// timestamp in it (span end, log record, metric point): about when it was
-// exported.
+// AuditOTLPFiles reads the files in order into one analysis. Files record
+// no arrival times and no connections: the analysis tells copies apart by
+// how they were batched and cites files and lines.
 func AuditOTLPFiles(paths []string) (*OTLPReport, error) {
-	an := analyze.New(analyze.Options{})
+	an := analyze.New(analyze.Options{NoArrival: true})
 	rep := &OTLPReport{Series: []*SeriesResult{}}
 	stored := &promSeriesOf{h: streams.NewHasher(0), series: map[streams.ID]*storedSeries{}}
 	seq := uint64(0)
@@ -330,17 +328,14 @@ func AuditOTLPFiles(paths []string) (*OTLPReport, error) {
 		st.Compression, err = ReadOTLP(f, p, func(r OTLPRequest) error {
 			seq++
 			st.Requests++
-			at := analyze.Arrival{Seq: seq}
+			at := analyze.Arrival{Seq: seq, File: p, Line: r.Line}
 			switch r.Signal {
 			case analyze.SignalSpans:
-				at.Received = latestSpanEnd(r.Traces)
 				an.AddTraces(at, r.Traces)
 			case analyze.SignalMetrics:
-				at.Received = latestPoint(r.Metrics)
 				stored.add(r.Metrics)
 				an.AddMetrics(at, r.Metrics)
 			case analyze.SignalLogs:
-				at.Received = latestLog(r.Logs)
 				an.AddLogs(at, r.Logs)
 			}
 			return nil
@@ -410,68 +405,4 @@ func (r *OTLPReport) classStreams(stored *promSeriesOf) {
 	if stored.full {
 		r.Problems = append(r.Problems, fmt.Sprintf("more than %d cumulative points: streams met after that are analysed but not charted", maxStoredPoints))
 	}
-}
-
-func latestSpanEnd(td ptrace.Traces) time.Time {
-	var t uint64
-	for _, rs := range td.ResourceSpans().All() {
-		for _, ss := range rs.ScopeSpans().All() {
-			for _, sp := range ss.Spans().All() {
-				t = max(t, uint64(sp.EndTimestamp()))
-			}
-		}
-	}
-	return nsTime(t)
-}
-
-func latestLog(ld plog.Logs) time.Time {
-	var t uint64
-	for _, rl := range ld.ResourceLogs().All() {
-		for _, sl := range rl.ScopeLogs().All() {
-			for _, lr := range sl.LogRecords().All() {
-				t = max(t, uint64(lr.Timestamp()), uint64(lr.ObservedTimestamp()))
-			}
-		}
-	}
-	return nsTime(t)
-}
-
-func latestPoint(md pmetric.Metrics) time.Time {
-	var t uint64
-	for _, rm := range md.ResourceMetrics().All() {
-		for _, sm := range rm.ScopeMetrics().All() {
-			for _, m := range sm.Metrics().All() {
-				switch m.Type() {
-				case pmetric.MetricTypeSum:
-					for _, dp := range m.Sum().DataPoints().All() {
-						t = max(t, uint64(dp.Timestamp()))
-					}
-				case pmetric.MetricTypeGauge:
-					for _, dp := range m.Gauge().DataPoints().All() {
-						t = max(t, uint64(dp.Timestamp()))
-					}
-				case pmetric.MetricTypeHistogram:
-					for _, dp := range m.Histogram().DataPoints().All() {
-						t = max(t, uint64(dp.Timestamp()))
-					}
-				case pmetric.MetricTypeExponentialHistogram:
-					for _, dp := range m.ExponentialHistogram().DataPoints().All() {
-						t = max(t, uint64(dp.Timestamp()))
-					}
-				case pmetric.MetricTypeSummary:
-					for _, dp := range m.Summary().DataPoints().All() {
-						t = max(t, uint64(dp.Timestamp()))
-					}
-				}
-			}
-		}
-	}
-	return nsTime(t)
-}
-
-func nsTime(ns uint64) time.Time {
-	if ns == 0 || ns > 1<<62 {
-		return time.Time{}
-	}
-	return time.Unix(0, int64(ns))
 }

@@ -158,9 +158,23 @@ func TestAuditOTLPFiles(t *testing.T) {
 	if err := WriteOTLPText(&text, rep); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"traces.jsonl: none, 6 requests", "bad.jsonl: none, 0 requests, 1 line not OTLP-JSON", "spans: 6 received", "problem: " + bad + ":1:"} {
+	for _, want := range []string{
+		"traces.jsonl: 6 export requests read (OTLP-JSON lines, uncompressed)\n",
+		"bad.jsonl: 0 export requests read (OTLP-JSON lines, uncompressed); 1 malformed line skipped: not OTLP-JSON\n",
+		"spans: 6 received", "problem: " + bad + ":1:",
+		"malformed: 1 line was skipped: not OTLP-JSON",
+		// The facts a file has: requests, lines, how they were batched.
+		"1 request repeated an earlier request item for item (e.g. " + p + " line 2 repeats " + p + " line 1 item for item): a re-sent batch, or two exporters that batched alike",
+		"in 1 request that repeats no earlier request whole (e.g. " + p + " line 3 holds one twice): two exporters in one process",
+	} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("text lacks %q:\n%s", want, text.String())
+		}
+	}
+	// Files record no connections and no arrival times.
+	for _, not := range []string{"connection", "after the first", "DELAY", "export interval", "refused"} {
+		if strings.Contains(text.String(), not) {
+			t.Errorf("a file audit speaks of %q:\n%s", not, text.String())
 		}
 	}
 

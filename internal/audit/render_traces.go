@@ -169,9 +169,9 @@ func spanTable(groups []analyze.SpanGroup) (htmlTable, bool) {
 func WriteOTLPText(w io.Writer, r *OTLPReport) error {
 	ew := &errWriter{w: w}
 	for _, f := range r.Files {
-		ew.printf("%s: %s, %s", f.Path, f.Compression, plural(f.Requests, "request", "requests"))
+		ew.printf("%s: %s read (%s)", f.Path, plural(f.Requests, "export request", "export requests"), compressionText(f.Compression))
 		if f.Malformed > 0 {
-			ew.printf(", %s not OTLP-JSON (skipped)", plural(f.Malformed, "line", "lines"))
+			ew.printf("; %s skipped: not OTLP-JSON", plural(f.Malformed, "malformed line", "malformed lines"))
 		}
 		ew.printf("\n")
 	}
@@ -194,11 +194,26 @@ func WriteOTLPText(w io.Writer, r *OTLPReport) error {
 	return ew.err
 }
 
+// compressionText says how a file was stored, for people.
+func compressionText(c Compression) string {
+	switch c {
+	case CompressionNone:
+		return "OTLP-JSON lines, uncompressed"
+	case CompressionGzip:
+		return "OTLP-JSON lines, gzip"
+	case CompressionZstd:
+		return "OTLP-JSON lines, zstd"
+	case CompressionZstdFramed:
+		return "OTLP-JSON, one length-prefixed zstd frame per request"
+	}
+	return string(c)
+}
+
 // WriteOTLPHTML writes an OTLP file audit as a self-contained HTML page.
 func WriteOTLPHTML(w io.Writer, r *OTLPReport) error {
 	p := htmlPage{Title: "doubletake audit: OTLP files"}
 	for _, f := range r.Files {
-		p.Meta = append(p.Meta, fmt.Sprintf("%s: %s, %s, %d malformed", f.Path, f.Compression, plural(f.Requests, "request", "requests"), f.Malformed))
+		p.Meta = append(p.Meta, fmt.Sprintf("%s: %s read (%s), %s skipped", f.Path, plural(f.Requests, "export request", "export requests"), compressionText(f.Compression), plural(f.Malformed, "malformed line", "malformed lines")))
 	}
 	a := r.Analysis
 	p.Summary = append(p.Summary,

@@ -116,7 +116,8 @@ func AuditTraces(ctx context.Context, src TraceSource, o TraceOptions) (*TraceRe
 		return nil, fmt.Errorf("%w: %s knows no service %q (it knows %s)", ErrNoData, src.Name(), o.Service, listSome(services, 10))
 	}
 
-	an := analyze.New(analyze.Options{})
+	// A trace backend records no arrival times or connections.
+	an := analyze.New(analyze.Options{NoArrival: true})
 	seen := map[pcommon.TraceID]struct{}{}
 	type window struct{ from, to time.Time }
 	stack := []window{{start, end}}

@@ -20,6 +20,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/doubletake/doubletake/internal/termsafe"
 )
 
 // Target is where a Forwarder sends requests.
@@ -37,9 +39,16 @@ func ParseTarget(raw, protocol string) (Target, error) {
 	if protocol != "grpc" && protocol != "http" {
 		return Target{}, fmt.Errorf("protocol %q: want grpc or http", protocol)
 	}
+	// Errors quote the URL without its user info: a password given in it
+	// must not reach a terminal or a log.
+	shown := termsafe.RedactURL(raw)
 	u, err := url.Parse(raw)
 	if err != nil {
-		return Target{}, fmt.Errorf("%q is not a URL: %w", raw, err)
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // url.Error quotes the whole URL
+		}
+		return Target{}, fmt.Errorf("%q is not a URL: %w", shown, err)
 	}
 	t := Target{Protocol: protocol}
 	switch u.Scheme {
@@ -47,19 +56,22 @@ func ParseTarget(raw, protocol string) (Target, error) {
 	case "https":
 		t.Secure = true
 	default:
-		return Target{}, fmt.Errorf("%q: want an http:// or https:// URL", raw)
+		return Target{}, fmt.Errorf("%q: want an http:// or https:// URL", shown)
 	}
-	if u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
-		return Target{}, fmt.Errorf("%q: want scheme://host:port[/path] without user, query or fragment", raw)
+	if u.User != nil {
+		return Target{}, fmt.Errorf("%q: credentials in the URL are refused: they would show in the process list", shown)
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+		return Target{}, fmt.Errorf("%q: want scheme://host:port[/path] without user, query or fragment", shown)
 	}
 	host, port, err := net.SplitHostPort(u.Host)
 	if err != nil || host == "" || port == "" {
-		return Target{}, fmt.Errorf("%q: want a host and a port", raw)
+		return Target{}, fmt.Errorf("%q: want a host and a port", shown)
 	}
 	t.Host = u.Host
 	p := strings.TrimRight(u.Path, "/")
 	if protocol == "grpc" && p != "" {
-		return Target{}, fmt.Errorf("%q: a gRPC endpoint takes no path", raw)
+		return Target{}, fmt.Errorf("%q: a gRPC endpoint takes no path", shown)
 	}
 	t.Path = p
 	return t, nil

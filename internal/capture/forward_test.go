@@ -25,7 +25,7 @@ func TestParseTarget(t *testing.T) {
 		{"http://h", "grpc", Target{}, "want a host and a port"},
 		{"http://:4317", "grpc", Target{}, "want a host and a port"},
 		{"http://h:1/v1", "grpc", Target{}, "a gRPC endpoint takes no path"},
-		{"http://u:p@h:1", "http", Target{}, "without user, query or fragment"},
+		{"http://u:p@h:1", "http", Target{}, "credentials in the URL are refused"},
 		{"http://h:1?x=1", "http", Target{}, "without user, query or fragment"},
 		{"http://h:1", "udp", Target{}, `protocol "udp"`},
 		{"http://h\x7f:1", "http", Target{}, "is not a URL"},

@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/doubletake/doubletake/internal/audit"
+	"github.com/doubletake/doubletake/internal/termsafe"
 )
 
 // Environment variables that hold audit credentials: secrets never go on
@@ -98,7 +99,10 @@ func (o *auditOutput) write(out io.Writer, report any, text, html func(io.Writer
 	if o.format == "json" {
 		err = audit.WriteJSON(&buf, report)
 	} else {
-		err = text(&buf)
+		// Names in the report come from telemetry: escape what could
+		// drive the terminal.
+		tw := termsafe.NewWriter(&buf)
+		err = errors.Join(text(tw), tw.Flush())
 	}
 	if err != nil {
 		return &ExitError{Code: ExitInternal, Err: fmt.Errorf("rendering the report: %w", err)}
@@ -528,6 +532,7 @@ func runAuditTraces(ctx context.Context, s Streams, o auditTracesOptions) error 
 
 func newAuditOTLPCommand(s Streams) *cobra.Command {
 	var out auditOutput
+	var strict bool
 	cmd := &cobra.Command{
 		Use:   "otlp FILE...",
 		Short: "Find duplicate spans, nested duplicates, log records and metric writers in OTLP-JSON-lines files",
@@ -538,9 +543,16 @@ the order given, as one stream, and analysed as verify analyses what it
 receives: duplicate span ids, nested duplicates (one operation recorded as
 two spans, one inside the other: double instrumentation), duplicate log
 records, metric streams with more than one writer and the resets Prometheus
-would count. Lines that are not OTLP-JSON are skipped and reported.
+would count. Files record no arrival times and no connections: copies are
+told apart by how they were batched (a request repeated item for item, or
+the same items in differently batched requests), and each diagnosis cites
+a file and line.
 
-` + auditExitStatus + ` Findings: any duplicate, nested duplicate or overlap.`,
+Lines that are not OTLP-JSON are skipped, counted and reported (stderr and
+the report); they do not change the exit status unless --strict is given.
+
+` + auditExitStatus + ` Findings: any duplicate, nested duplicate or overlap;
+with --strict, malformed lines too.`,
 		Example:       `  doubletake audit otlp doubletake-data/traces.jsonl doubletake-data/logs.jsonl`,
 		Args:          cobra.MinimumNArgs(1),
 		SilenceUsage:  true,
@@ -580,13 +592,14 @@ would count. Lines that are not OTLP-JSON are skipped and reported.
 			switch {
 			case rep.Findings() > 0:
 				return &ExitError{Code: ExitFindings}
-			case malformed > 0:
-				return &ExitError{Code: ExitInternal, Err: fmt.Errorf("%s could not be read as OTLP-JSON", auditCount(malformed, "line"))}
+			case malformed > 0 && strict:
+				return &ExitError{Code: ExitFindings, Err: fmt.Errorf("audit otlp: %s could not be read as OTLP-JSON (--strict)", auditCount(malformed, "line"))}
 			}
 			return nil
 		},
 	}
 	out.flags(cmd.Flags())
+	cmd.Flags().BoolVar(&strict, "strict", false, "fail (exit 1) when a line is not OTLP-JSON; without it malformed lines are reported and skipped")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &ExitError{Code: ExitUsage, Err: err} })
 	return cmd
 }

@@ -296,8 +296,16 @@ func TestAuditOTLPCommand(t *testing.T) {
 	if b, _ := os.ReadFile(html); !strings.Contains(string(b), "Span ids stored more than once") {
 		t.Errorf("html report:\n%s", b)
 	}
-	code, _, stderr = runAuditCmd(t, "otlp", write("clean.jsonl", clean+"\n"+clean+"x\n"))
-	expect(t, "clean with a bad line", code, ExitInternal, stderr, "1 line could not be read as OTLP-JSON")
+	// A malformed line is counted and reported; the exit status follows
+	// the findings unless --strict.
+	badLine := write("clean.jsonl", clean+"\n"+clean+"x\n")
+	code, stdout, stderr = runAuditCmd(t, "otlp", badLine)
+	expect(t, "clean with a bad line", code, ExitOK, stderr, "0 findings, 1 line skipped as malformed")
+	if !strings.Contains(stdout, "1 malformed line skipped: not OTLP-JSON") || !strings.Contains(stdout, "problem: "+badLine+":2:") {
+		t.Errorf("the report does not count and cite the malformed line:\n%s", stdout)
+	}
+	code, _, stderr = runAuditCmd(t, "otlp", "--strict", badLine)
+	expect(t, "clean with a bad line, --strict", code, ExitFindings, stderr, "1 line could not be read as OTLP-JSON (--strict)")
 	code, _, stderr = runAuditCmd(t, "otlp", write("clean2.jsonl", clean+"\n"))
 	expect(t, "clean", code, ExitOK, stderr, "0 findings")
 	code, _, stderr = runAuditCmd(t, "otlp", write("empty.jsonl", ""))

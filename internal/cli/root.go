@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/doubletake/doubletake/internal/termsafe"
 )
 
 // Exit codes shared by every subcommand.
@@ -18,6 +20,7 @@ const (
 	ExitUsage    = 2 // bad flags or arguments
 	ExitCommand  = 3 // the command under test failed (verify)
 	ExitInternal = 4 // doubletake itself failed (I/O, unreachable backend, ...)
+	ExitNothing  = 5 // verify: nothing arrived, or a signal --expect names never arrived
 )
 
 // Streams are the standard streams a command reads and writes: data to Out,
@@ -55,14 +58,10 @@ func NewRootCommand(s Streams) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "doubletake",
 		Short: "Make telemetry arrive exactly once, and prove it",
-		Long: `doubletake finds and removes telemetry that is exported more than once.
-
-  run      an OpenTelemetry Collector distribution whose dedup processor drops
-           duplicate spans and log records and keeps one writer per metric stream
-  verify   run a command against an in-process OTLP receiver; fail if anything arrives twice
-  audit    measure the damage already stored: counter resets in Prometheus, duplicate spans in Jaeger, Tempo or OTLP files
-  scan     find Python environments and lockfiles that admit a release known to export twice
-  version  print the version and the collector release it is built on`,
+		Long: `doubletake finds and removes telemetry that is exported more than once:
+'run' drops it in flight, 'verify' fails a CI job that exports twice,
+'audit' measures what backends already stored, 'scan' finds the releases
+that cause it.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -90,14 +89,18 @@ func Main(args []string, s Streams) int {
 	if err == nil {
 		return ExitOK
 	}
+	// An error can quote its input (a file's line, a server's answer):
+	// escape what could drive the terminal.
+	msg := termsafe.NewWriter(s.Err)
+	defer msg.Flush()
 	var ee *ExitError
 	if errors.As(err, &ee) {
 		if ee.Err != nil {
-			fmt.Fprintf(s.Err, "doubletake: %v\n", ee.Err)
+			fmt.Fprintf(msg, "doubletake: %v\n", ee.Err)
 		}
 		return ee.Code
 	}
-	fmt.Fprintf(s.Err, "doubletake: %v\n", err)
+	fmt.Fprintf(msg, "doubletake: %v\n", err)
 	if isUsage(err) {
 		return ExitUsage
 	}

@@ -1,9 +1,12 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 	"go.opentelemetry.io/collector/component"
@@ -62,7 +65,7 @@ Print the default with 'doubletake run default-config'.
 
 With --config it runs any collector config (files, env:, yaml:, http: URIs,
 --set overrides), exactly as otelcol does; 'doubletake run validate --config F'
-checks one.`
+checks one. The collector's --feature-gates flag works too (not listed).`
 	cmd.SilenceErrors = true
 	cmd.SetIn(s.In)
 	cmd.SetOut(s.Out)
@@ -78,8 +81,28 @@ checks one.`
 	f.StringVar(&opts.TelemetryEndpoint, "telemetry-endpoint", opts.TelemetryEndpoint, "where the gateway's own metrics are served")
 	f.StringVar(&opts.HealthEndpoint, "health-endpoint", opts.HealthEndpoint, "health check address")
 	f.IntVar(&opts.UpstreamMaxRequestBytes, "upstream-max-request-bytes", opts.UpstreamMaxRequestBytes, "largest request the --upstream takes (its receive limit): batches stay under it, and a request holding a larger item is refused (default: the collector's 4 MiB gRPC limit less 64 KiB)")
-	f.IntVar(&opts.MemorySoftLimitMiB, "memory-soft-limit-mib", opts.MemorySoftLimitMiB, "resident size above which dedup shrinks its windows (0 turns it off; default: half the memory available)")
+	f.IntVar(&opts.MemorySoftLimitMiB, "memory-soft-limit-mib", opts.MemorySoftLimitMiB, "resident size above which dedup shrinks its windows (0 turns it off)")
+	// The default depends on the machine: say where it comes from, once.
+	f.Lookup("memory-soft-limit-mib").DefValue = fmt.Sprintf("%d, half the memory available", opts.MemorySoftLimitMiB)
 	f.DurationVar(&opts.SummaryInterval, "summary-interval", opts.SummaryInterval, "how often to log what was received and dropped (0 turns it off)")
+
+	// The collector's own flags, for people: its --feature-gates usage
+	// lists every gate of every component (still accepted, not listed);
+	// --config's usage quotes itself.
+	if fl := cmd.Flags().Lookup("feature-gates"); fl != nil {
+		fl.Hidden = true
+	}
+	if fl := cmd.Flags().Lookup("config"); fl != nil {
+		fl.Usage = "run the collector config at `URI` instead of the embedded default (file:PATH or a path, env:VAR, yaml:..., http(s)://...); repeatable, merged in order"
+		fl.DefValue = ""
+	}
+	if fl := cmd.Flags().Lookup("set"); fl != nil {
+		fl.Usage = "set the config property `KEY=VALUE` over the config (processors.batch.timeout=2s); repeatable"
+	}
+	// --version prints doubletake's version, as 'doubletake version' does.
+	cmd.Version = versionLine()
+	cmd.SetVersionTemplate("{{.Version}}\n")
+	cmd.Flags().BoolP("version", "v", false, "print doubletake's version and exit")
 
 	otelRunE := cmd.RunE
 	cmd.RunE = func(c *cobra.Command, args []string) error {
@@ -98,6 +121,11 @@ checks one.`
 		if err != nil {
 			return usageError("%v", err)
 		}
+		// A port taken (a second gateway) is one clear line, before the
+		// collector starts and logs the failure with a stack trace.
+		if err := checkPorts(opts); err != nil {
+			return &ExitError{Code: ExitInternal, Err: err}
+		}
 		// The default config pushes no telemetry of its own; make sure no
 		// SDK default picks up an OTLP endpoint from the environment that
 		// points back at our own receivers.
@@ -107,6 +135,12 @@ checks one.`
 			}
 		}
 		if err := c.Flags().Set("config", "yaml:"+yaml); err != nil {
+			return fmt.Errorf("loading the default config: %w", err)
+		}
+		// Errors the collector logs (a port taken between the check and
+		// the start) come without a Go stack trace. Merged over the
+		// default, which stays as printed by default-config.
+		if err := c.Flags().Set("config", "yaml:service::telemetry::logs::disable_stacktrace: true"); err != nil {
 			return fmt.Errorf("loading the default config: %w", err)
 		}
 		return otelRunE(c, args)
@@ -126,4 +160,27 @@ checks one.`
 		},
 	})
 	return cmd
+}
+
+// checkPorts tries every address the default config listens on and says,
+// in one line, which is taken and by which flag it is moved.
+func checkPorts(o distro.Options) error {
+	addrs := []struct{ flag, addr string }{
+		{"--grpc-endpoint", o.GRPCEndpoint}, {"--http-endpoint", o.HTTPEndpoint},
+		{"--telemetry-endpoint", o.TelemetryEndpoint}, {"--health-endpoint", o.HealthEndpoint},
+	}
+	if o.Upstream == "" {
+		addrs = append(addrs, struct{ flag, addr string }{"--metrics-endpoint", o.MetricsEndpoint})
+	}
+	for _, a := range addrs {
+		ln, err := net.Listen("tcp", a.addr)
+		if err != nil {
+			if errors.Is(err, syscall.EADDRINUSE) {
+				return fmt.Errorf("run: %s is already in use (another gateway running?); stop it or choose another address with %s", a.addr, a.flag)
+			}
+			return fmt.Errorf("run: %s %s: %w", a.flag, a.addr, err)
+		}
+		_ = ln.Close()
+	}
+	return nil
 }

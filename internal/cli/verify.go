@@ -22,6 +22,7 @@ import (
 
 	"github.com/doubletake/doubletake/internal/analyze"
 	"github.com/doubletake/doubletake/internal/capture"
+	"github.com/doubletake/doubletake/internal/termsafe"
 )
 
 // Defaults of verify's flags.
@@ -56,7 +57,17 @@ type verifyOptions struct {
 	ignoreExit      bool
 	exportInterval  time.Duration
 	allow           []string
+	allowEmpty      bool
+	expect          []string
 }
+
+// expectValues are the signals --expect accepts.
+var expectValues = []string{"traces", "metrics", "logs"}
+
+// jsonToStdout reports whether the report is JSON on verify's stdout: then
+// CMD's stdout goes to verify's stderr, so that a parser reading verify's
+// stdout gets the report alone.
+func (o *verifyOptions) jsonToStdout() bool { return o.format == "json" && o.output == "" }
 
 // allowNestedDuplicates is the --allow value that passes nested duplicates.
 const allowNestedDuplicates = "nested-duplicates"
@@ -90,8 +101,11 @@ each with a one-line diagnosis.
 The per-signal variables OTEL_EXPORTER_OTLP_{TRACES,METRICS,LOGS}_ENDPOINT are
 removed from CMD's environment so the one base endpoint serves every signal
 over either protocol; the protocol is left to the SDK. stdin, stdout and
-stderr are CMD's; SIGINT and SIGTERM are passed on to it, except a SIGINT
-that the terminal has sent to CMD as well (^C with verify in the foreground).
+stderr are CMD's (with --format json and no --output, CMD's stdout goes to
+verify's stderr, so that stdout carries the JSON report alone: verify
+--format json -- CMD | jq .); SIGINT and SIGTERM are passed on to it, except
+a SIGINT that the terminal has sent to CMD as well (^C with verify in the
+foreground).
 
 Without CMD, --listen ADDR receives until SIGINT/SIGTERM or --duration, for
 long-running services. --forward also sends everything received on, so verify
@@ -101,7 +115,10 @@ Exit status: 0 clean; 1 duplicates or overlaps above --max-duplicate-ratio,
 nested duplicates (unless --allow nested-duplicates), or undecodable OTLP
 received; 2 usage error; 3 CMD failed (not found, non-zero exit, killed by a
 signal; --ignore-exit to not count it), which takes precedence over 1; 4
-verify itself failed (address in use, report not written).`,
+verify itself failed (address in use, report not written); 5 nothing arrived
+at all (no span, metric point or log record: an SDK not configured, an
+export to the wrong port; --allow-empty for a command that exports nothing),
+or a signal named by --expect never arrived.`,
 		Example: `  doubletake verify -- go test ./...
   doubletake verify --format json --junit verify.xml -- node app.mjs
   doubletake verify --listen 127.0.0.1:4317 --duration 5m --forward http://collector:4317`,
@@ -127,6 +144,8 @@ verify itself failed (address in use, report not written).`,
 	f.Float64Var(&o.maxRatio, "max-duplicate-ratio", 0, "fail (exit 1) when extra copies / items received exceeds this (0..1); id duplicates only (spans, log records, metric points): nested duplicates are not counted, see --allow")
 	f.StringSliceVar(&o.allow, "allow", nil, "do not fail on these finding kinds (still reported); repeatable or comma-separated: "+strings.Join(allowValues, ", "))
 	f.BoolVar(&o.ignoreExit, "ignore-exit", false, "do not fail (exit 3) when CMD fails; its status is still reported")
+	f.BoolVar(&o.allowEmpty, "allow-empty", false, "pass when nothing arrives at all (a command that exports nothing); without it that is exit 5")
+	f.StringSliceVar(&o.expect, "expect", nil, "fail (exit 5) when one of these signals never arrives; comma-separated: "+strings.Join(expectValues, ", "))
 	f.DurationVar(&o.exportInterval, "export-interval", o.exportInterval, "identical copies closer than this are diagnosed as two exporters, further apart as a re-send")
 	return cmd
 }
@@ -153,6 +172,14 @@ func (o *verifyOptions) validate(args []string, listenSet bool) error {
 		if !slices.Contains(allowValues, strings.TrimSpace(a)) {
 			return usageError("verify: --allow %q: want %s", a, strings.Join(allowValues, " or "))
 		}
+	}
+	for _, e := range o.expect {
+		if !slices.Contains(expectValues, strings.TrimSpace(e)) {
+			return usageError("verify: --expect %q: want %s", e, strings.Join(expectValues, ", "))
+		}
+	}
+	if o.allowEmpty && len(o.expect) > 0 {
+		return usageError("verify: --allow-empty and --expect contradict each other; give one")
 	}
 	if o.duration < 0 {
 		return usageError("verify: --duration %s: want a duration of 0 or more", o.duration)
@@ -205,16 +232,21 @@ func (c *commandResult) describe() string {
 
 // verifyReport is what verify prints.
 type verifyReport struct {
-	Endpoint      string                `json:"endpoint"`
-	Command       *commandResult        `json:"command,omitempty"`
-	ListenedFor   analyze.Millis        `json:"listened_ms,omitempty"`
-	Forward       *capture.ForwardStats `json:"forward,omitempty"`
-	MaxRatio      float64               `json:"max_duplicate_ratio"`
-	Allow         []string              `json:"allow,omitempty"`
-	Ratio         float64               `json:"duplicate_ratio"`
-	Verdict       string                `json:"verdict"`
-	ExitCode      int                   `json:"exit_code"`
-	VerdictReason string                `json:"verdict_reason"`
+	Endpoint    string                `json:"endpoint"`
+	Command     *commandResult        `json:"command,omitempty"`
+	ListenedFor analyze.Millis        `json:"listened_ms,omitempty"`
+	Forward     *capture.ForwardStats `json:"forward,omitempty"`
+	MaxRatio    float64               `json:"max_duplicate_ratio"`
+	Allow       []string              `json:"allow,omitempty"`
+	AllowEmpty  bool                  `json:"allow_empty,omitempty"`
+	Expect      []string              `json:"expect,omitempty"`
+	// Missing names the signals of which nothing arrived: every signal
+	// --expect names that did not, or all three when nothing arrived.
+	Missing       []string `json:"missing,omitempty"`
+	Ratio         float64  `json:"duplicate_ratio"`
+	Verdict       string   `json:"verdict"`
+	ExitCode      int      `json:"exit_code"`
+	VerdictReason string   `json:"verdict_reason"`
 	*analyze.Report
 }
 
@@ -235,7 +267,7 @@ func runVerify(ctx context.Context, s Streams, o verifyOptions, args []string, l
 		target, _ := capture.ParseTarget(o.forward, o.forwardProtocol)
 		var err error
 		if fwd, err = capture.NewForwarder(target); err != nil {
-			return &ExitError{Code: ExitInternal, Err: fmt.Errorf("verify: --forward %s: %w", o.forward, err)}
+			return &ExitError{Code: ExitInternal, Err: fmt.Errorf("verify: --forward %s: %w", redactURL(o.forward), err)}
 		}
 	}
 
@@ -270,10 +302,15 @@ func runVerify(ctx context.Context, s Streams, o verifyOptions, args []string, l
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
-	rep := &verifyReport{Endpoint: srv.Endpoint(), MaxRatio: o.maxRatio}
+	rep := &verifyReport{Endpoint: srv.Endpoint(), MaxRatio: o.maxRatio, AllowEmpty: o.allowEmpty}
 	for _, a := range o.allow {
 		if a = strings.TrimSpace(a); !slices.Contains(rep.Allow, a) {
 			rep.Allow = append(rep.Allow, a)
+		}
+	}
+	for _, e := range o.expect {
+		if e = strings.TrimSpace(e); !slices.Contains(rep.Expect, e) {
+			rep.Expect = append(rep.Expect, e)
 		}
 	}
 	var cmdErr error
@@ -308,7 +345,7 @@ func runVerify(ctx context.Context, s Streams, o verifyOptions, args []string, l
 		rep.Forward = &st
 		if st.Failed > 0 || st.Dropped > 0 {
 			fmt.Fprintf(s.Err, "doubletake: verify: forwarding to %s: %d of %d requests failed, %d dropped (last error: %s)\n",
-				o.forward, st.Failed, st.Received, st.Dropped, st.LastError)
+				redactURL(o.forward), st.Failed, st.Received, st.Dropped, termsafe.Escape(st.LastError))
 		}
 	}
 	if cmdErr != nil {
@@ -336,8 +373,54 @@ func runVerify(ctx context.Context, s Streams, o verifyOptions, args []string, l
 	return &ExitError{Code: rep.ExitCode, Err: errors.New("verify: " + rep.VerdictReason)}
 }
 
+// received reports whether any item of signal (traces, metrics, logs)
+// arrived.
+func (r *verifyReport) received(signal string) bool {
+	switch signal {
+	case "traces":
+		return r.Report.Spans.Received > 0
+	case "metrics":
+		return r.Report.Metrics.Points > 0
+	case "logs":
+		return r.Report.Logs.Received > 0
+	}
+	return false
+}
+
+// missing lists what is missing: every expected signal that never
+// arrived; all three when nothing arrived at all (no item, no malformed
+// request) and that is not allowed.
+func (r *verifyReport) missing() []string {
+	var out []string
+	for _, sig := range r.Expect {
+		if !r.received(sig) {
+			out = append(out, sig)
+		}
+	}
+	if len(out) > 0 || r.AllowEmpty || r.Report.Malformed > 0 {
+		return out
+	}
+	for _, sig := range expectValues {
+		if r.received(sig) {
+			return nil
+		}
+	}
+	return slices.Clone(expectValues)
+}
+
+// nothingReason says what did not arrive, and the likely causes.
+func (r *verifyReport) nothingReason() string {
+	if len(r.Expect) == 0 {
+		q := r.Report.Requests
+		return fmt.Sprintf("nothing arrived: no span, metric point or log record in %s (is the SDK configured to export, to OTEL_EXPORTER_OTLP_ENDPOINT?); --allow-empty if the command exports nothing",
+			countNoun(q.Traces+q.Metrics+q.Logs, "request", "requests"))
+	}
+	return fmt.Sprintf("expected %s never arrived (--expect %s)", strings.Join(r.Missing, " and "), strings.Join(r.Expect, ","))
+}
+
 // decide sets the verdict and exit code.
 func (r *verifyReport) decide(o verifyOptions) {
+	r.Missing = r.missing()
 	var problems []string
 	if r.Ratio > o.maxRatio {
 		problems = append(problems, fmt.Sprintf("duplicate ratio %.4g exceeds --max-duplicate-ratio %g", r.Ratio, o.maxRatio))
@@ -367,15 +450,29 @@ func (r *verifyReport) decide(o verifyOptions) {
 			r.Verdict = "malformed"
 		}
 		r.VerdictReason = strings.Join(problems, ", ")
+	case len(r.Missing) > 0:
+		r.Verdict, r.ExitCode = "nothing-received", ExitNothing
+		if len(r.Expect) > 0 {
+			r.Verdict = "expected-signal-missing"
+		}
+		r.VerdictReason = r.nothingReason()
 	default:
 		r.Verdict, r.ExitCode = "clean", ExitOK
 		r.VerdictReason = "nothing arrived twice"
+		if r.Report.Spans.Received+r.Report.Metrics.Points+r.Report.Logs.Received == 0 {
+			r.VerdictReason = "nothing arrived, allowed by --allow-empty"
+		}
 		if r.Ratio > 0 {
 			r.VerdictReason = fmt.Sprintf("duplicate ratio %.4g within --max-duplicate-ratio %g", r.Ratio, o.maxRatio)
 		}
 		if nested > 0 {
 			r.VerdictReason += "; " + nestedSummary(r.Report, "") + " allowed by --allow nested-duplicates"
 		}
+	}
+	if len(r.Missing) > 0 && r.ExitCode != ExitNothing {
+		// A failed command or findings decide the code; what is missing
+		// is still said.
+		r.VerdictReason += "; also " + r.nothingReason()
 	}
 }
 
@@ -448,6 +545,10 @@ func runChild(s Streams, args []string, srv *capture.Server, sigs <-chan os.Sign
 	}
 	c.Env = env
 	c.Stdin, c.Stdout, c.Stderr = s.In, s.Out, s.Err
+	if o.jsonToStdout() {
+		// verify's stdout carries the JSON report alone.
+		c.Stdout = s.Err
+	}
 	started := time.Now()
 	if err := c.Start(); err != nil {
 		res.Error = err.Error()
@@ -536,7 +637,10 @@ func writeVerifyReport(s Streams, o verifyOptions, r *verifyReport) error {
 	if o.format == "json" {
 		err = writeVerifyJSON(out, r)
 	} else {
-		err = writeVerifyText(out, r)
+		// Names in the report come from telemetry: escape what could
+		// drive the terminal.
+		tw := termsafe.NewWriter(out)
+		err = errors.Join(writeVerifyText(tw, r), tw.Flush())
 	}
 	if file != nil {
 		err = errors.Join(err, file.Close())
@@ -587,7 +691,11 @@ func writeVerifyText(w io.Writer, r *verifyReport) error {
 		return err
 	}
 	status := "PASS"
-	if r.ExitCode != ExitOK {
+	switch r.ExitCode {
+	case ExitOK:
+	case ExitNothing:
+		status = "NOTHING RECEIVED"
+	default:
 		status = "FAIL"
 	}
 	_, err := fmt.Fprintf(w, "\nverdict: %s (exit %d): %s\n", status, r.ExitCode, r.VerdictReason)
@@ -602,6 +710,11 @@ func writeVerifyJSON(w io.Writer, r *verifyReport) error {
 
 func writeVerifyJUnit(path string, r *verifyReport) error {
 	cases := analyze.JUnitCases(r.Report, r.MaxRatio, slices.Contains(r.Allow, allowNestedDuplicates))
+	received := analyze.JUnitCase{Name: "telemetry arrives", Class: "doubletake.verify.received"}
+	if len(r.Missing) > 0 {
+		received.Failure = r.nothingReason()
+	}
+	cases = append([]analyze.JUnitCase{received}, cases...)
 	var elapsed time.Duration
 	if r.Command != nil {
 		elapsed = time.Duration(r.Command.Elapsed)
@@ -620,3 +733,6 @@ func writeVerifyJUnit(path string, r *verifyReport) error {
 	err = analyze.WriteJUnit(f, "doubletake verify", elapsed, cases)
 	return errors.Join(err, f.Close())
 }
+
+// redactURL is a URL flag's value fit for an error or log line: no password.
+func redactURL(raw string) string { return termsafe.RedactURL(raw) }

@@ -39,6 +39,12 @@ func helper(mode string) int {
 		if mode == "nested" {
 			td = helperNestedSpans()
 		}
+		if mode == "evil" {
+			for _, sp := range td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().All() {
+				sp.SetName("evil\x1b[2J\x1b]0;owned\x07")
+			}
+			td.ResourceSpans().At(0).Resource().Attributes().PutStr("service.name", "svc\x1b[31m")
+		}
 		body, _ := ptraceotlp.NewExportRequestFromTraces(td).MarshalJSON()
 		for range n {
 			resp, err := http.Post(endpoint+"/v1/traces", "application/json", bytes.NewReader(body))
@@ -67,6 +73,14 @@ func helper(mode string) int {
 	case "exit7":
 		send(1)
 		return 7
+	case "none":
+		fmt.Println("exported nothing")
+		return 0
+	case "evil":
+		return send(2)
+	case "stdout":
+		fmt.Println("{not json: the command's own output")
+		return send(1)
 	}
 	return 99
 }
@@ -197,7 +211,7 @@ func TestVerifyDuplicatesExitOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`<testsuite name="doubletake verify" tests="6" failures="1"`, `<failure message="3 of 6 spans are extra copies"`, `name="command succeeds"`} {
+	for _, want := range []string{`<testsuite name="doubletake verify" tests="7" failures="1"`, `<failure message="3 of 6 spans are extra copies"`, `name="command succeeds"`} {
 		if !strings.Contains(string(x), want) {
 			t.Errorf("JUnit lacks %q:\n%s", want, x)
 		}
@@ -249,7 +263,7 @@ func TestVerifyNestedDuplicates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`tests="6" failures="1"`, `<failure message="1 nested duplicate (double instrumentation) in 1 finding"`} {
+	for _, want := range []string{`tests="7" failures="1"`, `<failure message="1 nested duplicate (double instrumentation) in 1 finding"`} {
 		if !strings.Contains(string(x), want) {
 			t.Errorf("JUnit lacks %q:\n%s", want, x)
 		}
@@ -315,6 +329,109 @@ func TestVerifyCommandFailure(t *testing.T) {
 	}
 }
 
+// TestVerifyNothingReceived: a command that exports nothing is not a clean
+// run: exit 5 (verdict nothing-received) in text, JSON and JUnit, unless
+// --allow-empty says it is expected.
+func TestVerifyNothingReceived(t *testing.T) {
+	junit := filepath.Join(t.TempDir(), "verify.xml")
+	r := verify(t, "none", "--format", "json", "--junit", junit)
+	if r.code != ExitNothing {
+		t.Fatalf("exit %d, want 5\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	m := jsonReport(t, r)
+	if at(t, m, "verdict") != "nothing-received" || at(t, m, "exit_code") != 5.0 ||
+		!strings.Contains(at(t, m, "verdict_reason").(string), "--allow-empty") {
+		t.Fatalf("report: %s", r.stdout)
+	}
+	x, err := os.ReadFile(junit)
+	if err != nil || !strings.Contains(string(x), `<testcase name="telemetry arrives" classname="doubletake.verify.received" time="0">`) ||
+		!strings.Contains(string(x), `<failure message="nothing arrived`) {
+		t.Errorf("JUnit report (%v):\n%s", err, x)
+	}
+	if r := verify(t, "none"); r.code != ExitNothing || !strings.Contains(r.stdout, "verdict: NOTHING RECEIVED (exit 5): nothing arrived") {
+		t.Errorf("text: exit %d\n%s", r.code, r.stdout)
+	}
+	r = verify(t, "none", "--allow-empty", "--format", "json")
+	if r.code != ExitOK {
+		t.Fatalf("--allow-empty: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if m := jsonReport(t, r); at(t, m, "verdict") != "clean" || at(t, m, "allow_empty") != true {
+		t.Errorf("--allow-empty report: %s", r.stdout)
+	}
+}
+
+// TestVerifyExpect: a signal --expect names that never arrived fails with
+// exit 5 and is named; one that arrived passes.
+func TestVerifyExpect(t *testing.T) {
+	r := verify(t, "once", "--format", "json", "--expect", "traces,metrics")
+	if r.code != ExitNothing {
+		t.Fatalf("exit %d, want 5\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	m := jsonReport(t, r)
+	if at(t, m, "verdict") != "expected-signal-missing" || !reflect.DeepEqual(at(t, m, "missing"), []any{"metrics"}) ||
+		at(t, m, "verdict_reason") != "expected metrics never arrived (--expect traces,metrics)" {
+		t.Fatalf("report: %s", r.stdout)
+	}
+	if r := verify(t, "once", "--expect", "traces"); r.code != ExitOK {
+		t.Errorf("--expect traces with spans: exit %d\n%s", r.code, r.stdout)
+	}
+	// Duplicates decide the code; what is missing is still said.
+	r = verify(t, "twice", "--format", "json", "--expect", "logs")
+	if m := jsonReport(t, r); r.code != ExitFindings || !strings.Contains(at(t, m, "verdict_reason").(string), "also expected logs never arrived") {
+		t.Errorf("exit %d, report: %s", r.code, r.stdout)
+	}
+}
+
+// TestVerifyJSONStdoutIsTheReportAlone: with --format json and no
+// --output, the command's stdout goes to stderr, so verify's stdout parses
+// as JSON.
+func TestVerifyJSONStdoutIsTheReportAlone(t *testing.T) {
+	r := verify(t, "stdout", "--format", "json")
+	if r.code != ExitOK {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &m); err != nil {
+		t.Fatalf("stdout is not the JSON report alone: %v\n%s", err, r.stdout)
+	}
+	if !strings.Contains(r.stderr, "{not json: the command's own output") {
+		t.Errorf("the command's stdout did not reach stderr: %s", r.stderr)
+	}
+	// Text reports and --output keep the command's stdout on stdout.
+	if r := verify(t, "stdout"); !strings.HasPrefix(r.stdout, "{not json") {
+		t.Errorf("text: stdout %q", r.stdout)
+	}
+}
+
+// TestVerifyTextEscapesTerminalControls: names from telemetry reach the
+// text report escaped.
+func TestVerifyTextEscapesTerminalControls(t *testing.T) {
+	r := verify(t, "evil")
+	if r.code != ExitFindings {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if strings.ContainsAny(r.stdout, "\x1b\x07") {
+		t.Errorf("raw control characters in the report:\n%q", r.stdout)
+	}
+	if !strings.Contains(r.stdout, `evil\x1b[2J\x1b]0;owned\x07`) {
+		t.Errorf("the span name is not shown escaped:\n%s", r.stdout)
+	}
+}
+
+// TestVerifyForwardNeverShowsThePassword: credentials in --forward are
+// refused, and no output shows the password.
+func TestVerifyForwardNeverShowsThePassword(t *testing.T) {
+	for _, u := range []string{"http://u:s3cret@127.0.0.1:4317", "http://u:s3cret@127.0.0.1:bad", "ftp://u:s3cret@x:1"} {
+		r := verify(t, "", "--forward", u, "--", "true")
+		if r.code != ExitUsage {
+			t.Errorf("%s: exit %d, want 2\n%s", u, r.code, r.stderr)
+		}
+		if strings.Contains(r.stdout+r.stderr, "s3cret") {
+			t.Errorf("%s: the password is shown:\n%s%s", u, r.stdout, r.stderr)
+		}
+	}
+}
+
 func TestVerifyCommandNotFound(t *testing.T) {
 	r := verify(t, "", "--", "doubletake-no-such-command-here")
 	if r.code != ExitCommand {
@@ -333,7 +450,7 @@ func TestVerifyChildEnvironment(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://elsewhere:4318/v1/traces")
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://elsewhere:4317")
 	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
-	r := verify(t, "env")
+	r := verify(t, "env", "--allow-empty")
 	if r.code != ExitOK {
 		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
@@ -374,6 +491,8 @@ func TestVerifyUsageErrors(t *testing.T) {
 		{[]string{"--no-such-flag", "--", "true"}, "unknown flag: --no-such-flag"},
 		{[]string{"--allow", "duplicates", "--", "true"}, `--allow "duplicates": want nested-duplicates`},
 		{[]string{"--allow", "nested-duplicates,nested", "--", "true"}, `--allow "nested": want nested-duplicates`},
+		{[]string{"--expect", "spans", "--", "true"}, `--expect "spans": want traces, metrics, logs`},
+		{[]string{"--expect", "traces", "--allow-empty", "--", "true"}, `--allow-empty and --expect contradict each other`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			var out, errb bytes.Buffer

@@ -18,14 +18,20 @@ func newVersionCommand(s Streams) *cobra.Command {
 		Short: "Print doubletake's version and the collector release it is built on",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			v := Version
-			if v == "dev" {
-				if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-					v = bi.Main.Version
-				}
-			}
-			fmt.Fprintf(s.Out, "doubletake %s (collector %s)\n", v, distro.CollectorVersion)
+			fmt.Fprintln(s.Out, versionLine())
 			return nil
 		},
 	}
+}
+
+// versionLine is what 'doubletake version' and 'doubletake run --version'
+// print.
+func versionLine() string {
+	v := Version
+	if v == "dev" {
+		if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			v = bi.Main.Version
+		}
+	}
+	return fmt.Sprintf("doubletake %s (collector %s)", v, distro.CollectorVersion)
 }

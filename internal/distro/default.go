@@ -9,6 +9,8 @@ import (
 	"strings"
 	"text/template"
 	"time"
+
+	"github.com/doubletake/doubletake/internal/termsafe"
 )
 
 //go:embed default.yaml.tmpl
@@ -90,9 +92,16 @@ func DefaultConfig(o Options) (string, error) {
 		return "", fmt.Errorf("--summary-interval must not be negative, got %s", o.SummaryInterval)
 	}
 	if o.Upstream != "" {
+		// Errors quote the URL without its user info.
+		shown := termsafe.RedactURL(o.Upstream)
 		u, err := url.Parse(o.Upstream)
 		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-			return "", fmt.Errorf("--upstream %q: want http://host:port or https://host:port", o.Upstream)
+			return "", fmt.Errorf("--upstream %q: want http://host:port or https://host:port", shown)
+		}
+		if u.User != nil {
+			// Refused, not dropped: a gateway that silently sent without
+			// them would be refused upstream with no hint why.
+			return "", fmt.Errorf("--upstream %q: credentials in the URL are refused (they would show in the process list and the printed config); use --config with an authenticator extension (bearertokenauth) or exporter headers read from ${env:...}", shown)
 		}
 		switch o.UpstreamProtocol {
 		case "grpc":

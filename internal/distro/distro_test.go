@@ -91,3 +91,22 @@ func TestDefaultConfigRejectsBadOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultConfigRefusesUpstreamCredentials: credentials in --upstream
+// are refused, not silently dropped, and the error never shows the
+// password.
+func TestDefaultConfigRefusesUpstreamCredentials(t *testing.T) {
+	for _, proto := range []string{"grpc", "http"} {
+		for _, up := range []string{"https://u:s3cret@collector:4317", "http://s3cret@collector:4318", "http://u:s3cret@collector:bad port"} {
+			o := DefaultOptions()
+			o.Upstream, o.UpstreamProtocol = up, proto
+			yaml, err := DefaultConfig(o)
+			if err == nil {
+				t.Fatalf("%s %s: accepted, config:\n%s", proto, up, yaml)
+			}
+			if strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("%s %s: the error shows the password: %v", proto, up, err)
+			}
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processortest"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
@@ -152,5 +153,40 @@ func TestWarningIsRateLimited(t *testing.T) {
 		if s, _ := f["suggests"].(string); s == "" {
 			t.Errorf("warning has no diagnosis: %v", f)
 		}
+	}
+}
+
+// TestWarningCarriesItsPipeline: the processors of one component share
+// their state whatever pipeline made it first; a span warning carries the
+// logger (the pipeline attributes) of the pipeline the spans came through,
+// not the metrics pipeline's.
+func TestWarningCarriesItsPipeline(t *testing.T) {
+	core, logs := observer.New(zap.WarnLevel)
+	f := NewFactory()
+	cfg := createDefaultConfig()
+	settings := func(pipeline string) processor.Settings {
+		set := processortest.NewNopSettings(Type)
+		set.Logger = zap.New(core).With(zap.String("otelcol.pipeline.id", pipeline))
+		return set
+	}
+	m, err := f.CreateMetrics(context.Background(), settings("metrics"), cfg, consumertest.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = m.Shutdown(context.Background()) }()
+	p, err := f.CreateTraces(context.Background(), settings("traces"), cfg, consumertest.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = p.Shutdown(context.Background()) }()
+	for range 2 {
+		_ = p.ConsumeTraces(context.Background(), traces(spanSpec{"checkout", 1, 1, "x", 0}))
+	}
+	warns := logs.FilterMessage("duplicate spans received").All()
+	if len(warns) != 1 {
+		t.Fatalf("%d warnings, want 1", len(warns))
+	}
+	if got := warns[0].ContextMap()["otelcol.pipeline.id"]; got != "traces" {
+		t.Errorf("the span warning is labelled pipeline %v, want traces", got)
 	}
 }

@@ -118,6 +118,10 @@ func (f *factory) createTraces(_ context.Context, set processor.Settings, cfg co
 	if err != nil {
 		return nil, err
 	}
+	// The state is shared by every pipeline; span warnings carry the
+	// logger of the pipeline spans come through, not of whichever
+	// pipeline made the state first.
+	st.spanSvcs.setLogger(set.Logger)
 	l := &lifecycle{f: f, id: set.ID, st: st}
 	return &tracesProcessor{
 		StartFunc:    l.Start,
@@ -136,6 +140,7 @@ func (f *factory) createLogs(_ context.Context, set processor.Settings, cfg comp
 	if err != nil {
 		return nil, err
 	}
+	st.logSvcs.setLogger(set.Logger)
 	l := &lifecycle{f: f, id: set.ID, st: st}
 	return &logsProcessor{
 		StartFunc:    l.Start,
@@ -153,6 +158,7 @@ func (f *factory) createMetrics(_ context.Context, set processor.Settings, cfg c
 	if err != nil {
 		return nil, err
 	}
+	st.metrics.svcs.setLogger(set.Logger)
 	l := &lifecycle{f: f, id: set.ID, st: st}
 	return &metricsProcessor{
 		StartFunc:    l.Start,

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/doubletake/doubletake/internal/streams"
 	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/window"
@@ -115,6 +116,26 @@ type state struct {
 	pressureDone chan struct{}
 }
 
+// attributeDropper is what the collector's component loggers implement
+// (service/internal/componentattribute): a core that can leave out the
+// attributes it injects.
+type attributeDropper interface {
+	DropInjectedAttributes(droppedAttrs ...string) zapcore.Core
+}
+
+// sharedLogger is l without the signal and pipeline the collector injected:
+// the state serves every pipeline of the component, so its own messages
+// (summary, memory pressure, storage) belong to none of them. The
+// collector's memory_limiter, shared the same way, does the same.
+func sharedLogger(l *zap.Logger) *zap.Logger {
+	return l.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+		if d, ok := c.(attributeDropper); ok {
+			return d.DropInjectedAttributes("otelcol.signal", "otelcol.pipeline.id")
+		}
+		return c
+	}))
+}
+
 func newState(id component.ID, set component.TelemetrySettings, cfg *Config) (*state, error) {
 	tel, err := newTelemetry(set)
 	if err != nil {
@@ -138,7 +159,7 @@ func newState(id component.ID, set component.TelemetrySettings, cfg *Config) (*s
 		id:       id,
 		seed:     seed,
 		cfg:      cfg,
-		logger:   set.Logger,
+		logger:   sharedLogger(set.Logger),
 		tel:      tel,
 		traces:   traces,
 		logs:     logs,

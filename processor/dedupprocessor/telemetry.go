@@ -148,6 +148,14 @@ func newServices(signal string, max int, every time.Duration, logger *zap.Logger
 	return s
 }
 
+// setLogger makes the warnings of this signal go to logger: the logger of
+// the pipeline that carries the signal (the state is shared by all).
+func (s *services) setLogger(logger *zap.Logger) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.logger = logger
+}
+
 func (s *services) make(name string) *serviceStats {
 	attrs := func(kv ...attribute.KeyValue) metric.MeasurementOption {
 		kv = append(kv, attribute.String("signal", s.signal), attribute.String("service.name", name))

@@ -30,7 +30,7 @@ func startDefaultEnv(t *testing.T, env []string, extra ...string) *defaultGatewa
 	d.args = append([]string{
 		"--grpc-endpoint", d.grpc, "--http-endpoint", d.http, "--metrics-endpoint", d.metrics,
 		"--telemetry-endpoint", d.tel, "--health-endpoint", d.health, "--data-dir", d.dataDir,
-		"--summary-interval", "100ms", "--spool-endpoint", freePort(t),
+		"--summary-interval", "100ms",
 	}, extra...)
 	d.env = env
 	d.g = startGateway(t, d.health, d.env, d.args...)

@@ -265,8 +265,16 @@ func TestVerifyDoubleExportFails(t *testing.T) {
 			for _, f := range v.Findings {
 				diag[f.Signal] = f.Diagnosis
 			}
-			if diag["spans"] != "two-exporters" || diag["metrics"] != "identity-collision" {
-				t.Errorf("diagnoses %v, want spans two-exporters and metrics identity-collision (no service.instance.id)", diag)
+			// One process exports everything twice: its doubled spans and
+			// its two metric writers have one cause, stated first, though
+			// the resource has no service.instance.id.
+			if diag["spans"] != "two-exporters" || diag["metrics"] != "two-exporters" {
+				t.Errorf("diagnoses %v, want spans and metrics two-exporters (one cause)", diag)
+			}
+			for _, f := range v.Findings {
+				if f.Signal == "metrics" && !strings.Contains(f.Line, ": the same cause as its doubled spans, two exporters in one process") {
+					t.Errorf("the metric finding does not lead with the common cause: %s", f.Line)
+				}
 			}
 			if c.logs && (v.Logs.Received != 2*c.rollouts || v.Logs.ExtraCopies != c.rollouts || diag["logs"] != "two-exporters") {
 				t.Errorf("want %d log records twice, diagnosed two-exporters:\n%s", c.rollouts, r)
@@ -310,7 +318,7 @@ func TestVerifyDoubleExportTextReport(t *testing.T) {
 			if k, _ := strconv.Atoi(m[0][1]); k < 1 {
 				t.Errorf("resets() = %d, want at least 1", k)
 			}
-			for _, want := range []string{"two exporters in one process", "identity collision", "verdict: FAIL (exit 1)"} {
+			for _, want := range []string{"two exporters in one process", "the same cause as its doubled spans", "verdict: FAIL (exit 1)"} {
 				if !strings.Contains(r.report, want) {
 					t.Errorf("report lacks %q", want)
 				}
