@@ -22,6 +22,7 @@ import (
 var defaultOnlyFlags = []string{
 	"grpc-endpoint", "http-endpoint", "upstream", "upstream-protocol", "data-dir",
 	"metrics-endpoint", "telemetry-endpoint", "health-endpoint", "summary-interval", "spool-endpoint", "memory-soft-limit-mib",
+	"status-endpoint",
 }
 
 func collectorSettings() otelcol.CollectorSettings {
@@ -77,6 +78,7 @@ checks one.`
 	f.StringVar(&opts.MetricsEndpoint, "metrics-endpoint", opts.MetricsEndpoint, "where metrics are served for scraping when there is no --upstream")
 	f.StringVar(&opts.TelemetryEndpoint, "telemetry-endpoint", opts.TelemetryEndpoint, "where the gateway's own metrics are served")
 	f.StringVar(&opts.HealthEndpoint, "health-endpoint", opts.HealthEndpoint, "health check address")
+	f.StringVar(&opts.StatusEndpoint, "status-endpoint", opts.StatusEndpoint, "where dedup's status page is served (HTML at /, JSON at /status.json); empty turns it off")
 	f.StringVar(&opts.SpoolEndpoint, "spool-endpoint", opts.SpoolEndpoint, "loopback address of the persistent spool between the receiver and dedup (with --upstream)")
 	f.IntVar(&opts.MemorySoftLimitMiB, "memory-soft-limit-mib", opts.MemorySoftLimitMiB, "resident size above which dedup shrinks its windows (0 turns it off; default: half the memory available)")
 	f.DurationVar(&opts.SummaryInterval, "summary-interval", opts.SummaryInterval, "how often to log what was received and dropped (0 turns it off)")

@@ -464,8 +464,8 @@ func (s *statusServer) snapshot(now time.Time) Status {
 	return out
 }
 
-// cleanName makes a client-chosen name safe to show: invalid UTF-8 and
-// control characters become visible escapes, and it is cut to
+// cleanName makes a client-chosen name safe to show: invalid UTF-8,
+// control and format characters become visible escapes, and it is cut to
 // statusNameBytes bytes at a character boundary, saying how long it was.
 // HTML escaping is the template's.
 func cleanName(s string) string {
@@ -481,7 +481,9 @@ func cleanName(s string) string {
 				continue
 			}
 			b.WriteRune(r)
-		case unicode.IsControl(r) || r == '\u2028' || r == '\u2029':
+		case unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029':
+			// Control and format characters (bidi overrides, zero-width)
+			// would rewrite how the page reads.
 			if r < 0x100 {
 				fmt.Fprintf(&b, `\x%02x`, r)
 			} else {

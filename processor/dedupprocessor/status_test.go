@@ -199,11 +199,13 @@ func TestStatusConfigValidate(t *testing.T) {
 
 func TestCleanName(t *testing.T) {
 	for in, want := range map[string]string{
-		"app":            "app",
-		"a\x00b\nc":      `a\x00b\x0ac`,
-		"bad\xffutf8":    `bad\xffutf8`,
-		"line\u2028sep":  `line\u2028sep`,
-		"ok\u00e9\u4e16": "ok\u00e9\u4e16",
+		"app":             "app",
+		"a\x00b\nc":       `a\x00b\x0ac`,
+		"bad\xffutf8":     `bad\xffutf8`,
+		"line\u2028sep":   `line\u2028sep`,
+		"rtl\u202egnp":    `rtl\u202egnp`,
+		"zero\u200bwidth": `zero\u200bwidth`,
+		"ok\u00e9\u4e16":  "ok\u00e9\u4e16",
 	} {
 		if got := cleanName(in); got != want {
 			t.Errorf("cleanName(%q) = %q, want %q", in, got, want)
@@ -213,5 +215,38 @@ func TestCleanName(t *testing.T) {
 	got := cleanName(long)
 	if !strings.HasSuffix(got, "… (600 bytes, cut at 258)") || strings.Count(got, "\u4e16") != 86 {
 		t.Errorf("long name: %q", got)
+	}
+}
+
+// TestStatusPageWhileConsuming reads the page while spans arrive; run with
+// -race (scripts/test.sh does) it shows the reads copy under the locks.
+func TestStatusPageWhileConsuming(t *testing.T) {
+	h := newHarness(t, statusOn)
+	st := h.traces.(*tracesProcessor).st
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 200 {
+			_ = h.sendTraces(traces(spanSpec{service: "svc" + strconv.Itoa(i%5), trace: byte(i), span: 1, name: "a"}))
+		}
+	}()
+	reads := 0
+	for {
+		select {
+		case <-done:
+			if reads == 0 {
+				t.Fatal("no page read while consuming")
+			}
+			code, _, _ := getStatus(t, st.status.handler(), "/status.json")
+			if code != http.StatusOK {
+				t.Fatalf("status.json: %d", code)
+			}
+			return
+		default:
+		}
+		if code, _, _ := getStatus(t, st.status.handler(), "/"); code != http.StatusOK {
+			t.Fatalf("GET /: %d", code)
+		}
+		reads++
 	}
 }
