@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
@@ -249,4 +251,32 @@ func TestStatusPageWhileConsuming(t *testing.T) {
 		}
 		reads++
 	}
+}
+
+// FuzzCleanName: whatever a client names itself, the shown name is valid
+// UTF-8 without control or format characters, and bounded.
+func FuzzCleanName(f *testing.F) {
+	f.Add("app")
+	f.Add("<script>\x1b[2J\u202e\u200b\xff")
+	f.Add(strings.Repeat("\u4e16", 100))
+	f.Fuzz(func(t *testing.T, in string) {
+		got := cleanName(in)
+		if !utf8.ValidString(got) {
+			t.Fatalf("cleanName(%q) = %q: invalid UTF-8", in, got)
+		}
+		for _, r := range got {
+			if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029' {
+				t.Fatalf("cleanName(%q) = %q keeps %U", in, got, r)
+			}
+		}
+		// 256 bytes plus one escape (at most 6 bytes) plus the note.
+		if len(got) > statusNameBytes+6+64 {
+			t.Fatalf("cleanName of %d bytes is %d bytes", len(in), len(got))
+		}
+		if len(in) <= 32 && !strings.ContainsFunc(in, func(r rune) bool {
+			return r == utf8.RuneError || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029'
+		}) && got != in {
+			t.Fatalf("cleanName(%q) = %q: a plain name must pass unchanged", in, got)
+		}
+	})
 }
