@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 
 missing=()
 command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
+# promtool (the alert rules' unit tests) comes with the same package.
+command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)

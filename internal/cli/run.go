@@ -25,6 +25,7 @@ import (
 var defaultOnlyFlags = []string{
 	"grpc-endpoint", "http-endpoint", "upstream", "upstream-protocol", "data-dir",
 	"metrics-endpoint", "telemetry-endpoint", "health-endpoint", "summary-interval", "upstream-max-request-bytes", "memory-soft-limit-mib",
+	"status-endpoint",
 }
 
 func collectorSettings() otelcol.CollectorSettings {
@@ -80,6 +81,7 @@ checks one. The collector's --feature-gates flag works too (not listed).`
 	f.StringVar(&opts.MetricsEndpoint, "metrics-endpoint", opts.MetricsEndpoint, "where metrics are served for scraping when there is no --upstream")
 	f.StringVar(&opts.TelemetryEndpoint, "telemetry-endpoint", opts.TelemetryEndpoint, "where the gateway's own metrics are served")
 	f.StringVar(&opts.HealthEndpoint, "health-endpoint", opts.HealthEndpoint, "health check address")
+	f.StringVar(&opts.StatusEndpoint, "status-endpoint", opts.StatusEndpoint, "where dedup's status page is served (HTML at /, JSON at /status.json); empty turns it off")
 	f.IntVar(&opts.UpstreamMaxRequestBytes, "upstream-max-request-bytes", opts.UpstreamMaxRequestBytes, "largest request the --upstream takes (its receive limit): batches stay under it, and a request holding a larger item is refused (default: the collector's 4 MiB gRPC limit less 64 KiB)")
 	f.IntVar(&opts.MemorySoftLimitMiB, "memory-soft-limit-mib", opts.MemorySoftLimitMiB, "resident size above which dedup shrinks its windows (0 turns it off)")
 	// The default depends on the machine: say where it comes from, once.
@@ -171,6 +173,9 @@ func checkPorts(o distro.Options) error {
 	}
 	if o.Upstream == "" {
 		addrs = append(addrs, struct{ flag, addr string }{"--metrics-endpoint", o.MetricsEndpoint})
+	}
+	if o.StatusEndpoint != "" {
+		addrs = append(addrs, struct{ flag, addr string }{"--status-endpoint", o.StatusEndpoint})
 	}
 	for _, a := range addrs {
 		ln, err := net.Listen("tcp", a.addr)

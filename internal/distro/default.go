@@ -28,6 +28,7 @@ type Options struct {
 	MetricsEndpoint   string        // where metrics are served without an upstream
 	TelemetryEndpoint string        // where the gateway's own metrics are served
 	HealthEndpoint    string        // health_check extension
+	StatusEndpoint    string        // dedup's status page; empty: off
 	SummaryInterval   time.Duration // how often the dedup summary is logged
 	// UpstreamMaxRequestBytes is the largest request the upstream takes:
 	// batches stay under it, and a request holding a larger item is refused.
@@ -46,6 +47,7 @@ func DefaultOptions() Options {
 		MetricsEndpoint:         "127.0.0.1:8889",
 		TelemetryEndpoint:       "127.0.0.1:8888",
 		HealthEndpoint:          "127.0.0.1:13133",
+		StatusEndpoint:          "127.0.0.1:8890",
 		SummaryInterval:         time.Minute,
 		UpstreamMaxRequestBytes: DefaultMaxRequestBytes,
 		MemorySoftLimitMiB:      dedupSoftLimitMiB(),
@@ -68,7 +70,11 @@ func DefaultConfig(o Options) (string, error) {
 		"--grpc-endpoint": o.GRPCEndpoint, "--http-endpoint": o.HTTPEndpoint,
 		"--metrics-endpoint": o.MetricsEndpoint, "--telemetry-endpoint": o.TelemetryEndpoint,
 		"--health-endpoint": o.HealthEndpoint,
+		"--status-endpoint": o.StatusEndpoint,
 	} {
+		if name == "--status-endpoint" && addr == "" {
+			continue // off
+		}
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			return "", fmt.Errorf("%s %q: want host:port: %w", name, addr, err)
 		}

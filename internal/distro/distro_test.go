@@ -50,7 +50,7 @@ func TestDefaultConfigRendersBothModes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"endpoint: 127.0.0.1:4317", "file/traces:", "prometheus:", "storage: file_storage"} {
+	for _, want := range []string{"endpoint: 127.0.0.1:4317", "file/traces:", "prometheus:", "storage: file_storage", "status:\n      http:\n        endpoint: 127.0.0.1:8890"} {
 		if !strings.Contains(local, want) {
 			t.Errorf("local default lacks %q", want)
 		}
@@ -83,6 +83,7 @@ func TestDefaultConfigRejectsBadOptions(t *testing.T) {
 		{func(o *Options) { o.DataDir = "a\"b" }, "--data-dir"},
 		{func(o *Options) { o.SummaryInterval = -1 }, "--summary-interval"},
 		{func(o *Options) { o.UpstreamMaxRequestBytes = 10 }, "--upstream-max-request-bytes"},
+		{func(o *Options) { o.StatusEndpoint = "8890" }, "--status-endpoint"},
 	} {
 		o := DefaultOptions()
 		tc.mutate(&o)

@@ -95,6 +95,8 @@ type Config struct {
 	// by a quarter every second that the process's resident memory is above
 	// it, so that dedup gives memory back before the process is at risk.
 	MemorySoftLimitMiB int `mapstructure:"memory_soft_limit_mib"`
+	// Status serves the status page (status.go); off by default.
+	Status StatusConfig `mapstructure:"status"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -204,6 +206,7 @@ func createDefaultConfig() *Config {
 			InterpolateChangeover: true,
 		},
 		CheckpointInterval: defaultCheckpoint,
+		Status:             defaultStatusConfig(),
 		Telemetry: TelemetryConfig{
 			MaxServices:     defaultMaxServices,
 			WarnInterval:    defaultWarnInterval,
@@ -275,5 +278,6 @@ func (c *Config) Validate() error {
 	if c.Telemetry.SummaryInterval < 0 {
 		errs = append(errs, fmt.Errorf("%w, got %s", errSummary, c.Telemetry.SummaryInterval))
 	}
+	errs = append(errs, c.Status.validate()...)
 	return errors.Join(errs...)
 }

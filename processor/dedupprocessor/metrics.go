@@ -26,6 +26,7 @@ type metricWindow struct {
 	tracker *streams.Tracker // guarded by mu
 	hasher  *streams.Hasher  // guarded by mu
 	svcs    *services        // signal "metrics": serviceStats.metrics is set
+	book    *streamBook      // the status page's streams (status.go); nil without it
 	totals  metricTotals
 
 	lastFull time.Time // the last warning that max_streams was reached; guarded by svcs.mu

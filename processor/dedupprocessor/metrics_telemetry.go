@@ -202,6 +202,7 @@ func (w *metricWindow) warn(counts []metricCounts, unjudged int64) {
 	for i := range counts {
 		c := &counts[i]
 		st := c.svc
+		before := st.dups
 		for a := range numActions {
 			for r := streams.Reason(1); r < streams.NumReasons; r++ {
 				if r != streams.ReasonUnjudged {
@@ -209,9 +210,12 @@ func (w *metricWindow) warn(counts []metricCounts, unjudged int64) {
 				}
 			}
 		}
+		var elections int64
 		for _, n := range c.elections {
 			st.dups += n
+			elections += n
 		}
+		w.book.note(st.name, c.event, st.dups-before-elections, elections, now)
 		if !c.event.set || now.Sub(st.lastWarn) < s.every {
 			continue
 		}

@@ -106,7 +106,8 @@ type state struct {
 
 	users int // processors holding this state; guarded by factory.mu
 
-	persist *persistence // nil without cfg.Storage; set by the first start
+	persist *persistence  // nil without cfg.Storage; set by the first start
+	status  *statusServer // nil unless status.http.endpoint (status.go)
 
 	mu           sync.Mutex
 	running      int
@@ -170,6 +171,12 @@ func newState(id component.ID, set component.TelemetrySettings, cfg *Config) (*s
 	if err := tel.observe(set, []*signalWindow{&traces.signalWindow, &logs.signalWindow, &metrics.signalWindow}); err != nil {
 		return nil, err
 	}
+	if st.status, err = newStatusServer(st, set); err != nil {
+		return nil, err
+	}
+	if st.status != nil {
+		metrics.book = st.status.book
+	}
 	return st, nil
 }
 
@@ -184,6 +191,11 @@ func (s *state) start(ctx context.Context, host component.Host) error {
 			return err
 		}
 		s.persist = p
+	}
+	if s.running == 0 {
+		if err := s.status.start(ctx, host, s.persist); err != nil {
+			return err
+		}
 	}
 	s.running++
 	if s.running == 1 && s.cfg.MemorySoftLimitMiB > 0 {
@@ -210,6 +222,7 @@ func (s *state) shutdown() {
 	if s.running > 0 {
 		return
 	}
+	s.status.stop()
 	if s.stop != nil {
 		close(s.stop)
 		<-s.done

@@ -122,6 +122,8 @@ type serviceStats struct {
 	// nil for the other signals.
 	metrics *metricLabels
 
+	totals serviceTotals // for the status page (status.go); guarded by services.mu
+
 	// Since the last warning (guarded by services.mu).
 	lastWarn        time.Time
 	dups, items     int64
@@ -241,6 +243,7 @@ func (s *services) record(ctx context.Context, t *telemetry, c []counts, drop, d
 		cs := &c[i]
 		st := cs.svc
 		st.items += cs.received
+		st.totals.add(cs.received, cs.duplicates, wholeRequest, now)
 		if cs.duplicates == 0 {
 			continue
 		}

@@ -750,7 +750,8 @@ service:
 	d := t.TempDir()
 	health, grpcAddr, httpAddr = freePort(t), freePort(t), freePort(t)
 	g = startGateway(t, health, nil, "--grpc-endpoint", grpcAddr, "--http-endpoint", httpAddr,
-		"--metrics-endpoint", freePort(t), "--telemetry-endpoint", freePort(t), "--health-endpoint", health, "--data-dir", d)
+		"--metrics-endpoint", freePort(t), "--telemetry-endpoint", freePort(t), "--health-endpoint", health, "--data-dir", d,
+		"--status-endpoint", freePort(t))
 	sendTraces(t, httpAddr, "shop", 2, 4)
 	g.stop(t)
 	code, stdout, stderr := runAudit(t, nil, "otlp", filepath.Join(d, "traces.jsonl"))

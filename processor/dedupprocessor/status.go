@@ -1,0 +1,497 @@
+package dedupprocessor
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/confighttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
+)
+
+// The status page's bounds and defaults.
+const (
+	defaultStatusRows    = 20   // status.max_rows
+	maxStatusRows        = 1000 // the most status.max_rows may be
+	defaultStatusStreams = 1000 // status.max_streams
+	maxStatusStreams     = 100000
+	statusRefresh        = 5 * time.Second // the page's meta refresh
+	// statusNameBytes is the most bytes of a name (service, metric) the
+	// page shows; longer ones are cut at a character boundary and marked.
+	statusNameBytes = 256
+)
+
+// StatusConfig configures the status page: per service, who sends copies
+// and why; the metric streams with more than one writer; the state's
+// health. Off unless http.endpoint is set.
+type StatusConfig struct {
+	// HTTP is the server's address (loopback in the embedded default), TLS
+	// and auth, as every collector HTTP server takes them.
+	HTTP confighttp.ServerConfig `mapstructure:"http"`
+	// MaxRows is the most rows each table shows, worst first.
+	MaxRows int `mapstructure:"max_rows"`
+	// MaxStreams is the most metric streams with more than one writer the
+	// page remembers; events of streams past it are counted in
+	// otelcol_processor_dedup_status_refused_events and not shown.
+	MaxStreams int `mapstructure:"max_streams"`
+}
+
+func defaultStatusConfig() StatusConfig {
+	return StatusConfig{HTTP: confighttp.NewDefaultServerConfig(), MaxRows: defaultStatusRows, MaxStreams: defaultStatusStreams}
+}
+
+func (c *StatusConfig) enabled() bool { return c.HTTP.NetAddr.Endpoint != "" }
+
+func (c *StatusConfig) validate() []error {
+	if !c.enabled() {
+		return nil
+	}
+	var errs []error
+	if c.MaxRows < 1 || c.MaxRows > maxStatusRows {
+		errs = append(errs, fmt.Errorf("status.max_rows must be between 1 and %d, got %d", maxStatusRows, c.MaxRows))
+	}
+	if c.MaxStreams < 1 || c.MaxStreams > maxStatusStreams {
+		errs = append(errs, fmt.Errorf("status.max_streams must be between 1 and %d, got %d", maxStatusStreams, c.MaxStreams))
+	}
+	return errs
+}
+
+// serviceTotals is one service's running totals for the status page, kept
+// on its serviceStats and guarded by services.mu.
+type serviceTotals struct {
+	received, dups int64
+	whole, partial int64 // requests repeated whole / copies mixed with new items
+	first, last    time.Time
+}
+
+func (t *serviceTotals) add(received, dups int64, whole bool, now time.Time) {
+	if received <= 0 {
+		return
+	}
+	if t.first.IsZero() {
+		t.first = now
+	}
+	t.last = now
+	t.received += received
+	if dups > 0 {
+		t.dups += dups
+		if whole {
+			t.whole++
+		} else {
+			t.partial++
+		}
+	}
+}
+
+// streamBook remembers the metric streams (service, metric) that had more
+// than one writer, up to a bound; the ones past it are counted.
+type streamBook struct {
+	max     int
+	refused metric.Int64Counter
+	opt     metric.AddOption
+
+	mu      sync.Mutex
+	entries map[streamKey]*streamEntry
+	dropped int64 // events of streams refused since start
+}
+
+type streamKey struct{ service, metric string }
+
+type streamEntry struct {
+	service, metric string
+	elected, other  uint64 // writers' start times, Unix ns; 0 for gauges
+	points          int64  // points that broke the single-writer rule
+	elections       int64
+	event           string // the latest: overlap, decrease, election:earlier_start...
+	action          string
+	diagnosis       string
+	first, last     time.Time
+}
+
+func newStreamBook(max int, set component.TelemetrySettings) (*streamBook, error) {
+	c, err := set.MeterProvider.Meter(scopeName).Int64Counter("otelcol_processor_dedup_status_refused_events",
+		metric.WithDescription("Events (a second writer's points, an election) of metric streams the status page did not remember because it held status.max_streams streams already."),
+		metric.WithUnit("{event}"))
+	return &streamBook{
+		max: max, refused: c, entries: make(map[streamKey]*streamEntry),
+		opt: metric.WithAttributeSet(attribute.NewSet(attribute.String("signal", "metrics"))),
+	}, err
+}
+
+// note records one request's notable event for one service's stream. A nil
+// book (no status page) records nothing.
+func (b *streamBook) note(service string, e metricEvent, points, elections int64, now time.Time) {
+	if b == nil || !e.set {
+		return
+	}
+	k := streamKey{service, e.metric}
+	b.mu.Lock()
+	en, ok := b.entries[k]
+	if !ok {
+		if len(b.entries) >= b.max {
+			b.dropped++
+			b.mu.Unlock()
+			b.refused.Add(context.Background(), 1, b.opt)
+			return
+		}
+		en = &streamEntry{service: service, metric: e.metric, first: now}
+		b.entries[k] = en
+	}
+	en.elected, en.other = e.elected, e.writer
+	en.points += points
+	en.elections += elections
+	en.event, en.action, en.diagnosis = eventName(e), actionNames[e.action], suggest(e)
+	en.last = now
+	b.mu.Unlock()
+}
+
+// Status is what the page and its JSON show. Names are cleaned: control
+// characters escaped, at most statusNameBytes bytes.
+type Status struct {
+	Generated time.Time       `json:"generated"`
+	MaxRows   int             `json:"max_rows"`
+	Services  []ServiceStatus `json:"services"`
+	// ServicesNotShown counts services past max_rows.
+	ServicesNotShown int            `json:"services_not_shown"`
+	Streams          []StreamStatus `json:"streams"`
+	StreamsNotShown  int            `json:"streams_not_shown"`
+	// StreamsRefused counts events of streams past status.max_streams,
+	// which are never shown.
+	StreamsRefused int64           `json:"streams_refused"`
+	Windows        []WindowStatus  `json:"windows"`
+	Memory         MemoryStatus    `json:"memory"`
+	Journals       []JournalStatus `json:"journals,omitempty"`
+}
+
+// ServiceStatus is one service's spans or log records.
+type ServiceStatus struct {
+	Service   string    `json:"service"`
+	Signal    string    `json:"signal"`
+	Received  int64     `json:"received"`
+	Copies    int64     `json:"copies"`
+	Share     float64   `json:"duplicate_share"`
+	Action    string    `json:"action"` // dropped or passed (detect mode)
+	FirstSeen time.Time `json:"first_seen"`
+	LastSeen  time.Time `json:"last_seen"`
+	Diagnosis string    `json:"diagnosis,omitempty"`
+}
+
+// StreamStatus is one metric stream with more than one writer.
+type StreamStatus struct {
+	Service      string     `json:"service"`
+	Metric       string     `json:"metric"`
+	ElectedStart *time.Time `json:"elected_start,omitempty"`
+	OtherStart   *time.Time `json:"other_start,omitempty"`
+	Points       int64      `json:"points"`
+	Elections    int64      `json:"elections"`
+	Event        string     `json:"event"`
+	Action       string     `json:"action"`
+	FirstSeen    time.Time  `json:"first_seen"`
+	LastSeen     time.Time  `json:"last_seen"`
+	Diagnosis    string     `json:"diagnosis"`
+}
+
+// WindowStatus is one signal's state.
+type WindowStatus struct {
+	Signal     string  `json:"signal"`
+	Entries    int     `json:"entries"`
+	Limit      int     `json:"limit"`
+	Fill       float64 `json:"fill"`
+	Effective  float64 `json:"effective_window_seconds"`
+	Configured float64 `json:"configured_window_seconds"` // metrics: max_stale
+	Short      bool    `json:"shorter_than_configured"`
+	Evicted    uint64  `json:"evicted_capacity"`
+	Shrunk     uint64  `json:"evicted_shrink"`
+	Expired    uint64  `json:"expired"`
+}
+
+// MemoryStatus is the process against memory_soft_limit_mib.
+type MemoryStatus struct {
+	ResidentMiB  uint64 `json:"resident_mib"`
+	SoftLimitMiB int    `json:"soft_limit_mib"` // 0: off
+	Pressure     bool   `json:"pressure"`
+}
+
+// JournalStatus is one stored window's journal.
+type JournalStatus struct {
+	Signal   string `json:"signal"`
+	Segments int    `json:"segments"`
+	Limit    int    `json:"limit"`
+}
+
+// statusServer serves the state's status page.
+type statusServer struct {
+	st   *state
+	set  component.TelemetrySettings
+	cfg  StatusConfig
+	book *streamBook
+	tmpl *template.Template
+
+	srv     *http.Server
+	done    chan struct{}
+	persist *persistence // set by start, before the server serves; nil without storage
+}
+
+//go:embed status.html
+var statusHTML string
+
+func newStatusServer(st *state, set component.TelemetrySettings) (*statusServer, error) {
+	if !st.cfg.Status.enabled() {
+		return nil, nil
+	}
+	book, err := newStreamBook(st.cfg.Status.MaxStreams, set)
+	if err != nil {
+		return nil, err
+	}
+	tmpl, err := template.New("status").Funcs(template.FuncMap{
+		"pct":  func(f float64) string { return strconv.FormatFloat(100*f, 'f', 1, 64) + "%" },
+		"secs": func(f float64) string { return (time.Duration(f * float64(time.Second))).Round(time.Second).String() },
+		"when": func(t time.Time) string {
+			if t.IsZero() {
+				return ""
+			}
+			return t.UTC().Format("2006-01-02 15:04:05Z")
+		},
+		"whenp": func(t *time.Time) string {
+			if t == nil {
+				return ""
+			}
+			return t.UTC().Format("2006-01-02 15:04:05.000Z")
+		},
+		"refresh": func() int { return int(statusRefresh / time.Second) },
+	}).Parse(statusHTML)
+	if err != nil {
+		return nil, err
+	}
+	return &statusServer{st: st, set: set, cfg: st.cfg.Status, book: book, tmpl: tmpl}, nil
+}
+
+// start listens and serves; a nil server (status off) does nothing.
+func (s *statusServer) start(ctx context.Context, host component.Host, p *persistence) error {
+	if s == nil {
+		return nil
+	}
+	s.persist = p
+	ln, err := s.cfg.HTTP.ToListener(ctx)
+	if err != nil {
+		return fmt.Errorf("status.http.endpoint %q: %w", s.cfg.HTTP.NetAddr.Endpoint, err)
+	}
+	srv, err := s.cfg.HTTP.ToServer(ctx, host.GetExtensions(), s.set, s.handler())
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("status: %w", err)
+	}
+	s.srv, s.done = srv, make(chan struct{})
+	go func() {
+		defer close(s.done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.set.Logger.Error("status page server", zap.Error(err))
+		}
+	}()
+	s.set.Logger.Info("status page", zap.String("endpoint", ln.Addr().String()))
+	return nil
+}
+
+func (s *statusServer) stop() {
+	if s == nil || s.srv == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.srv.Shutdown(ctx); err != nil {
+		_ = s.srv.Close()
+	}
+	<-s.done
+	s.srv = nil
+}
+
+func (s *statusServer) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
+		st := s.snapshot(time.Now())
+		var b strings.Builder
+		if err := s.tmpl.Execute(&b, st); err != nil {
+			http.Error(w, "rendering the status page: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		_, _ = w.Write([]byte(b.String()))
+	})
+	mux.HandleFunc("GET /status.json", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(s.snapshot(time.Now()))
+	})
+	return mux
+}
+
+// snapshot copies what the page shows: each lock is held for a copy only,
+// sorting and cleaning happen after.
+func (s *statusServer) snapshot(now time.Time) Status {
+	out := Status{Generated: now.UTC(), MaxRows: s.cfg.MaxRows}
+	drop := s.st.cfg.Mode == ModeDrop
+	action := "passed"
+	if drop {
+		action = "dropped"
+	}
+	for _, svcs := range []*services{s.st.spanSvcs, s.st.logSvcs} {
+		type row struct {
+			name string
+			t    serviceTotals
+		}
+		svcs.mu.Lock()
+		rows := make([]row, 0, len(svcs.known)+1)
+		for _, st := range svcs.known {
+			rows = append(rows, row{st.name, st.totals})
+		}
+		rows = append(rows, row{svcs.other.name, svcs.other.totals})
+		svcs.mu.Unlock()
+		for _, r := range rows {
+			if r.t.received == 0 {
+				continue
+			}
+			ss := ServiceStatus{
+				Service: cleanName(r.name), Signal: svcs.signal, Received: r.t.received, Copies: r.t.dups,
+				Share: float64(r.t.dups) / float64(r.t.received), Action: action,
+				FirstSeen: r.t.first.UTC(), LastSeen: r.t.last.UTC(),
+			}
+			if r.t.dups > 0 {
+				ss.Diagnosis = diagnose(r.t.whole, r.t.partial)
+			}
+			out.Services = append(out.Services, ss)
+		}
+	}
+	sort.SliceStable(out.Services, func(i, j int) bool {
+		a, b := out.Services[i], out.Services[j]
+		if a.Copies != b.Copies {
+			return a.Copies > b.Copies
+		}
+		if a.Share != b.Share {
+			return a.Share > b.Share
+		}
+		return a.Service < b.Service
+	})
+	if n := len(out.Services) - s.cfg.MaxRows; n > 0 {
+		out.ServicesNotShown = n
+		out.Services = out.Services[:s.cfg.MaxRows]
+	}
+
+	s.book.mu.Lock()
+	streams := make([]streamEntry, 0, len(s.book.entries))
+	for _, e := range s.book.entries {
+		streams = append(streams, *e)
+	}
+	out.StreamsRefused = s.book.dropped
+	s.book.mu.Unlock()
+	sort.Slice(streams, func(i, j int) bool {
+		a, b := streams[i], streams[j]
+		if a.points+a.elections != b.points+b.elections {
+			return a.points+a.elections > b.points+b.elections
+		}
+		if a.service != b.service {
+			return a.service < b.service
+		}
+		return a.metric < b.metric
+	})
+	if n := len(streams) - s.cfg.MaxRows; n > 0 {
+		out.StreamsNotShown = n
+		streams = streams[:s.cfg.MaxRows]
+	}
+	for _, e := range streams {
+		ss := StreamStatus{
+			Service: cleanName(e.service), Metric: cleanName(e.metric), Points: e.points, Elections: e.elections,
+			Event: e.event, Action: e.action, FirstSeen: e.first.UTC(), LastSeen: e.last.UTC(), Diagnosis: e.diagnosis,
+		}
+		if e.elected != 0 || e.other != 0 {
+			el, ot := time.Unix(0, int64(e.elected)).UTC(), time.Unix(0, int64(e.other)).UTC()
+			ss.ElectedStart, ss.OtherStart = &el, &ot
+		}
+		out.Streams = append(out.Streams, ss)
+	}
+
+	nowNs := now.UnixNano()
+	for _, w := range []struct {
+		w          *signalWindow
+		configured time.Duration
+	}{
+		{&s.st.traces.signalWindow, s.st.cfg.Traces.Window},
+		{&s.st.logs.signalWindow, s.st.cfg.Logs.Window},
+		{&s.st.metrics.signalWindow, s.st.cfg.Metrics.MaxStale},
+	} {
+		snap := w.w.snapshot(nowNs)
+		ws := WindowStatus{
+			Signal: w.w.signal, Entries: snap.entries, Limit: snap.limit,
+			Effective: snap.effective.Seconds(), Configured: w.configured.Seconds(),
+			Evicted: snap.stats.Evicted, Shrunk: snap.stats.Shrunk, Expired: snap.stats.Expired,
+		}
+		if snap.limit > 0 {
+			ws.Fill = float64(snap.entries) / float64(snap.limit)
+		}
+		// The window reaches back less far than configured only when it
+		// has had to evict: otherwise it is young, not short.
+		ws.Short = snap.stats.Evicted+snap.stats.Shrunk > 0 && snap.effective < w.configured
+		out.Windows = append(out.Windows, ws)
+	}
+
+	rss := residentBytes()
+	out.Memory = MemoryStatus{ResidentMiB: rss >> 20, SoftLimitMiB: s.st.cfg.MemorySoftLimitMiB}
+	out.Memory.Pressure = s.st.cfg.MemorySoftLimitMiB > 0 && rss > uint64(s.st.cfg.MemorySoftLimitMiB)<<20
+
+	if p := s.persist; p != nil {
+		out.Journals = []JournalStatus{
+			{Signal: "traces", Segments: p.spans.Len(), Limit: maxSegments},
+			{Signal: "logs", Segments: p.logs.Len(), Limit: maxSegments},
+		}
+	}
+	return out
+}
+
+// cleanName makes a client-chosen name safe to show: invalid UTF-8,
+// control and format characters become visible escapes, and it is cut to
+// statusNameBytes bytes at a character boundary, saying how long it was.
+// HTML escaping is the template's.
+func cleanName(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		if b.Len() >= statusNameBytes {
+			return b.String() + "… (" + strconv.Itoa(len(s)) + " bytes, cut at " + strconv.Itoa(i) + ")"
+		}
+		switch {
+		case r == utf8.RuneError:
+			if _, size := utf8.DecodeRuneInString(s[i:]); size == 1 {
+				fmt.Fprintf(&b, `\x%02x`, s[i])
+				continue
+			}
+			b.WriteRune(r)
+		case unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029':
+			// Control and format characters (bidi overrides, zero-width)
+			// would rewrite how the page reads.
+			if r < 0x100 {
+				fmt.Fprintf(&b, `\x%02x`, r)
+			} else {
+				fmt.Fprintf(&b, `\u%04x`, r)
+			}
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}

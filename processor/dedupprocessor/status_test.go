@@ -1,0 +1,282 @@
+package dedupprocessor
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/processor/processortest"
+)
+
+func statusOn(cfg *Config) {
+	cfg.Status.HTTP.NetAddr.Endpoint = "127.0.0.1:0"
+	cfg.Status.MaxRows = 2
+}
+
+func getStatus(t *testing.T, h http.Handler, path string) (int, http.Header, string) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+	b, _ := io.ReadAll(rec.Result().Body)
+	return rec.Code, rec.Result().Header, string(b)
+}
+
+// TestStatusPageWorstFirstAndEscaped: the page puts the service with the
+// most copies on top with its diagnosis, bounds its tables at max_rows, and
+// shows a hostile service name (markup, control characters, 10 kB) escaped
+// and cut; the JSON holds the same.
+func TestStatusPageWorstFirstAndEscaped(t *testing.T) {
+	h := newHarness(t, statusOn)
+	st := h.traces.(*tracesProcessor).st
+	if st.status == nil || st.status.srv == nil {
+		t.Fatal("status.http.endpoint set, but no status server started")
+	}
+	hostile := "<script>alert(1)</script>\x1b[31m\u2028" + strings.Repeat("A", 10<<10)
+	// "twice" sends every span again in its own request; "mixed" once
+	// among new ones; "clean" never; hostile once, whole.
+	for _, svc := range []string{"twice", hostile} {
+		for range 2 {
+			if err := h.sendTraces(traces(spanSpec{service: svc, trace: byte(len(svc)), span: 1, name: "a"}, spanSpec{service: svc, trace: byte(len(svc)), span: 2, name: "b"})); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := h.sendTraces(traces(spanSpec{service: "twice", trace: 9, span: 1, name: "c"})); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.sendTraces(traces(spanSpec{service: "twice", trace: 9, span: 1, name: "c"})); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.sendTraces(traces(spanSpec{service: "clean", trace: 7, span: 1, name: "d"})); err != nil {
+		t.Fatal(err)
+	}
+
+	code, hdr, page := getStatus(t, st.status.handler(), "/")
+	if code != http.StatusOK || !strings.HasPrefix(hdr.Get("Content-Type"), "text/html") {
+		t.Fatalf("GET /: %d %s", code, hdr.Get("Content-Type"))
+	}
+	if !strings.Contains(page, `<meta http-equiv="refresh"`) || strings.Contains(page, "<script>") {
+		t.Errorf("page lacks its refresh or carries a script:\n%.2000s", page)
+	}
+	if !strings.Contains(page, "&lt;script&gt;alert(1)&lt;/script&gt;\\x1b[31m\\u2028AAA") {
+		t.Errorf("hostile name not shown escaped:\n%.3000s", page)
+	}
+	if strings.Contains(page, strings.Repeat("A", statusNameBytes+1)) || !strings.Contains(page, "("+strconv.Itoa(len(hostile))+" bytes, cut at ") {
+		t.Errorf("hostile name not cut at %d bytes", statusNameBytes)
+	}
+	if strings.ContainsAny(page, "\x1b\u2028") {
+		t.Error("page carries raw control characters")
+	}
+	first := strings.Index(page, "<td class=\"name\">twice</td>")
+	if first < 0 || first > strings.Index(page, "&lt;script") {
+		t.Errorf("the service with the most copies is not on top:\n%.3000s", page)
+	}
+	if !strings.Contains(page, "1 more services not shown") {
+		t.Errorf("max_rows 2 does not bound the services table:\n%.3000s", page)
+	}
+
+	code, hdr, body := getStatus(t, st.status.handler(), "/status.json")
+	if code != http.StatusOK || hdr.Get("Content-Type") != "application/json" {
+		t.Fatalf("GET /status.json: %d %s", code, hdr.Get("Content-Type"))
+	}
+	var s Status
+	if err := json.Unmarshal([]byte(body), &s); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Services) != 2 || s.ServicesNotShown != 1 {
+		t.Fatalf("services %+v (%d not shown), want 2 shown and 1 not", s.Services, s.ServicesNotShown)
+	}
+	top := s.Services[0]
+	if top.Service != "twice" || top.Received != 6 || top.Copies != 3 || top.Share != 0.5 || top.Action != "dropped" ||
+		!strings.Contains(top.Diagnosis, "whole requests arrive again") || top.FirstSeen.IsZero() || top.LastSeen.Before(top.FirstSeen) {
+		t.Errorf("top service %+v", top)
+	}
+	if len(s.Services[1].Service) > statusNameBytes+64 || !strings.HasPrefix(s.Services[1].Service, `<script>alert(1)</script>\x1b[31m\u2028AAA`) {
+		t.Errorf("second service %q", s.Services[1].Service)
+	}
+	if len(s.Windows) != 3 || s.Windows[0].Signal != "traces" || s.Windows[0].Entries != 6 || s.Windows[0].Configured != 300 {
+		t.Errorf("windows %+v", s.Windows)
+	}
+
+	if code, _, _ := getStatus(t, st.status.handler(), "/other"); code != http.StatusNotFound {
+		t.Errorf("GET /other: %d, want 404", code)
+	}
+}
+
+// TestStatusPageStreams: a metric stream written by two processes of one
+// identity is listed with both start times, its points and the diagnosis;
+// past status.max_streams the events of other streams are counted, not kept.
+func TestStatusPageStreams(t *testing.T) {
+	cfg := createDefaultConfig()
+	statusOn(cfg)
+	cfg.Status.MaxStreams = 1
+	set := processortest.NewNopSettings(Type)
+	sink := new(consumertest.MetricsSink)
+	p, err := NewFactory().CreateMetrics(context.Background(), set, cfg, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(context.Background(), componenttest.NewNopHost()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := p.Shutdown(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}()
+	now := time.Now()
+	early, late := now.Add(-time.Minute), now.Add(-time.Second)
+	send := func(metric string, start, at time.Time, v int64) {
+		md := pmetric.NewMetrics()
+		rm := md.ResourceMetrics().AppendEmpty()
+		rm.Resource().Attributes().PutStr("service.name", "collider")
+		m := rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+		m.SetName(metric)
+		s := m.SetEmptySum()
+		s.SetIsMonotonic(true)
+		s.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+		dp := s.DataPoints().AppendEmpty()
+		dp.SetStartTimestamp(pcommon.NewTimestampFromTime(start))
+		dp.SetTimestamp(pcommon.NewTimestampFromTime(at))
+		dp.SetIntValue(v)
+		if err := p.ConsumeMetrics(context.Background(), md); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, metric := range []string{"jobs_done", "second_stream"} {
+		for i := range 3 {
+			at := now.Add(time.Duration(i) * time.Second)
+			send(metric, late, at, int64(i+1))
+			send(metric, early, at.Add(time.Millisecond), int64(100+i))
+		}
+	}
+	st := p.(*metricsProcessor).st
+	_, _, body := getStatus(t, st.status.handler(), "/status.json")
+	var s Status
+	if err := json.Unmarshal([]byte(body), &s); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Streams) != 1 || s.StreamsRefused != 3 {
+		t.Fatalf("streams %+v, refused %d; want jobs_done kept and second_stream's election and 2 overlaps refused", s.Streams, s.StreamsRefused)
+	}
+	got := s.Streams[0]
+	if got.Service != "collider" || got.Metric != "jobs_done" || got.ElectedStart == nil || got.OtherStart == nil ||
+		got.Elections != 1 || got.Points < 2 || !strings.Contains(got.Diagnosis, "service.instance.id") {
+		t.Errorf("stream %+v", got)
+	}
+	if !got.ElectedStart.Equal(early) || !got.OtherStart.Equal(late) {
+		t.Errorf("start times elected %v, other %v; want %v (the earlier start), %v", got.ElectedStart, got.OtherStart, early, late)
+	}
+}
+
+func TestStatusConfigValidate(t *testing.T) {
+	cfg := createDefaultConfig()
+	if cfg.Status.enabled() {
+		t.Fatal("status page on by default; it is opt-in")
+	}
+	cfg.Status.MaxRows = 0 // ignored while off
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	statusOn(cfg)
+	cfg.Status.MaxRows, cfg.Status.MaxStreams = 0, maxStatusStreams+1
+	err := cfg.Validate()
+	if err == nil || !strings.Contains(err.Error(), "status.max_rows must be between 1 and 1000, got 0") ||
+		!strings.Contains(err.Error(), "status.max_streams must be between 1 and 100000, got 100001") {
+		t.Fatalf("Validate: %v", err)
+	}
+}
+
+func TestCleanName(t *testing.T) {
+	for in, want := range map[string]string{
+		"app":             "app",
+		"a\x00b\nc":       `a\x00b\x0ac`,
+		"bad\xffutf8":     `bad\xffutf8`,
+		"line\u2028sep":   `line\u2028sep`,
+		"rtl\u202egnp":    `rtl\u202egnp`,
+		"zero\u200bwidth": `zero\u200bwidth`,
+		"ok\u00e9\u4e16":  "ok\u00e9\u4e16",
+	} {
+		if got := cleanName(in); got != want {
+			t.Errorf("cleanName(%q) = %q, want %q", in, got, want)
+		}
+	}
+	long := strings.Repeat("\u4e16", 200) // 600 bytes
+	got := cleanName(long)
+	if !strings.HasSuffix(got, "… (600 bytes, cut at 258)") || strings.Count(got, "\u4e16") != 86 {
+		t.Errorf("long name: %q", got)
+	}
+}
+
+// TestStatusPageWhileConsuming reads the page while spans arrive; run with
+// -race (scripts/test.sh does) it shows the reads copy under the locks.
+func TestStatusPageWhileConsuming(t *testing.T) {
+	h := newHarness(t, statusOn)
+	st := h.traces.(*tracesProcessor).st
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 200 {
+			_ = h.sendTraces(traces(spanSpec{service: "svc" + strconv.Itoa(i%5), trace: byte(i), span: 1, name: "a"}))
+		}
+	}()
+	reads := 0
+	for {
+		select {
+		case <-done:
+			if reads == 0 {
+				t.Fatal("no page read while consuming")
+			}
+			code, _, _ := getStatus(t, st.status.handler(), "/status.json")
+			if code != http.StatusOK {
+				t.Fatalf("status.json: %d", code)
+			}
+			return
+		default:
+		}
+		if code, _, _ := getStatus(t, st.status.handler(), "/"); code != http.StatusOK {
+			t.Fatalf("GET /: %d", code)
+		}
+		reads++
+	}
+}
+
+// FuzzCleanName: whatever a client names itself, the shown name is valid
+// UTF-8 without control or format characters, and bounded.
+func FuzzCleanName(f *testing.F) {
+	f.Add("app")
+	f.Add("<script>\x1b[2J\u202e\u200b\xff")
+	f.Add(strings.Repeat("\u4e16", 100))
+	f.Fuzz(func(t *testing.T, in string) {
+		got := cleanName(in)
+		if !utf8.ValidString(got) {
+			t.Fatalf("cleanName(%q) = %q: invalid UTF-8", in, got)
+		}
+		for _, r := range got {
+			if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029' {
+				t.Fatalf("cleanName(%q) = %q keeps %U", in, got, r)
+			}
+		}
+		// 256 bytes plus one escape (at most 6 bytes) plus the note.
+		if len(got) > statusNameBytes+6+64 {
+			t.Fatalf("cleanName of %d bytes is %d bytes", len(in), len(got))
+		}
+		if len(in) <= 32 && !strings.ContainsFunc(in, func(r rune) bool {
+			return r == utf8.RuneError || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029'
+		}) && got != in {
+			t.Fatalf("cleanName(%q) = %q: a plain name must pass unchanged", in, got)
+		}
+	})
+}

@@ -1,0 +1,191 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+)
+
+// startScrapingPrometheus runs a real Prometheus that scrapes target's
+// /metrics every second as job "doubletake".
+func startScrapingPrometheus(t *testing.T, target string) promv1.API {
+	t.Helper()
+	bin, err := lookPath("prometheus")
+	requireDep(t, err, "Prometheus (Debian package prometheus, 2.42)")
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "prometheus.yml")
+	yml := fmt.Sprintf(`global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+scrape_configs:
+  - job_name: doubletake
+    static_configs:
+      - targets: [%q]
+`, target)
+	if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := freePort(t)
+	startService(t, "prometheus", exec.Command(bin, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+addr, "--log.level=warn"), "http://"+addr+"/-/ready")
+	c, err := api.NewClient(api.Config{Address: "http://" + addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return promv1.NewAPI(c)
+}
+
+// panelQuery is one query of one dashboard panel.
+type panelQuery struct {
+	panel, expr string
+}
+
+// dashboardQueries reads every panel's PromQL from a Grafana dashboard, rows
+// included, with the variables set as the dashboard's "All" sets them and
+// $__rate_interval as Grafana computes it for a 1 s scrape interval.
+func dashboardQueries(t *testing.T, path string) []panelQuery {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type panel struct {
+		Title   string  `json:"title"`
+		Panels  []panel `json:"panels"`
+		Targets []struct {
+			Expr string `json:"expr"`
+		} `json:"targets"`
+	}
+	var d struct {
+		Panels     []panel `json:"panels"`
+		Templating struct {
+			List []struct {
+				Name     string `json:"name"`
+				Type     string `json:"type"`
+				AllValue string `json:"allValue"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	var vars []string
+	for _, v := range d.Templating.List {
+		if v.Type == "query" {
+			if v.AllValue == "" {
+				t.Fatalf("%s: variable %s has no allValue", path, v.Name)
+			}
+			vars = append(vars, "$"+v.Name, v.AllValue)
+		}
+	}
+	// Grafana's $__rate_interval: max(4 × scrape interval, step + scrape interval).
+	vars = append(vars, "$__rate_interval", "4s")
+	repl := strings.NewReplacer(vars...)
+	var out []panelQuery
+	var walk func([]panel)
+	walk = func(ps []panel) {
+		for _, p := range ps {
+			walk(p.Panels)
+			for _, tg := range p.Targets {
+				e := repl.Replace(tg.Expr)
+				if strings.Contains(e, "$") {
+					t.Fatalf("panel %q: query %q keeps a variable the test does not know", p.Title, e)
+				}
+				out = append(out, panelQuery{panel: p.Title, expr: e})
+			}
+		}
+	}
+	walk(d.Panels)
+	return out
+}
+
+// hasValue reports whether a range query's result holds a finite, non-zero
+// sample: the panel would draw something.
+func hasValue(v model.Value) bool {
+	m, ok := v.(model.Matrix)
+	if !ok {
+		return false
+	}
+	for _, s := range m {
+		for _, p := range s.Values {
+			f := float64(p.Value)
+			if f != 0 && !math.IsNaN(f) && !math.IsInf(f, 0) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// TestDashboardQueriesReturnData: every query of deploy/grafana's dashboard,
+// run by a real Prometheus scraping the gateway (the embedded default, its
+// span window made small so that it evicts) while the JS SDK exports every
+// span twice and a second metric pipeline overlaps the first, and two
+// processes share one identity, draws a non-zero value.
+func TestDashboardQueriesReturnData(t *testing.T) {
+	queries := dashboardQueries(t, filepath.Join(repoRoot, "deploy", "grafana", "doubletake.json"))
+	if len(queries) < 7 {
+		t.Fatalf("dashboard has %d queries, want at least 7", len(queries))
+	}
+	jsClient(t) // install before starting anything
+	d := startDefault(t, "--set", "processors::dedup::traces::max_spans=16")
+	prom := startScrapingPrometheus(t, d.tel)
+	begin := time.Now()
+	// Load only once Prometheus scrapes: a counter's first sample shows no
+	// increase, and the load lasts seconds.
+	waitFor(t, 30*time.Second, "Prometheus to scrape the gateway", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		v, _, _, err := prom.Query(ctx, `up{job="doubletake"} == 1`, time.Now())
+		vec, ok := v.(model.Vector)
+		return err == nil && ok && len(vec) == 1
+	})
+
+	base := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + d.http, "CLIENT_PROTOCOL=http/protobuf",
+		"CLIENT_ROLLOUTS=50", "CLIENT_ROLLOUT_MS=100", "CLIENT_METRIC_INTERVAL_MS=400", "CLIENT_SECOND_DELAY_MS=1500"}
+	runJS(t, append(base, "CLIENT_SERVICE=double", "CLIENT_MODE=traces-double,metrics-double")...)
+	sendCollision(t, d.http, "collider", "jobs_done")
+
+	missing := map[string]bool{}
+	for _, q := range queries {
+		missing[q.panel+": "+q.expr] = true
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for len(missing) > 0 && time.Now().Before(deadline) {
+		for _, q := range queries {
+			key := q.panel + ": " + q.expr
+			if !missing[key] {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			v, warn, _, err := prom.QueryRange(ctx, q.expr, promv1.Range{Start: begin, End: time.Now(), Step: time.Second})
+			cancel()
+			if err != nil {
+				t.Fatalf("panel %q: query %s: %v", q.panel, q.expr, err)
+			}
+			if len(warn) > 0 {
+				t.Errorf("panel %q: query %s: warnings %v", q.panel, q.expr, warn)
+			}
+			if hasValue(v) {
+				delete(missing, key)
+			}
+		}
+		if len(missing) > 0 {
+			time.Sleep(500 * time.Millisecond) // the next scrape; the loop has a deadline
+		}
+	}
+	for k := range missing {
+		t.Errorf("no data for panel %s", k)
+	}
+}
