@@ -82,7 +82,7 @@ checks one. The collector's --feature-gates flag works too (not listed).`
 	f.StringVar(&opts.TelemetryEndpoint, "telemetry-endpoint", opts.TelemetryEndpoint, "where the gateway's own metrics are served")
 	f.StringVar(&opts.HealthEndpoint, "health-endpoint", opts.HealthEndpoint, "health check address")
 	f.StringVar(&opts.StatusEndpoint, "status-endpoint", opts.StatusEndpoint, "where dedup's status page is served (HTML at /, JSON at /status.json); empty turns it off")
-	f.IntVar(&opts.UpstreamMaxRequestBytes, "upstream-max-request-bytes", opts.UpstreamMaxRequestBytes, "largest request the --upstream takes (its receive limit): batches stay under it, and a request holding a larger item is refused (default: the collector's 4 MiB gRPC limit less 64 KiB)")
+	f.IntVar(&opts.UpstreamMaxRequestBytes, "upstream-max-request-bytes", opts.UpstreamMaxRequestBytes, "largest request the --upstream takes (its receive limit): batches stay under it, and a request holding a larger item is refused; the default is the collector's 4 MiB gRPC limit less 64 KiB")
 	f.IntVar(&opts.MemorySoftLimitMiB, "memory-soft-limit-mib", opts.MemorySoftLimitMiB, "resident size above which dedup shrinks its windows (0 turns it off)")
 	// The default depends on the machine: say where it comes from, once.
 	f.Lookup("memory-soft-limit-mib").DefValue = fmt.Sprintf("%d, half the memory available", opts.MemorySoftLimitMiB)
