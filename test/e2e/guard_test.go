@@ -286,9 +286,14 @@ func TestGuardGRPCDecompressionBombs(t *testing.T) {
 		concurrent = 96
 		rssBound   = 768 << 20
 	)
-	if encoding.GetCompressor("zstd") == nil {
-		encoding.RegisterCompressor(zstdCompressor{})
+	// The client must compress with the window the subtest chooses: another
+	// package linked into this test binary (the collector's configgrpc) may
+	// have registered its own zstd compressor, which writes 512 KiB windows.
+	// No e2e test runs in parallel, so swapping it for this test is safe.
+	if prev := encoding.GetCompressor("zstd"); prev != nil {
+		t.Cleanup(func() { encoding.RegisterCompressor(prev) })
 	}
+	encoding.RegisterCompressor(zstdCompressor{})
 	payload := make([]byte, 17<<20) // zeros: a few KB compressed
 	for _, c := range []struct {
 		name, enc string
