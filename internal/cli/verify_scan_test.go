@@ -32,7 +32,7 @@ func writeTree(t *testing.T, dir string, files map[string]string) {
 func venvFiles(name, dist, version string) map[string]string {
 	sp := name + "/lib/python3.12/site-packages/"
 	return map[string]string{
-		name + "/pyvenv.cfg": "home = /usr/bin\nversion = 3.12.3\n",
+		name + "/pyvenv.cfg":                              "home = /usr/bin\nversion = 3.12.3\n",
 		sp + dist + "-" + version + ".dist-info/METADATA": fmt.Sprintf("Metadata-Version: 2.4\nName: %s\nVersion: %s\n\n", dist, version),
 	}
 }
