@@ -186,6 +186,10 @@ func scanForRelease(ctx context.Context, db *scan.DB, roots []string, dir string
 	defer cancel()
 	res := scan.ScanWith(sctx, db, scan.Options{MaxFiles: b.maxFiles}, roots...)
 	rs.FilesRead, rs.NotJudged = res.FilesRead, len(res.NotJudged)
+	// What is installed exports twice now, what is locked on the next
+	// install, what a specifier admits maybe: the likeliest cause first.
+	rank := map[scan.Kind]int{scan.KindInstalled: 0, scan.KindLocked: 1, scan.KindAdmits: 2}
+	slices.SortStableFunc(res.Findings, func(a, b scan.Finding) int { return rank[a.Kind] - rank[b.Kind] })
 	seen := map[string]bool{}
 	for _, f := range res.Findings {
 		line := f.Brief(findingWhere(f, dir))
@@ -270,7 +274,7 @@ func displayPath(p, dir string) string {
 // text renders rs for the text report and the JUnit failures.
 func (rs *releaseScan) text() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "releases behind the double export (scanned %s: %s read in %s):",
+	fmt.Fprintf(&b, "releases known to export twice, in the command's environment (scanned %s: %s read in %s):",
 		strings.Join(rs.Roots, ", "), plural(rs.FilesRead, "file"), rs.Elapsed)
 	if len(rs.Lines) == 0 {
 		b.WriteString(" none known\n")

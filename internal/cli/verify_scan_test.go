@@ -94,16 +94,16 @@ func TestVerifyNamesReleaseBehindDoubleExport(t *testing.T) {
 		t.Errorf("findings %v", rs["findings"])
 	}
 	x, err := os.ReadFile(junit)
-	if err != nil || !strings.Contains(string(x), "releases behind the double export") || !strings.Contains(string(x), fastapiLine) {
+	if err != nil || !strings.Contains(string(x), "releases known to export twice") || !strings.Contains(string(x), fastapiLine) {
 		t.Errorf("JUnit report (%v) does not carry the release:\n%s", err, x)
 	}
 
 	r = verify(t, "twice")
-	if r.code != ExitFindings || !strings.Contains(r.stdout, "\nreleases behind the double export (scanned .: 1 file read in ") ||
+	if r.code != ExitFindings || !strings.Contains(r.stdout, "\nreleases known to export twice, in the command's environment (scanned .: 1 file read in ") ||
 		!strings.Contains(r.stdout, "\n  - "+fastapiLine+"\n") {
 		t.Errorf("text report (exit %d):\n%s", r.code, r.stdout)
 	}
-	if i, j := strings.Index(r.stdout, "releases behind"), strings.Index(r.stdout, "\nverdict: FAIL"); i < 0 || j < i {
+	if i, j := strings.Index(r.stdout, "releases known to export twice"), strings.Index(r.stdout, "\nverdict: FAIL"); i < 0 || j < i {
 		t.Errorf("the releases are not listed before the verdict:\n%s", r.stdout)
 	}
 }
@@ -120,7 +120,7 @@ func TestVerifyCleanRunNeverScans(t *testing.T) {
 		t.Errorf("a clean run scanned:\n%s", r.stdout)
 	}
 	r = verify(t, "once")
-	if r.code != ExitOK || strings.Contains(r.stdout, "releases behind") || strings.Contains(r.stdout, "fastapi") {
+	if r.code != ExitOK || strings.Contains(r.stdout, "releases known to export twice") || strings.Contains(r.stdout, "fastapi") {
 		t.Errorf("a clean run scanned (exit %d):\n%s", r.code, r.stdout)
 	}
 }
@@ -314,5 +314,22 @@ func TestEnvOf(t *testing.T) {
 		if got := envOf(in); got != want {
 			t.Errorf("envOf(%s) = %s, want %s", in, got, want)
 		}
+	}
+}
+
+// TestVerifyReleaseOrder: what is installed (exports twice now) comes
+// before what is locked (on the next install), before what a specifier
+// admits (maybe, on the next resolve).
+func TestVerifyReleaseOrder(t *testing.T) {
+	files := venvFiles("zz-env", "fastapi", "0.142.2")
+	files["a/pyproject.toml"] = "[project]\nname = \"a\"\nversion = \"1\"\ndependencies = [\"fastapi>=0.135\"]\n"
+	files["b/uv.lock"] = "version = 1\n\n[[package]]\nname = \"fastapi\"\nversion = \"0.142.1\"\n"
+	inTree(t, files)
+	r := verify(t, "twice", "--format", "json")
+	lines := strs(releaseScanOf(t, r)["lines"])
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "fastapi 0.142.2 is installed in zz-env ") ||
+		!strings.HasPrefix(lines[1], "fastapi 0.142.1 is locked in b/uv.lock:5 ") ||
+		!strings.HasPrefix(lines[2], "fastapi>=0.135 in a/pyproject.toml:4 project.dependencies admits fastapi 0.142.0 ") {
+		t.Errorf("lines:\n%s", strings.Join(lines, "\n"))
 	}
 }

@@ -132,7 +132,7 @@ func TestVerifyNamesTheRelease(t *testing.T) {
 
 			// The text report, as a person reads it.
 			r = runVerify(t, dir, append(env, "CLIENT_MODE=traces-double"), "--grace", "500ms", "--", "node", client)
-			if r.code != 1 || !strings.Contains(r.report, "\nreleases behind the double export (scanned .: ") {
+			if r.code != 1 || !strings.Contains(r.report, "\nreleases known to export twice, in the command's environment (scanned .: ") {
 				t.Fatalf("text report:\n%s", r)
 			}
 			for _, line := range tree.want {
