@@ -59,6 +59,10 @@ type verifyOptions struct {
 	allow           []string
 	allowEmpty      bool
 	expect          []string
+	hazardFiles     []string
+	noScan          bool
+	scanTimeout     time.Duration
+	scanMaxFiles    int
 }
 
 // expectValues are the signals --expect accepts.
@@ -86,7 +90,8 @@ func (o *verifyOptions) allows(kind string) bool {
 }
 
 func newVerifyCommand(s Streams) *cobra.Command {
-	o := verifyOptions{grace: defaultGrace, graceMax: defaultGraceMax, format: "text", forwardProtocol: "grpc", exportInterval: analyze.DefaultExportInterval}
+	o := verifyOptions{grace: defaultGrace, graceMax: defaultGraceMax, format: "text", forwardProtocol: "grpc", exportInterval: analyze.DefaultExportInterval,
+		scanTimeout: defaultScanTimeout, scanMaxFiles: defaultScanMaxFiles}
 	cmd := &cobra.Command{
 		Use:   "verify [flags] -- CMD [ARGS...]",
 		Short: "Run a command against an in-process OTLP receiver and fail if anything arrives twice",
@@ -110,6 +115,17 @@ foreground).
 Without CMD, --listen ADDR receives until SIGINT/SIGTERM or --duration, for
 long-running services. --forward also sends everything received on, so verify
 can sit in a real pipeline.
+
+When spans, log records or metric streams were exported twice by one
+process, verify scans the environment CMD ran in (the active virtual
+environment, the environment of a Python CMD, and the lockfiles, manifests
+and environments under the working directory) with doubletake scan's engine
+and hazard database, and names the release behind it, e.g. "fastapi 0.142.2
+is installed in .venv (known to attach a second exporter when
+OTEL_EXPORTER_OTLP_ENDPOINT is set): pin fastapi!=0.142.*". A clean run
+never scans; the scan is bounded by --scan-timeout and --scan-max-files and
+never changes the verdict (what it could not do is a note); --no-scan turns
+it off.
 
 Exit status: 0 clean; 1 duplicates or overlaps above --max-duplicate-ratio,
 nested duplicates (unless --allow nested-duplicates), or undecodable OTLP
@@ -147,6 +163,10 @@ or a signal named by --expect never arrived.`,
 	f.BoolVar(&o.allowEmpty, "allow-empty", false, "pass when nothing arrives at all (a command that exports nothing); without it that is exit 5")
 	f.StringSliceVar(&o.expect, "expect", nil, "fail (exit 5) when one of these signals never arrives; comma-separated: "+strings.Join(expectValues, ", "))
 	f.DurationVar(&o.exportInterval, "export-interval", o.exportInterval, "identical copies closer than this are diagnosed as two exporters, further apart as a re-send")
+	f.BoolVar(&o.noScan, "no-scan", false, "after a double export, do not scan CMD's environment for the release behind it")
+	f.StringArrayVar(&o.hazardFiles, "hazards", nil, "also load hazard entries from this YAML `FILE` for the scan after a double export (repeatable; as doubletake scan --hazards)")
+	f.DurationVar(&o.scanTimeout, "scan-timeout", o.scanTimeout, "stop the scan after a double export after this long")
+	f.IntVar(&o.scanMaxFiles, "scan-max-files", o.scanMaxFiles, "stop the scan after a double export after reading this many files")
 	return cmd
 }
 
@@ -180,6 +200,12 @@ func (o *verifyOptions) validate(args []string, listenSet bool) error {
 	}
 	if o.allowEmpty && len(o.expect) > 0 {
 		return usageError("verify: --allow-empty and --expect contradict each other; give one")
+	}
+	if o.scanTimeout <= 0 {
+		return usageError("verify: --scan-timeout %s: want a duration above 0", o.scanTimeout)
+	}
+	if o.scanMaxFiles <= 0 {
+		return usageError("verify: --scan-max-files %d: want a number above 0", o.scanMaxFiles)
 	}
 	if o.duration < 0 {
 		return usageError("verify: --duration %s: want a duration of 0 or more", o.duration)
@@ -247,6 +273,10 @@ type verifyReport struct {
 	Verdict       string   `json:"verdict"`
 	ExitCode      int      `json:"exit_code"`
 	VerdictReason string   `json:"verdict_reason"`
+	// ReleaseScan is what the scan of CMD's environment found after a
+	// double export; absent when there was no double export, no CMD, or
+	// --no-scan.
+	ReleaseScan *releaseScan `json:"release_scan,omitempty"`
 	*analyze.Report
 }
 
@@ -256,6 +286,20 @@ func runVerify(ctx context.Context, s Streams, o verifyOptions, args []string, l
 	}
 	if ctx == nil {
 		ctx = context.Background()
+	}
+	scanner := &releaseScanner{bounds: scanBounds{timeout: o.scanTimeout, maxFiles: o.scanMaxFiles}}
+	if len(o.hazardFiles) > 0 {
+		// One loader with scan: a file that does not validate is a usage
+		// error before CMD runs.
+		db, err := loadHazards(o.hazardFiles)
+		if err != nil {
+			var ee *ExitError
+			if errors.As(err, &ee) {
+				ee.Err = fmt.Errorf("verify: --hazards: %w", ee.Err)
+			}
+			return err
+		}
+		scanner.db = db
 	}
 	addr := o.listen
 	if !listenSet {
@@ -359,6 +403,11 @@ func runVerify(ctx context.Context, s Streams, o verifyOptions, args []string, l
 	rep.Report.Malformed = srv.Malformed()
 	rep.Ratio = rep.Report.DuplicateRatio()
 	rep.decide(o)
+	if len(args) > 0 && !o.noScan && doubleExport(rep.Report) {
+		// Only after a double export: a clean run costs nothing. The
+		// verdict is decided; the scan only adds to the diagnosis.
+		rep.ReleaseScan = scanner.run(ctx, args)
+	}
 
 	if err := writeVerifyReport(s, o, rep); err != nil {
 		return &ExitError{Code: ExitInternal, Err: fmt.Errorf("verify: %w", err)}
@@ -690,6 +739,11 @@ func writeVerifyText(w io.Writer, r *verifyReport) error {
 	if err := analyze.WriteText(w, r.Report); err != nil {
 		return err
 	}
+	if r.ReleaseScan != nil {
+		if _, err := io.WriteString(w, "\n"+r.ReleaseScan.text()); err != nil {
+			return err
+		}
+	}
 	status := "PASS"
 	switch r.ExitCode {
 	case ExitOK:
@@ -713,6 +767,18 @@ func writeVerifyJUnit(path string, r *verifyReport) error {
 	received := analyze.JUnitCase{Name: "telemetry arrives", Class: "doubletake.verify.received"}
 	if len(r.Missing) > 0 {
 		received.Failure = r.nothingReason()
+	}
+	if r.ReleaseScan != nil {
+		// The release behind a double export belongs with the failures
+		// it explains.
+		for i := range cases {
+			switch cases[i].Class {
+			case "doubletake.verify.spans", "doubletake.verify.metrics", "doubletake.verify.logs":
+				if cases[i].Failure != "" {
+					cases[i].Detail += "\n" + r.ReleaseScan.text()
+				}
+			}
+		}
 	}
 	cases = append([]analyze.JUnitCase{received}, cases...)
 	var elapsed time.Duration

@@ -40,6 +40,10 @@ type Finding struct {
 	Affected  string `json:"affected"`
 	Effect    string `json:"effect"`
 	Reference string `json:"reference"`
+	// Exclusion is the hazard's exclusion with the package's name (e.g.
+	// fastapi!=0.142.*); Summary its optional short effect.
+	Exclusion string `json:"exclusion"`
+	Summary   string `json:"summary,omitempty"`
 
 	// Suggest is the requirement to use instead (e.g.
 	// fastapi>=0.135,!=0.142.*), Fix says what to do.
@@ -101,6 +105,9 @@ type Result struct {
 	NotJudged []NotJudged `json:"not_judged"`
 	Problems  []Problem   `json:"problems"`
 	FilesRead int         `json:"files_read"`
+	// FileCapReached: the scan stopped at Options.MaxFiles; files after
+	// the cap were not read.
+	FileCapReached bool `json:"file_cap_reached,omitempty"`
 }
 
 func (r *Result) sort() {
@@ -126,6 +133,8 @@ func (h *Hazard) finding(kind Kind, path string, line int) Finding {
 		Affected:  h.Affected,
 		Effect:    h.Effect,
 		Reference: h.Reference,
+		Exclusion: h.Package + h.Exclusion,
+		Summary:   h.Summary,
 	}
 }
 

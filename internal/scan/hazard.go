@@ -24,6 +24,9 @@ type Hazard struct {
 	Effect    string   // what goes wrong
 	Reference string   // issue or pull request, e.g. fastapi/fastapi#16476
 	Exclusion string   // specifier to add to a requirement, e.g. !=0.142.*
+	// Summary (optional) completes "known to ...", e.g. "attach a second
+	// exporter when OTEL_EXPORTER_OTLP_ENDPOINT is set": verify's line.
+	Summary string
 
 	name      string // PEP 503 normalised Package
 	affected  Specifier
@@ -41,6 +44,7 @@ type hazardEntry struct {
 	Effect    string
 	Reference string
 	Exclusion string
+	Summary   string
 }
 
 // BuiltinHazards returns the hazard database embedded in the binary.
@@ -136,6 +140,8 @@ func decodeEntry(node *yaml.Node) (hazardEntry, []error) {
 			str = &e.Reference
 		case "exclusion":
 			str = &e.Exclusion
+		case "summary":
+			str = &e.Summary
 		case "versions":
 			if value.Kind != yaml.SequenceNode {
 				errs = append(errs, fmt.Errorf("versions: line %d: want a list of versions", value.Line))
@@ -162,8 +168,12 @@ func decodeEntry(node *yaml.Node) (hazardEntry, []error) {
 	return e, errs
 }
 
+// maxSummary bounds a hazard's summary: it is quoted in one line of
+// verify's report.
+const maxSummary = 200
+
 // hazardFields lists the keys a hazard entry may have.
-const hazardFields = "package, affected, versions, fixed, effect, reference, exclusion"
+const hazardFields = "package, affected, versions, fixed, effect, reference, exclusion, summary"
 
 // compile validates e and returns its Hazard, or one error per invalid
 // field, each naming the field.
@@ -176,6 +186,7 @@ func (e hazardEntry) compile() (*Hazard, []error) {
 		Effect:    strings.TrimSpace(e.Effect),
 		Reference: strings.TrimSpace(e.Reference),
 		Exclusion: strings.TrimSpace(e.Exclusion),
+		Summary:   strings.Join(strings.Fields(e.Summary), " "),
 	}
 	var errs []error
 	fail := func(field, format string, args ...any) {
@@ -194,6 +205,9 @@ func (e hazardEntry) compile() (*Hazard, []error) {
 	}
 	if h.Reference == "" {
 		fail("reference", "required")
+	}
+	if len(h.Summary) > maxSummary {
+		fail("summary", "%d bytes, want at most %d (one clause completing \"known to ...\")", len(h.Summary), maxSummary)
 	}
 
 	var err error

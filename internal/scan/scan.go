@@ -48,6 +48,10 @@ type Options struct {
 	MaxPerFile int
 	// MaxIncludeDepth caps how deep -r / -c includes nest.
 	MaxIncludeDepth int
+	// MaxFiles caps the files read in one scan, all paths together: once
+	// it is reached the scan stops and sets Result.FileCapReached. 0 (the
+	// default) reads every file the walk finds.
+	MaxFiles int
 }
 
 func (o Options) withDefaults() Options {
@@ -89,7 +93,7 @@ func ScanWith(ctx context.Context, db *DB, opts Options, paths ...string) *Resul
 	}
 	s := &scanner{ctx: ctx, db: db, opts: opts.withDefaults(), res: &Result{}, seen: make(map[string]bool), admits: make(map[admitsKey]admitsResult)}
 	for _, root := range paths {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || s.res.FileCapReached {
 			break
 		}
 		s.root(root)
@@ -174,6 +178,9 @@ func (s *scanner) root(root string) {
 		if err := s.ctx.Err(); err != nil {
 			return err
 		}
+		if s.res.FileCapReached {
+			return filepath.SkipAll
+		}
 		if !d.IsDir() {
 			switch kind := classify(path, d.Name()); kind {
 			case kindNone:
@@ -208,6 +215,9 @@ func (s *scanner) sitePackages(r *os.Root, rootDir, rel, dir string) {
 		s.problem(dir, 0, unwrapPathError(err))
 	}
 	for _, e := range entries { // ReadDir returns what it read before an error
+		if s.ctx.Err() != nil || s.res.FileCapReached {
+			return
+		}
 		if e.IsDir() && isDistInfo(e.Name()) {
 			md := filepath.Join(e.Name(), metadataFile(e.Name()))
 			s.read(r, rootDir, filepath.Join(rel, md), filepath.Join(dir, md), kindMetadata, 0)
@@ -269,6 +279,10 @@ func classifyExplicit(name string) fileKind {
 func (s *scanner) read(root *os.Root, rootDir, rel, display string, kind fileKind, depth int) {
 	key := filepath.Join(rootDir, rel)
 	if s.seen[key] {
+		return
+	}
+	if s.opts.MaxFiles > 0 && s.res.FilesRead >= s.opts.MaxFiles {
+		s.res.FileCapReached = true
 		return
 	}
 	s.seen[key] = true

@@ -64,3 +64,47 @@ func safeText(s string, max int) string {
 	}
 	return b.String()
 }
+
+// Brief is f in one line, for a report that names the release behind a
+// symptom (verify): what the file at where installs, locks or admits, what
+// the hazard is known to do, and the requirement that keeps it out, e.g.
+//
+//	fastapi 0.142.2 is installed in .venv (known to attach a second
+//	exporter when OTEL_EXPORTER_OTLP_ENDPOINT is set): pin fastapi!=0.142.*
+//
+// where names the file or environment; every part is escaped and cut as
+// the text output's are.
+func (f Finding) Brief(where string) string {
+	var what string
+	switch f.Kind {
+	case KindInstalled:
+		what = fmt.Sprintf("%s %s is installed in %s", f.Package, f.Version, where)
+	case KindLocked:
+		if f.Requirement != "" {
+			what = fmt.Sprintf("%s is pinned in %s", f.Requirement, where)
+		} else {
+			what = fmt.Sprintf("%s %s is locked in %s", f.Package, f.Version, where)
+		}
+	default:
+		in := where
+		if f.Section != "" {
+			in += " " + f.Section
+		}
+		what = fmt.Sprintf("%s in %s admits %s %s", f.Requirement, in, f.Package, f.Admits)
+	}
+	known := "known to make telemetry arrive twice, " + f.Reference
+	if f.Summary != "" {
+		known = "known to " + f.Summary
+	}
+	fix := "pin " + f.Exclusion
+	if f.Kind == KindAdmits && f.Suggest != "" {
+		fix = "require " + f.Suggest
+	}
+	return fmt.Sprintf("%s (%s): %s", safeText(what, 2*maxTextField), safeText(known, maxTextField), safeText(fix, maxTextField))
+}
+
+// String is p in one line, "path[:line]: message", escaped as WriteProblems
+// writes it.
+func (p Problem) String() string {
+	return fmt.Sprintf("%s: %s", location(p.Path, p.Line), safeText(p.Message, maxTextField))
+}
