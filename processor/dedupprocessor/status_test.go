@@ -347,13 +347,14 @@ func TestCleanName(t *testing.T) {
 // TestStatusPageWhileConsuming reads the page while spans arrive; run with
 // -race (scripts/test.sh does) it shows the reads copy under the locks.
 func TestStatusPageWhileConsuming(t *testing.T) {
-	h := newHarness(t, statusOn)
+	h := newHarness(t, func(c *Config) { statusOn(c); c.Traces.Nested.Detect = true })
 	st := h.traces.(*tracesProcessor).st
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for i := range 200 {
 			_ = h.sendTraces(traces(spanSpec{service: "svc" + strconv.Itoa(i%5), trace: byte(i), span: 1, name: "a"}))
+			_ = h.sendTraces(doubleWrapped(byte(i))) // nested duplicates
 		}
 	}()
 	reads := 0
@@ -379,6 +380,36 @@ func TestStatusPageWhileConsuming(t *testing.T) {
 
 // FuzzCleanName: whatever a client names itself, the shown name is valid
 // UTF-8 without control or format characters, and bounded.
+// FuzzStreamAttrs: whatever attributes a point carries, what the page
+// keeps of them is bounded, and what it shows is valid UTF-8 without
+// control characters.
+func FuzzStreamAttrs(f *testing.F) {
+	f.Add("queue", "<b>jobs</b>", 3, int64(7))
+	f.Add("\x1b[2J", "\u202e\xff", 100, int64(-1))
+	f.Add(strings.Repeat("k", 600), strings.Repeat("\u4e16", 300), 40, int64(0))
+	f.Fuzz(func(t *testing.T, key, val string, n int, i int64) {
+		m := pcommon.NewMap()
+		for j := range min(max(n, 0), 200) {
+			m.PutStr(key+strconv.Itoa(j), val)
+		}
+		m.PutInt(key, i)
+		m.PutEmptySlice(val).AppendEmpty().SetStr(val)
+		kept := streamAttrs(m)
+		if len(kept) > 3*statusAttrBytes+64 {
+			t.Fatalf("%d attributes of %d+%d bytes kept as %d bytes", m.Len(), len(key), len(val), len(kept))
+		}
+		shown := cleanNameBytes(kept, statusAttrBytes)
+		if !utf8.ValidString(shown) || len(shown) > statusAttrBytes+6+64 {
+			t.Fatalf("shown as %d bytes: %q", len(shown), shown)
+		}
+		for _, r := range shown {
+			if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029' {
+				t.Fatalf("shown %q keeps %U", shown, r)
+			}
+		}
+	})
+}
+
 func FuzzCleanName(f *testing.F) {
 	f.Add("app")
 	f.Add("<script>\x1b[2J\u202e\u200b\xff")
