@@ -171,9 +171,17 @@ type upstream struct {
 	// splits says whether the queue's batcher splits requests to
 	// MaxRequestBytes: then only a single item must fit, else the request.
 	splits bool
+	// queue reads the sending queue, which dedup's status page shows while
+	// the exporter runs; sizer is its unit, "" without a queue.
+	queue *queueProbe
+	sizer string
+	id    component.ID
 }
 
-func (u *upstreamFactory) prepare(set exporter.Settings, cfg component.Config) (*upstream, exporter.Settings, []exporterhelper.Option) {
+// prepare returns the wrapper, the settings of the exporterhelper around
+// the inner exporter (its queue read by up.queue) and of the inner
+// exporter, and the exporterhelper's options.
+func (u *upstreamFactory) prepare(set exporter.Settings, cfg component.Config) (*upstream, exporter.Settings, exporter.Settings, []exporterhelper.Option) {
 	c := cfg.(*upstreamConfig)
 	q, r := queueAndRetry(c.Exporter)
 	innerSet := set
@@ -183,14 +191,19 @@ func (u *upstreamFactory) prepare(set exporter.Settings, cfg component.Config) (
 	// Its retries and queue are off: its "Rejecting data. Try enabling
 	// retry_on_failure" would mislead, and the wrapper logs the outcome.
 	innerSet.Logger = set.Logger.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return withoutRejecting{c} }))
-	up := &upstream{cfg: c, tb: u.tb, logger: set.Logger, splits: q.HasValue() && q.Get().Batch.HasValue()}
+	up := &upstream{cfg: c, tb: u.tb, logger: set.Logger, splits: q.HasValue() && q.Get().Batch.HasValue(), queue: newQueueProbe(), id: set.ID}
+	if q.HasValue() {
+		up.sizer = q.Get().Sizer.String()
+	}
+	outerSet := set
+	outerSet.MeterProvider = up.queue.meterProvider(set.MeterProvider)
 	opts := []exporterhelper.Option{
 		exporterhelper.WithQueue(q),
 		exporterhelper.WithRetry(r),
 		exporterhelper.WithTimeout(exporterhelper.TimeoutConfig{}), // the inner exporter times each send
 		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: false}),
 	}
-	return up, innerSet, opts
+	return up, outerSet, innerSet, opts
 }
 
 // withoutRejecting drops the inner exporterhelper's per-attempt
@@ -208,12 +221,31 @@ func (c withoutRejecting) With(fields []zapcore.Field) zapcore.Core {
 	return withoutRejecting{c.Core.With(fields)}
 }
 
-func lifecycle(c component.Component) []exporterhelper.Option {
-	return []exporterhelper.Option{exporterhelper.WithStart(c.Start), exporterhelper.WithShutdown(c.Shutdown)}
+// lifecycle starts and shuts down the inner exporter, and while it runs
+// has dedup's status page show the sending queue of signal.
+func (up *upstream) lifecycle(c component.Component, signal string) []exporterhelper.Option {
+	var unwatch func()
+	return []exporterhelper.Option{
+		exporterhelper.WithStart(func(ctx context.Context, host component.Host) error {
+			if err := c.Start(ctx, host); err != nil {
+				return err
+			}
+			if up.sizer != "" && up.queue.readable() {
+				unwatch = up.tb.WatchQueue(up.cfg.Dedup, up.id, signal, up.sizer, up.queue.read)
+			}
+			return nil
+		}),
+		exporterhelper.WithShutdown(func(ctx context.Context) error {
+			if unwatch != nil {
+				unwatch()
+			}
+			return c.Shutdown(ctx)
+		}),
+	}
 }
 
 func (u *upstreamFactory) createTraces(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Traces, error) {
-	up, innerSet, opts := u.prepare(set, cfg)
+	up, outerSet, innerSet, opts := u.prepare(set, cfg)
 	inner, err := u.inner.CreateTraces(ctx, innerSet, innerConfig(up.cfg.Exporter))
 	if err != nil {
 		return nil, err
@@ -224,7 +256,7 @@ func (u *upstreamFactory) createTraces(ctx context.Context, set exporter.Setting
 			up.logTakeBack(err, lost.SpanCount())
 		})
 	}
-	exp, err := exporterhelper.NewTraces(ctx, set, cfg, push, append(opts, lifecycle(inner)...)...)
+	exp, err := exporterhelper.NewTraces(ctx, outerSet, cfg, push, append(opts, up.lifecycle(inner, "traces")...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -232,7 +264,7 @@ func (u *upstreamFactory) createTraces(ctx context.Context, set exporter.Setting
 }
 
 func (u *upstreamFactory) createLogs(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Logs, error) {
-	up, innerSet, opts := u.prepare(set, cfg)
+	up, outerSet, innerSet, opts := u.prepare(set, cfg)
 	inner, err := u.inner.CreateLogs(ctx, innerSet, innerConfig(up.cfg.Exporter))
 	if err != nil {
 		return nil, err
@@ -243,7 +275,7 @@ func (u *upstreamFactory) createLogs(ctx context.Context, set exporter.Settings,
 			up.logTakeBack(err, lost.LogRecordCount())
 		})
 	}
-	exp, err := exporterhelper.NewLogs(ctx, set, cfg, push, append(opts, lifecycle(inner)...)...)
+	exp, err := exporterhelper.NewLogs(ctx, outerSet, cfg, push, append(opts, up.lifecycle(inner, "logs")...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -251,7 +283,7 @@ func (u *upstreamFactory) createLogs(ctx context.Context, set exporter.Settings,
 }
 
 func (u *upstreamFactory) createMetrics(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Metrics, error) {
-	up, innerSet, opts := u.prepare(set, cfg)
+	up, outerSet, innerSet, opts := u.prepare(set, cfg)
 	inner, err := u.inner.CreateMetrics(ctx, innerSet, innerConfig(up.cfg.Exporter))
 	if err != nil {
 		return nil, err
@@ -261,7 +293,7 @@ func (u *upstreamFactory) createMetrics(ctx context.Context, set exporter.Settin
 			up.logTakeBack(u.tb.Metrics(ctx, up.cfg.Dedup, lost, cause), lost.DataPointCount())
 		})
 	}
-	exp, err := exporterhelper.NewMetrics(ctx, set, cfg, push, append(opts, lifecycle(inner)...)...)
+	exp, err := exporterhelper.NewMetrics(ctx, outerSet, cfg, push, append(opts, up.lifecycle(inner, "metrics")...)...)
 	if err != nil {
 		return nil, err
 	}

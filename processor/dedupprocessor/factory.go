@@ -35,6 +35,7 @@ func (f *factory) processorFactory() processor.Factory {
 type factory struct {
 	mu     sync.Mutex
 	states map[component.ID]*state
+	queues queueWatch // the sending queues exporters after dedup report (TakeBack)
 }
 
 // stateFor returns the state shared by set.ID's processors, making it on
@@ -52,6 +53,9 @@ func (f *factory) stateFor(set processor.Settings, cfg *Config) (*state, error) 
 		return nil, err
 	}
 	st.users = 1
+	if st.status != nil {
+		st.status.queues = &f.queues
+	}
 	f.states[set.ID] = st
 	return st, nil
 }

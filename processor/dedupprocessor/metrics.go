@@ -126,7 +126,7 @@ func (j *judging) remove(attrs pcommon.Map, pt streams.Point) bool {
 	j.shift, j.shifted = d.Shift, d.Shifted
 	j.c.received++
 	if d.Reason != streams.ReasonNone || d.Election != streams.ElectionNone {
-		j.c.note(d, j.metric, j.mutate)
+		j.c.note(d, j.metric, attrs, j.mutate)
 	}
 	switch d.Verdict {
 	case streams.Drop:

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
@@ -28,6 +29,7 @@ var actionNames = [numActions]string{"dropped", "passed", "split"}
 type metricEvent struct {
 	set      bool
 	metric   string
+	attrs    string // the point's attributes, as the status page shows them (streamAttrs)
 	reason   streams.Reason
 	election streams.Election
 	elected  uint64 // start time of the writer elected before the point
@@ -55,8 +57,9 @@ func warnable(d streams.Decision) bool {
 	return d.Election == streams.ElectionEarlierStart || d.Election == streams.ElectionFailover
 }
 
-// note counts a decision with a reason or an election.
-func (c *metricCounts) note(d streams.Decision, metricName string, mutate bool) {
+// note counts a decision with a reason or an election of a point with
+// attributes attrs.
+func (c *metricCounts) note(d streams.Decision, metricName string, attrs pcommon.Map, mutate bool) {
 	a := actionPassed
 	if mutate {
 		switch d.Verdict {
@@ -73,7 +76,7 @@ func (c *metricCounts) note(d streams.Decision, metricName string, mutate bool) 
 		c.elections[d.Election]++
 	}
 	if !c.event.set && warnable(d) {
-		c.event = metricEvent{set: true, metric: metricName, reason: d.Reason, election: d.Election, elected: d.Elected, writer: d.Writer, action: a}
+		c.event = metricEvent{set: true, metric: sanitize.Label(metricName), attrs: streamAttrs(attrs), reason: d.Reason, election: d.Election, elected: d.Elected, writer: d.Writer, action: a}
 	}
 }
 

@@ -3,6 +3,7 @@ package dedupprocessor
 import (
 	"context"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/otel/attribute"
@@ -29,7 +30,7 @@ type nestedState struct {
 	evictedBytesOpt metric.MeasurementOption
 
 	mu            sync.Mutex
-	labels        map[nestedLabelKey]metric.MeasurementOption
+	labels        map[nestedLabelKey]*nestedRow
 	max           int
 	reported      int // detector evictions (max_spans) counted so far
 	reportedBytes int // detector evictions (max_bytes) counted so far
@@ -46,7 +47,7 @@ func newNestedState(cfg *Config) *nestedState {
 			attribute.String("signal", "traces"), attribute.String("reason", "nested_capacity"))),
 		evictedBytesOpt: metric.WithAttributeSet(attribute.NewSet(
 			attribute.String("signal", "traces"), attribute.String("reason", "nested_bytes"))),
-		labels: make(map[nestedLabelKey]metric.MeasurementOption),
+		labels: make(map[nestedLabelKey]*nestedRow),
 		max:    4 * cfg.Telemetry.MaxServices,
 	}
 	if cfg.Traces.CollapseNested && cfg.Mode == ModeDrop {
@@ -55,31 +56,42 @@ func newNestedState(cfg *Config) *nestedState {
 	return n
 }
 
-// label returns the measurement option for k, capping distinct label sets;
-// k's strings come from the data and are sanitized.
-func (n *nestedState) label(k nestedLabelKey) metric.MeasurementOption {
+// nestedRow is one label set's option and, for the status page, what it
+// counted and the latest outer span's kind and name (as the detector
+// clipped them).
+type nestedRow struct {
+	opt        metric.MeasurementOption
+	spans      int64
+	kind, name string
+	last       time.Time
+}
+
+// count adds n to k's row and returns its measurement option, capping
+// distinct label sets; k's strings come from the data and are sanitized.
+func (n *nestedState) count(k nestedLabelKey, spans int, kind, name string) metric.MeasurementOption {
 	k.service, k.outer, k.inner = sanitize.Label(k.service), sanitize.Label(k.outer), sanitize.Label(k.inner)
+	now := time.Now()
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if o, ok := n.labels[k]; ok {
-		return o
-	}
-	if len(n.labels) >= n.max {
+	r, ok := n.labels[k]
+	if !ok && len(n.labels) >= n.max {
 		k = nestedLabelKey{service: otherService, outer: otherService, inner: otherService, collapsed: k.collapsed}
-		if o, ok := n.labels[k]; ok {
-			return o
+		r, ok = n.labels[k]
+	}
+	if !ok {
+		action := "counted"
+		if k.collapsed {
+			action = "collapsed"
 		}
+		r = &nestedRow{opt: metric.WithAttributeSet(attribute.NewSet(
+			attribute.String("signal", "traces"), attribute.String("service.name", k.service),
+			attribute.String("outer_scope", k.outer), attribute.String("inner_scope", k.inner),
+			attribute.String("action", action)))}
+		n.labels[k] = r
 	}
-	action := "counted"
-	if k.collapsed {
-		action = "collapsed"
-	}
-	o := metric.WithAttributeSet(attribute.NewSet(
-		attribute.String("signal", "traces"), attribute.String("service.name", k.service),
-		attribute.String("outer_scope", k.outer), attribute.String("inner_scope", k.inner),
-		attribute.String("action", action)))
-	n.labels[k] = o
-	return o
+	r.spans += int64(spans)
+	r.kind, r.name, r.last = kind, name, now
+	return r.opt
 }
 
 // process runs after id dedup, on what is about to be forwarded: it counts
@@ -87,11 +99,11 @@ func (n *nestedState) label(k nestedLabelKey) metric.MeasurementOption {
 // the inner spans of those within td.
 func (n *nestedState) process(ctx context.Context, td ptrace.Traces, tel *telemetry) {
 	for _, p := range n.det.Add(td) {
-		tel.nestedSpans.Add(ctx, 1, n.label(nestedLabelKey{service: p.Service, outer: p.OuterScope.String(), inner: p.InnerScope.String()}))
+		tel.nestedSpans.Add(ctx, 1, n.count(nestedLabelKey{service: p.Service, outer: p.OuterScope.String(), inner: p.InnerScope.String()}, 1, p.Kind, p.Name))
 	}
 	if n.collapse != nil {
 		for _, g := range nested.Collapse(td, n.opts, n.collapse).Groups {
-			tel.nestedSpans.Add(ctx, int64(g.Spans), n.label(nestedLabelKey{service: g.Service, outer: g.OuterScope.String(), inner: g.InnerScope.String(), collapsed: true}))
+			tel.nestedSpans.Add(ctx, int64(g.Spans), n.count(nestedLabelKey{service: g.Service, outer: g.OuterScope.String(), inner: g.InnerScope.String(), collapsed: true}, g.Spans, g.Kind, g.Name))
 		}
 	}
 	n.mu.Lock()

@@ -9,6 +9,7 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/extension/xextension/storage"
+	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
 	"github.com/doubletake/doubletake/internal/streams"
@@ -37,6 +38,7 @@ type persistence struct {
 	logs   *journal.Journal
 	stop   chan struct{}
 	done   chan struct{}
+	gauges metric.Registration // the journals' segments in telemetry
 
 	metrics *metricWindow // its elections are checkpointed whole
 
@@ -107,8 +109,12 @@ func (s *state) openPersistence(ctx context.Context, host component.Host) (*pers
 	if err != nil {
 		return fail(err)
 	}
+	if p.gauges, err = s.tel.observeJournals(p.spans, p.logs); err != nil {
+		return fail(err)
+	}
 	snap, err := client.Get(ctx, metricsSnapshotKey)
 	if err != nil {
+		_ = p.gauges.Unregister()
 		return fail(fmt.Errorf("storage: reading the metric streams: %w", err))
 	}
 	streamsRestored := 0
@@ -210,6 +216,7 @@ func (p *persistence) trimLoop(every, spanWindow, logWindow time.Duration, logge
 func (p *persistence) close(logger *zap.Logger) {
 	close(p.stop)
 	<-p.done
+	_ = p.gauges.Unregister()
 	if err := p.checkpointMetrics(context.Background()); err != nil {
 		logger.Warn("checkpointing the metric streams", zap.Error(err))
 	}

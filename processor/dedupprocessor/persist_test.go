@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processortest"
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // storageHost is a host with one file_storage extension, as the collector
@@ -268,5 +269,48 @@ func TestJournalDiskFollowsTheWindow(t *testing.T) {
 	t.Logf("storage on disk after %d spans and %d records: %d bytes (records held: %d bytes; limit %d)", seq, seq, size, records, limit)
 	if size > limit {
 		t.Fatalf("storage on disk is %d bytes, want at most %d (twice the window's records plus 1 MiB)", size, limit)
+	}
+}
+
+// TestJournalGauges: with storage, the journals' segments and their bound
+// are in telemetry (one segment per delivered request), and leave it when
+// storage closes.
+func TestJournalGauges(t *testing.T) {
+	host, ext := startFileStorage(t, t.TempDir())
+	defer func() { _ = ext.Shutdown(context.Background()) }()
+	cfg := createDefaultConfig()
+	id := component.NewID(filestorage.NewFactory().Type())
+	cfg.Storage = &id
+	tel := componenttest.NewTelemetry()
+	defer func() { _ = tel.Shutdown(context.Background()) }()
+	set := processortest.NewNopSettings(Type)
+	set.TelemetrySettings = tel.NewTelemetrySettings()
+	tp, err := NewFactory().CreateTraces(context.Background(), set, cfg, new(consumertest.TracesSink))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tp.Start(context.Background(), host); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := tp.ConsumeTraces(context.Background(), traces(spanSpec{service: "a", trace: 1, span: byte(i + 1), name: "s"})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := &harness{t: t, tel: tel}
+	if got := h.gauge("otelcol_processor_dedup_journal_segments", attribute.String("signal", "traces")); got != 3 {
+		t.Errorf("traces journal segments = %v, want 3", got)
+	}
+	if got := h.gauge("otelcol_processor_dedup_journal_segments", attribute.String("signal", "logs")); got != 0 {
+		t.Errorf("logs journal segments = %v, want 0", got)
+	}
+	if got := h.gauge("otelcol_processor_dedup_journal_segments_limit", attribute.String("signal", "traces")); got != maxSegments {
+		t.Errorf("journal segments limit = %v, want %d", got, maxSegments)
+	}
+	if err := tp.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := tel.GetMetric("otelcol_processor_dedup_journal_segments"); err == nil {
+		t.Errorf("journal gauge still observed after shutdown: %+v", m)
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/config/confighttp"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
@@ -33,6 +34,11 @@ const (
 	// statusNameBytes is the most bytes of a name (service, metric) the
 	// page shows; longer ones are cut at a character boundary and marked.
 	statusNameBytes = 256
+	// statusAttrBytes bounds a metric stream's point attributes as the
+	// page keeps and shows them ("key=value, ..."), statusAttrs their
+	// number.
+	statusAttrBytes = 512
+	statusAttrs     = 32
 )
 
 // StatusConfig configures the status page: per service, who sends copies
@@ -109,10 +115,13 @@ type streamBook struct {
 	dropped int64 // events of streams refused since start
 }
 
-type streamKey struct{ service, metric string }
+// streamKey is a stream as the page tells it: its service, metric and
+// point attributes (streamAttrs).
+type streamKey struct{ service, metric, attrs string }
 
 type streamEntry struct {
 	service, metric string
+	attrs           string
 	elected, other  uint64 // writers' start times, Unix ns; 0 for gauges
 	points          int64  // points that broke the single-writer rule
 	elections       int64
@@ -138,7 +147,7 @@ func (b *streamBook) note(service string, e metricEvent, points, elections int64
 	if b == nil || !e.set {
 		return
 	}
-	k := streamKey{service, e.metric}
+	k := streamKey{service, e.metric, e.attrs}
 	b.mu.Lock()
 	en, ok := b.entries[k]
 	if !ok {
@@ -148,7 +157,7 @@ func (b *streamBook) note(service string, e metricEvent, points, elections int64
 			b.refused.Add(context.Background(), 1, b.opt)
 			return
 		}
-		en = &streamEntry{service: service, metric: e.metric, first: now}
+		en = &streamEntry{service: service, metric: e.metric, attrs: e.attrs, first: now}
 		b.entries[k] = en
 	}
 	en.elected, en.other = e.elected, e.writer
@@ -171,10 +180,35 @@ type Status struct {
 	StreamsNotShown  int            `json:"streams_not_shown"`
 	// StreamsRefused counts events of streams past status.max_streams,
 	// which are never shown.
-	StreamsRefused int64           `json:"streams_refused"`
+	StreamsRefused int64 `json:"streams_refused"`
+	// NestedDetect says whether traces.nested.detect is on; Nested are its
+	// findings by service and scope pair, most spans first.
+	NestedDetect   bool            `json:"nested_detect"`
+	Nested         []NestedStatus  `json:"nested"`
+	NestedNotShown int             `json:"nested_not_shown"`
 	Windows        []WindowStatus  `json:"windows"`
 	Memory         MemoryStatus    `json:"memory"`
 	Journals       []JournalStatus `json:"journals,omitempty"`
+	// Queues are the sending queues of the exporters after dedup that
+	// report them (dedup_otlp_grpc, dedup_otlp_http).
+	Queues []QueueStatus `json:"queues"`
+}
+
+// NestedStatus is one service's nested duplicates (double
+// instrumentation) of one scope pair.
+type NestedStatus struct {
+	Service    string `json:"service"`
+	OuterScope string `json:"outer_scope"`
+	InnerScope string `json:"inner_scope"`
+	// Spans counts nested duplicates found (action counted) or inner
+	// spans removed (collapsed).
+	Spans  int64  `json:"spans"`
+	Action string `json:"action"`
+	// Kind and Name are the latest outer span's.
+	Kind      string    `json:"kind"`
+	Name      string    `json:"name"`
+	LastSeen  time.Time `json:"last_seen"`
+	Diagnosis string    `json:"diagnosis"`
 }
 
 // ServiceStatus is one service's spans or log records.
@@ -192,8 +226,11 @@ type ServiceStatus struct {
 
 // StreamStatus is one metric stream with more than one writer.
 type StreamStatus struct {
-	Service      string     `json:"service"`
-	Metric       string     `json:"metric"`
+	Service string `json:"service"`
+	Metric  string `json:"metric"`
+	// Attributes are the point attributes of the stream's first notable
+	// point, sorted by key ("key=value, ..."), cut after 512 bytes.
+	Attributes   string     `json:"attributes"`
 	ElectedStart *time.Time `json:"elected_start,omitempty"`
 	OtherStart   *time.Time `json:"other_start,omitempty"`
 	Points       int64      `json:"points"`
@@ -244,6 +281,7 @@ type statusServer struct {
 	srv     *http.Server
 	done    chan struct{}
 	persist *persistence // set by start, before the server serves; nil without storage
+	queues  *queueWatch  // the factory's, set when the state is made
 }
 
 //go:embed status.html
@@ -409,7 +447,10 @@ func (s *statusServer) snapshot(now time.Time) Status {
 		if a.service != b.service {
 			return a.service < b.service
 		}
-		return a.metric < b.metric
+		if a.metric != b.metric {
+			return a.metric < b.metric
+		}
+		return a.attrs < b.attrs
 	})
 	if n := len(streams) - s.cfg.MaxRows; n > 0 {
 		out.StreamsNotShown = n
@@ -417,7 +458,8 @@ func (s *statusServer) snapshot(now time.Time) Status {
 	}
 	for _, e := range streams {
 		ss := StreamStatus{
-			Service: cleanName(e.service), Metric: cleanName(e.metric), Points: e.points, Elections: e.elections,
+			Service: cleanName(e.service), Metric: cleanName(e.metric), Attributes: cleanNameBytes(e.attrs, statusAttrBytes),
+			Points: e.points, Elections: e.elections,
 			Event: e.event, Action: e.action, FirstSeen: e.first.UTC(), LastSeen: e.last.UTC(), Diagnosis: e.diagnosis,
 		}
 		if e.elected != 0 || e.other != 0 {
@@ -426,6 +468,9 @@ func (s *statusServer) snapshot(now time.Time) Status {
 		}
 		out.Streams = append(out.Streams, ss)
 	}
+
+	out.NestedDetect = s.st.nested != nil
+	out.Nested, out.NestedNotShown = s.nestedRows(s.cfg.MaxRows)
 
 	nowNs := now.UnixNano()
 	for _, w := range []struct {
@@ -461,17 +506,152 @@ func (s *statusServer) snapshot(now time.Time) Status {
 			{Signal: "logs", Segments: p.logs.Len(), Limit: maxSegments},
 		}
 	}
+	if s.queues != nil {
+		out.Queues = s.queues.read(s.st.id)
+	}
 	return out
+}
+
+// nestedRows copies the nested detector's counts by service and scope
+// pair (bounded by its label cap) and returns the max worst, cleaned, and
+// how many more there are.
+func (s *statusServer) nestedRows(max int) ([]NestedStatus, int) {
+	n := s.st.nested
+	if n == nil {
+		return nil, 0
+	}
+	type row struct {
+		k nestedLabelKey
+		r nestedRow
+	}
+	n.mu.Lock()
+	rows := make([]row, 0, len(n.labels))
+	for k, r := range n.labels {
+		rows = append(rows, row{k, *r})
+	}
+	n.mu.Unlock()
+	sort.Slice(rows, func(i, j int) bool {
+		a, b := rows[i], rows[j]
+		if a.r.spans != b.r.spans {
+			return a.r.spans > b.r.spans
+		}
+		if a.k.service != b.k.service {
+			return a.k.service < b.k.service
+		}
+		if a.k.outer != b.k.outer {
+			return a.k.outer < b.k.outer
+		}
+		if a.k.inner != b.k.inner {
+			return a.k.inner < b.k.inner
+		}
+		return !a.k.collapsed
+	})
+	more := 0
+	if len(rows) > max {
+		more, rows = len(rows)-max, rows[:max]
+	}
+	out := make([]NestedStatus, 0, len(rows))
+	for _, r := range rows {
+		ns := NestedStatus{
+			Service: cleanName(r.k.service), OuterScope: cleanName(r.k.outer), InnerScope: cleanName(r.k.inner),
+			Spans: r.r.spans, Action: "counted", Kind: cleanName(r.r.kind), Name: cleanName(r.r.name), LastSeen: r.r.last.UTC(),
+		}
+		if r.k.collapsed {
+			ns.Action = "collapsed"
+		}
+		ns.Diagnosis = nestedDiagnosis(ns)
+		out = append(out, ns)
+	}
+	return out, more
+}
+
+// nestedDiagnosis says what a nested duplicate means, as the nested
+// detector's findings do (internal/nested), without their shares, which
+// the processor does not keep.
+func nestedDiagnosis(n NestedStatus) string {
+	what := "operation"
+	switch n.Kind {
+	case "SERVER":
+		what = "request"
+	case "CLIENT":
+		what = "outgoing call"
+	case "PRODUCER":
+		what = "message sent"
+	case "CONSUMER":
+		what = "message received"
+	}
+	advice := "two instrumentations are active; keep one"
+	if n.OuterScope == n.InnerScope {
+		advice = "the same instrumentation is applied twice (a handler or client wrapped twice?); keep one"
+	}
+	return fmt.Sprintf("%s inside %s: one %s recorded twice (%q): %s", n.InnerScope, n.OuterScope, what, n.Name, advice)
+}
+
+// streamAttrs is how the page tells a stream's point attributes apart:
+// "key=value" sorted by key, at most statusAttrs of them and about
+// statusAttrBytes bytes, copied (nothing of the request is kept). Maps,
+// arrays and bytes show their size only.
+func streamAttrs(m pcommon.Map) string {
+	if m.Len() == 0 {
+		return ""
+	}
+	type kv struct{ k, v string }
+	clip := func(s string) string {
+		if len(s) > statusAttrBytes {
+			s = s[:statusAttrBytes]
+		}
+		return strings.Clone(s)
+	}
+	kvs := make([]kv, 0, min(m.Len(), statusAttrs))
+	for k, v := range m.All() {
+		if len(kvs) == statusAttrs {
+			break
+		}
+		var val string
+		switch v.Type() {
+		case pcommon.ValueTypeStr:
+			val = clip(v.Str())
+		case pcommon.ValueTypeMap:
+			val = "{" + strconv.Itoa(v.Map().Len()) + " keys}"
+		case pcommon.ValueTypeSlice:
+			val = "[" + strconv.Itoa(v.Slice().Len()) + " values]"
+		case pcommon.ValueTypeBytes:
+			val = "(" + strconv.Itoa(v.Bytes().Len()) + " bytes)"
+		default:
+			val = v.AsString()
+		}
+		kvs = append(kvs, kv{clip(k), val})
+	}
+	sort.Slice(kvs, func(i, j int) bool { return kvs[i].k < kvs[j].k })
+	var b strings.Builder
+	for i, e := range kvs {
+		if b.Len() >= statusAttrBytes {
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(e.k)
+		b.WriteByte('=')
+		b.WriteString(e.v)
+	}
+	if more := m.Len() - len(kvs); more > 0 {
+		b.WriteString(", +" + strconv.Itoa(more) + " more")
+	}
+	return b.String()
 }
 
 // cleanName makes a client-chosen name safe to show: invalid UTF-8,
 // control and format characters become visible escapes, and it is cut to
 // statusNameBytes bytes at a character boundary, saying how long it was.
 // HTML escaping is the template's.
-func cleanName(s string) string {
+func cleanName(s string) string { return cleanNameBytes(s, statusNameBytes) }
+
+// cleanNameBytes is cleanName, cut at max bytes.
+func cleanNameBytes(s string, max int) string {
 	var b strings.Builder
 	for i, r := range s {
-		if b.Len() >= statusNameBytes {
+		if b.Len() >= max {
 			return b.String() + "… (" + strconv.Itoa(len(s)) + " bytes, cut at " + strconv.Itoa(i) + ")"
 		}
 		switch {

@@ -3,16 +3,19 @@ package dedupprocessor
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -73,8 +76,8 @@ func TestStatusPageWorstFirstAndEscaped(t *testing.T) {
 	if !strings.Contains(page, "&lt;script&gt;alert(1)&lt;/script&gt;\\x1b[31m\\u2028AAA") {
 		t.Errorf("hostile name not shown escaped:\n%.3000s", page)
 	}
-	// The processor keeps service names as sanitize.Label makes them (at
-	// most 256 bytes, cut with "…"), so the page never holds the 10 kB.
+	// The name is a label: cut to 256 bytes where it is taken from the
+	// data (internal/sanitize), marked by an ellipsis.
 	if strings.Contains(page, strings.Repeat("A", statusNameBytes+1)) || !strings.Contains(page, "AAA…") {
 		t.Errorf("hostile name not cut at %d bytes", statusNameBytes)
 	}
@@ -153,6 +156,8 @@ func TestStatusPageStreams(t *testing.T) {
 		dp.SetStartTimestamp(pcommon.NewTimestampFromTime(start))
 		dp.SetTimestamp(pcommon.NewTimestampFromTime(at))
 		dp.SetIntValue(v)
+		dp.Attributes().PutStr("queue", "<b>q1</b>\x1b")
+		dp.Attributes().PutInt("shard", 3)
 		if err := p.ConsumeMetrics(context.Background(), md); err != nil {
 			t.Fatal(err)
 		}
@@ -180,6 +185,123 @@ func TestStatusPageStreams(t *testing.T) {
 	}
 	if !got.ElectedStart.Equal(early) || !got.OtherStart.Equal(late) {
 		t.Errorf("start times elected %v, other %v; want %v (the earlier start), %v", got.ElectedStart, got.OtherStart, early, late)
+	}
+	// The stream's point attributes, sorted by key, cleaned, and escaped
+	// on the page.
+	if got.Attributes != `queue=<b>q1</b>\x1b, shard=3` {
+		t.Errorf("stream attributes %q", got.Attributes)
+	}
+	_, _, page := getStatus(t, st.status.handler(), "/")
+	if !strings.Contains(page, `<td class="name">queue=&lt;b&gt;q1&lt;/b&gt;\x1b, shard=3</td>`) {
+		t.Errorf("stream attributes not on the page, escaped:\n%.4000s", page)
+	}
+}
+
+// TestStreamAttrsBounded: a stream's attributes as the page keeps them are
+// bounded in number and bytes whatever the point carries, sorted by key,
+// and keep nothing of the request's strings.
+func TestStreamAttrsBounded(t *testing.T) {
+	m := pcommon.NewMap()
+	for i := range 100 {
+		m.PutStr(fmt.Sprintf("k%03d", 99-i), strings.Repeat("v", 10<<10))
+	}
+	m.PutEmptyMap("nested").PutStr("a", "b")
+	got := streamAttrs(m)
+	if len(got) > statusAttrBytes+statusAttrBytes+64 || !strings.HasPrefix(got, "k068=vvv") || !strings.HasSuffix(got, ", +69 more") {
+		t.Errorf("%d bytes: %.100q ... %.100q", len(got), got, got[max(len(got)-100, 0):])
+	}
+	small := pcommon.NewMap()
+	small.PutStr("b", "2")
+	small.PutEmptyMap("a").PutStr("x", "y")
+	small.PutEmptyBytes("c").FromRaw([]byte{1, 2, 3})
+	if got := streamAttrs(small); got != "a={1 keys}, b=2, c=(3 bytes)" {
+		t.Errorf("streamAttrs = %q", got)
+	}
+}
+
+// TestStatusPageNested: with traces.nested.detect, the page lists each
+// service's nested duplicates by scope pair with the latest span and the
+// diagnosis; without it, it says they are not looked for.
+func TestStatusPageNested(t *testing.T) {
+	h := newHarness(t, func(c *Config) { statusOn(c); c.Traces.Nested.Detect = true })
+	for i := range 3 {
+		if err := h.sendTraces(doubleWrapped(byte(i + 1))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := h.traces.(*tracesProcessor).st
+	_, _, body := getStatus(t, st.status.handler(), "/status.json")
+	var s Status
+	if err := json.Unmarshal([]byte(body), &s); err != nil {
+		t.Fatal(err)
+	}
+	if !s.NestedDetect || len(s.Nested) != 1 {
+		t.Fatalf("nested %+v (detect %v), want one row", s.Nested, s.NestedDetect)
+	}
+	n := s.Nested[0]
+	want := NestedStatus{Service: "api", OuterScope: "otelhttp 0.71.0", InnerScope: "otelhttp 0.71.0", Spans: 3, Action: "counted",
+		Kind: "SERVER", Name: "GET /rollouts", LastSeen: n.LastSeen,
+		Diagnosis: `otelhttp 0.71.0 inside otelhttp 0.71.0: one request recorded twice ("GET /rollouts"): the same instrumentation is applied twice (a handler or client wrapped twice?); keep one`}
+	if n != want || n.LastSeen.IsZero() {
+		t.Errorf("nested row\n got %+v\nwant %+v", n, want)
+	}
+	_, _, page := getStatus(t, st.status.handler(), "/")
+	if !strings.Contains(page, `<table id="nested">`) || !strings.Contains(page, "3 counted") || !strings.Contains(page, "SERVER GET /rollouts") {
+		t.Errorf("nested table not on the page:\n%.5000s", page)
+	}
+
+	off := newHarness(t, statusOn)
+	_, _, page = getStatus(t, off.traces.(*tracesProcessor).st.status.handler(), "/")
+	if !strings.Contains(page, "Not looked for: traces.nested.detect is off.") {
+		t.Errorf("page without nested detection:\n%.5000s", page)
+	}
+}
+
+// TestStatusPageQueues: a sending queue an exporter reports through the
+// TakeBack is on the page while it is watched, read when the page is.
+func TestStatusPageQueues(t *testing.T) {
+	f, tb := NewFactoryWithTakeBack()
+	cfg := createDefaultConfig()
+	statusOn(cfg)
+	set := processortest.NewNopSettings(Type)
+	p, err := f.CreateTraces(context.Background(), set, cfg, new(consumertest.TracesSink))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The exporter starts first, as in a collector.
+	var size atomic.Int64
+	size.Store(600)
+	unwatch := tb.WatchQueue(set.ID, component.MustNewIDWithName("dedup_otlp_grpc", "upstream"), "traces", "bytes",
+		func() (int64, int64) { return size.Load(), 1000 })
+	if err := p.Start(context.Background(), componenttest.NewNopHost()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = p.Shutdown(context.Background()) }()
+	st := p.(*tracesProcessor).st
+	read := func() Status {
+		_, _, body := getStatus(t, st.status.handler(), "/status.json")
+		var s Status
+		if err := json.Unmarshal([]byte(body), &s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	want := QueueStatus{Exporter: "dedup_otlp_grpc/upstream", Signal: "traces", Sizer: "bytes", Size: 600, Capacity: 1000, Fill: 0.6}
+	if s := read(); len(s.Queues) != 1 || s.Queues[0] != want {
+		t.Fatalf("queues %+v, want %+v", s.Queues, want)
+	}
+	size.Store(900)
+	_, _, page := getStatus(t, st.status.handler(), "/")
+	if !strings.Contains(page, `<tr class="bad"><td class="name">dedup_otlp_grpc/upstream</td><td>traces</td><td class="n">900 bytes</td><td class="n">1000 bytes</td><td class="n">90.0%</td></tr>`) {
+		t.Errorf("queue row not on the page, or not marked at 90%%:\n%.6000s", page)
+	}
+	unwatch()
+	unwatch()
+	if s := read(); len(s.Queues) != 0 {
+		t.Errorf("queues %+v after the exporter stopped watching", s.Queues)
+	}
+	if _, _, page := getStatus(t, st.status.handler(), "/"); !strings.Contains(page, "No exporter after dedup reports a sending queue") {
+		t.Errorf("page without queues:\n%.6000s", page)
 	}
 }
 
@@ -225,13 +347,14 @@ func TestCleanName(t *testing.T) {
 // TestStatusPageWhileConsuming reads the page while spans arrive; run with
 // -race (scripts/test.sh does) it shows the reads copy under the locks.
 func TestStatusPageWhileConsuming(t *testing.T) {
-	h := newHarness(t, statusOn)
+	h := newHarness(t, func(c *Config) { statusOn(c); c.Traces.Nested.Detect = true })
 	st := h.traces.(*tracesProcessor).st
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for i := range 200 {
 			_ = h.sendTraces(traces(spanSpec{service: "svc" + strconv.Itoa(i%5), trace: byte(i), span: 1, name: "a"}))
+			_ = h.sendTraces(doubleWrapped(byte(i))) // nested duplicates
 		}
 	}()
 	reads := 0
@@ -257,6 +380,36 @@ func TestStatusPageWhileConsuming(t *testing.T) {
 
 // FuzzCleanName: whatever a client names itself, the shown name is valid
 // UTF-8 without control or format characters, and bounded.
+// FuzzStreamAttrs: whatever attributes a point carries, what the page
+// keeps of them is bounded, and what it shows is valid UTF-8 without
+// control characters.
+func FuzzStreamAttrs(f *testing.F) {
+	f.Add("queue", "<b>jobs</b>", 3, int64(7))
+	f.Add("\x1b[2J", "\u202e\xff", 100, int64(-1))
+	f.Add(strings.Repeat("k", 600), strings.Repeat("\u4e16", 300), 40, int64(0))
+	f.Fuzz(func(t *testing.T, key, val string, n int, i int64) {
+		m := pcommon.NewMap()
+		for j := range min(max(n, 0), 200) {
+			m.PutStr(key+strconv.Itoa(j), val)
+		}
+		m.PutInt(key, i)
+		m.PutEmptySlice(val).AppendEmpty().SetStr(val)
+		kept := streamAttrs(m)
+		if len(kept) > 3*statusAttrBytes+64 {
+			t.Fatalf("%d attributes of %d+%d bytes kept as %d bytes", m.Len(), len(key), len(val), len(kept))
+		}
+		shown := cleanNameBytes(kept, statusAttrBytes)
+		if !utf8.ValidString(shown) || len(shown) > statusAttrBytes+6+64 {
+			t.Fatalf("shown as %d bytes: %q", len(shown), shown)
+		}
+		for _, r := range shown {
+			if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029' {
+				t.Fatalf("shown %q keeps %U", shown, r)
+			}
+		}
+	})
+}
+
 func FuzzCleanName(f *testing.F) {
 	f.Add("app")
 	f.Add("<script>\x1b[2J\u202e\u200b\xff")

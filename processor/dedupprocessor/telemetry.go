@@ -38,11 +38,16 @@ type telemetry struct {
 
 	// Nested duplicates (nested.go).
 	nestedSpans metric.Int64Counter
+
+	// The stored journals (persist.go), observed while storage is open.
+	meter           metric.Meter
+	journalSegments metric.Int64ObservableGauge
+	journalLimit    metric.Int64ObservableGauge
 }
 
 func newTelemetry(set component.TelemetrySettings) (*telemetry, error) {
 	m := set.MeterProvider.Meter(scopeName)
-	t := &telemetry{}
+	t := &telemetry{meter: m}
 	var errs error
 	counter := func(dst *metric.Int64Counter, name, unit, description string) {
 		c, err := m.Int64Counter(name, metric.WithDescription(description), metric.WithUnit(unit))
@@ -70,7 +75,28 @@ func newTelemetry(set component.TelemetrySettings) (*telemetry, error) {
 		"Metric points of new streams passed unjudged because metrics.max_streams streams were tracked already.")
 	counter(&t.nestedSpans, "otelcol_processor_dedup_nested_spans", "{span}",
 		"Nested duplicates (double instrumentation: one operation recorded as two spans) by service and scope pair; action is counted, or collapsed with traces.collapse_nested.")
+	var err error
+	t.journalSegments, err = m.Int64ObservableGauge("otelcol_processor_dedup_journal_segments",
+		metric.WithDescription("Segments the stored window (storage) holds now: one per delivered request within the window."), metric.WithUnit("{segment}"))
+	errs = errors.Join(errs, err)
+	t.journalLimit, err = m.Int64ObservableGauge("otelcol_processor_dedup_journal_segments_limit",
+		metric.WithDescription("The most segments a stored window holds; past it the oldest go, and a restart restores less than the window held."), metric.WithUnit("{segment}"))
+	errs = errors.Join(errs, err)
 	return t, errs
+}
+
+// observeJournals reports the stored journals' segments against their
+// bound until the registration is unregistered (when storage closes).
+func (t *telemetry) observeJournals(spans, logs interface{ Len() int }) (metric.Registration, error) {
+	tracesOpt := metric.WithAttributeSet(attribute.NewSet(attribute.String("signal", "traces")))
+	logsOpt := metric.WithAttributeSet(attribute.NewSet(attribute.String("signal", "logs")))
+	return t.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveInt64(t.journalSegments, int64(spans.Len()), tracesOpt)
+		o.ObserveInt64(t.journalSegments, int64(logs.Len()), logsOpt)
+		o.ObserveInt64(t.journalLimit, maxSegments, tracesOpt)
+		o.ObserveInt64(t.journalLimit, maxSegments, logsOpt)
+		return nil
+	}, t.journalSegments, t.journalLimit)
 }
 
 // observe registers the gauges, read from the windows at collection time.

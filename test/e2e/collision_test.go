@@ -15,6 +15,12 @@ import (
 // later point of the other is an overlap.
 func sendCollision(t *testing.T, addr, service, metric string) {
 	t.Helper()
+	sendCollisionAttrs(t, addr, service, metric, nil)
+}
+
+// sendCollisionAttrs is sendCollision with attrs on every point.
+func sendCollisionAttrs(t *testing.T, addr, service, metric string, attrs map[string]string) {
+	t.Helper()
 	now := time.Now()
 	early, late := now.Add(-time.Minute), now.Add(-time.Second)
 	point := func(start, at time.Time, v int64) {
@@ -30,6 +36,9 @@ func sendCollision(t *testing.T, addr, service, metric string) {
 		dp.SetStartTimestamp(pcommon.NewTimestampFromTime(start))
 		dp.SetTimestamp(pcommon.NewTimestampFromTime(at))
 		dp.SetIntValue(v)
+		for k, v := range attrs {
+			dp.Attributes().PutStr(k, v)
+		}
 		b, err := (&pmetric.JSONMarshaler{}).MarshalMetrics(md)
 		if err != nil {
 			t.Fatal(err)

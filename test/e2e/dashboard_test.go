@@ -3,23 +3,31 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/api"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
+	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/doubletake/doubletake/internal/guard/guardtest"
 )
 
-// startScrapingPrometheus runs a real Prometheus that scrapes target's
+// startScrapingPrometheus runs a real Prometheus that scrapes the targets'
 // /metrics every second as job "doubletake".
-func startScrapingPrometheus(t *testing.T, target string) promv1.API {
+func startScrapingPrometheus(t *testing.T, targets ...string) promv1.API {
 	t.Helper()
 	bin, err := lookPath("prometheus")
 	requireDep(t, err, "Prometheus (Debian package prometheus, 2.42)")
@@ -31,8 +39,8 @@ func startScrapingPrometheus(t *testing.T, target string) promv1.API {
 scrape_configs:
   - job_name: doubletake
     static_configs:
-      - targets: [%q]
-`, target)
+      - targets: ["%s"]
+`, strings.Join(targets, `", "`))
 	if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -129,18 +137,43 @@ func hasValue(v model.Value) bool {
 }
 
 // TestDashboardQueriesReturnData: every query of deploy/grafana's dashboard,
-// run by a real Prometheus scraping the gateway (the embedded default, its
-// span window made small so that it evicts) while the JS SDK exports every
-// span twice and a second metric pipeline overlaps the first, and two
-// processes share one identity, draws a non-zero value.
+// run by a real Prometheus scraping two gateways, draws a non-zero value.
+// One is the embedded default, its span window made small so that it
+// evicts, while the JS SDK exports every span twice and a second metric
+// pipeline overlaps the first, two processes share one identity, and a
+// client sends a request nested too deep for the guard. The other forwards
+// to an upstream (--upstream) that refuses one span for good after the
+// gateway accepted it (a loss) and then holds the next one back (retried
+// from the persistent queue, which is therefore not empty).
 func TestDashboardQueriesReturnData(t *testing.T) {
 	queries := dashboardQueries(t, filepath.Join(repoRoot, "deploy", "grafana", "doubletake.json"))
-	if len(queries) < 7 {
-		t.Fatalf("dashboard has %d queries, want at least 7", len(queries))
+	if len(queries) < 12 {
+		t.Fatalf("dashboard has %d queries, want at least 12", len(queries))
 	}
 	jsClient(t) // install before starting anything
 	d := startDefault(t, "--set", "processors::dedup::traces::max_spans=16")
-	prom := startScrapingPrometheus(t, d.tel)
+	up := newCollectorUpstream(t, freePort(t))
+	var hold atomic.Bool
+	up.mu.Lock()
+	up.refuse = func(td ptrace.Traces) error {
+		for _, rs := range td.ResourceSpans().All() {
+			for _, ss := range rs.ScopeSpans().All() {
+				for _, sp := range ss.Spans().All() {
+					if sp.Name() == "poison" {
+						return consumererror.NewPermanent(status.Error(codes.InvalidArgument, "poison span refused"))
+					}
+				}
+			}
+		}
+		if hold.Load() {
+			return errors.New("held back") // retryable
+		}
+		return nil
+	}
+	up.mu.Unlock()
+	du := startDefault(t, "--upstream", "http://"+up.addr)
+	t.Cleanup(func() { hold.Store(false) }) // before the gateway stops
+	prom := startScrapingPrometheus(t, d.tel, du.tel)
 	begin := time.Now()
 	// Load only once Prometheus scrapes: a counter's first sample shows no
 	// increase, and the load lasts seconds.
@@ -149,8 +182,24 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 		defer cancel()
 		v, _, _, err := prom.Query(ctx, `up{job="doubletake"} == 1`, time.Now())
 		vec, ok := v.(model.Vector)
-		return err == nil && ok && len(vec) == 1
+		return err == nil && ok && len(vec) == 2
 	})
+
+	// The upstream gateway: one span lost after acceptance, then one held
+	// back in the queue.
+	if code := postProto(t, "http://"+du.http+"/v1/traces", tracesProto(t, oneSpan("poisoned", "poison", 1))); code != 200 {
+		t.Fatalf("posting the poison span: %d", code)
+	}
+	waitFor(t, 30*time.Second, "the loss to be counted", func() bool {
+		return strings.Contains(get(t, "http://"+du.tel+"/metrics"), `otelcol_processor_dedup_lost_items{signal="traces"} 1`)
+	})
+	hold.Store(true)
+	if code := postProto(t, "http://"+du.http+"/v1/traces", tracesProto(t, oneSpan("held", "op", 2))); code != 200 {
+		t.Fatalf("posting the held span: %d", code)
+	}
+	if code, msg := postOTLP(t, "http://"+d.http+"/v1/traces", "application/json", "", guardtest.DeepTracesJSON(1000)); code != 400 {
+		t.Fatalf("a request nested too deep: %d %s, want 400", code, msg)
+	}
 
 	base := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + d.http, "CLIENT_PROTOCOL=http/protobuf",
 		"CLIENT_ROLLOUTS=50", "CLIENT_ROLLOUT_MS=100", "CLIENT_METRIC_INTERVAL_MS=400", "CLIENT_SECOND_DELAY_MS=1500"}

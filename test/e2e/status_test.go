@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"image/png"
 	"os"
 	"os/exec"
@@ -26,6 +27,7 @@ type statusJSON struct {
 	Streams []struct {
 		Service      string     `json:"service"`
 		Metric       string     `json:"metric"`
+		Attributes   string     `json:"attributes"`
 		ElectedStart *time.Time `json:"elected_start"`
 		OtherStart   *time.Time `json:"other_start"`
 		Elections    int64      `json:"elections"`
@@ -35,6 +37,23 @@ type statusJSON struct {
 	Windows []struct {
 		Signal string `json:"signal"`
 	} `json:"windows"`
+	Nested []struct {
+		Service    string `json:"service"`
+		OuterScope string `json:"outer_scope"`
+		InnerScope string `json:"inner_scope"`
+		Spans      int64  `json:"spans"`
+		Action     string `json:"action"`
+		Kind       string `json:"kind"`
+		Name       string `json:"name"`
+		Diagnosis  string `json:"diagnosis"`
+	} `json:"nested"`
+	Queues []struct {
+		Exporter string `json:"exporter"`
+		Signal   string `json:"signal"`
+		Sizer    string `json:"sizer"`
+		Size     int64  `json:"size"`
+		Capacity int64  `json:"capacity"`
+	} `json:"queues"`
 }
 
 // postSpans sends one span of service twice, as OTLP/HTTP JSON.
@@ -76,10 +95,15 @@ func firstRow(t *testing.T, dom, id string) string {
 
 // TestStatusPageInChromium: the embedded default's status page, loaded in
 // headless Chromium while the JS SDK exports every span twice, a clean
-// service exports once, two processes share one metric identity, and a
-// service names itself with markup, control characters and 10 kB: the
-// double exporter and the collided stream are on top with their diagnoses,
-// the hostile name is escaped and cut, and /status.json says the same.
+// service exports once, two processes share one metric identity (a stream
+// with a point attribute carrying markup), a server instrumented twice by
+// otelhttp (test/nestedserver) records each request twice, and a service
+// names itself with markup, control characters and 10 kB: the double
+// exporter, the collided stream with its attributes and the nested
+// duplicates are on top with their diagnoses, the hostile name is escaped
+// and cut, and /status.json says the same. A second gateway forwarding to
+// an upstream that does not answer (--upstream) shows its persistent
+// queue holding what it was sent; the local one says it has no queue.
 // STATUS_SCREENSHOT=path keeps the screenshot (docs/status-page.png).
 func TestStatusPageInChromium(t *testing.T) {
 	bin := chromium(t)
@@ -89,7 +113,12 @@ func TestStatusPageInChromium(t *testing.T) {
 		"CLIENT_ROLLOUTS=20", "CLIENT_ROLLOUT_MS=50"}
 	runJS(t, append(base, "CLIENT_SERVICE=checkout", "CLIENT_MODE=traces-single")...)
 	runJS(t, append(base, "CLIENT_SERVICE=payments", "CLIENT_MODE=traces-double")...)
-	sendCollision(t, d.http, "inventory", "jobs_done")
+	sendCollisionAttrs(t, d.http, "inventory", "jobs_done", map[string]string{"queue": "<b>jobs</b>"})
+	nested := exec.CommandContext(ctxTimeout(t, 2*time.Minute), nestedServer(t), nestedServerArgs(t, "double", "-service", "doubled")[1:]...)
+	nested.Env = append(os.Environ(), append(nestedProtocolEnv("http/protobuf"), "OTEL_EXPORTER_OTLP_ENDPOINT=http://"+d.http)...)
+	if out, err := nested.CombinedOutput(); err != nil {
+		t.Fatalf("nestedserver: %v\n%s", err, out)
+	}
 	hostile := "<img src=x onerror=alert(1)><script>alert(2)</script>\x1b[2J\u202e" + strings.Repeat("x", 10<<10)
 	postSpanTwice(t, d.http, hostile)
 
@@ -98,7 +127,8 @@ func TestStatusPageInChromium(t *testing.T) {
 		if err := json.Unmarshal([]byte(get(t, "http://"+d.status+"/status.json")), &s); err != nil {
 			t.Fatalf("status.json: %v", err)
 		}
-		return len(s.Services) == 3 && len(s.Streams) == 1 && s.Services[0].Copies == 40
+		return len(s.Services) == 4 && len(s.Streams) == 1 && s.Services[0].Copies == 40 &&
+			len(s.Nested) == 1 && s.Nested[0].Spans == nestedRequests
 	})
 	top := s.Services[0]
 	if top.Service != "payments" || top.Received != 80 || top.Share != 0.5 || !strings.Contains(top.Diagnosis, "process") {
@@ -113,8 +143,17 @@ func TestStatusPageInChromium(t *testing.T) {
 	st := s.Streams[0]
 	if st.Service != "inventory" || st.Metric != "jobs_done" || st.Elections != 1 || st.Points < 4 ||
 		st.ElectedStart == nil || st.OtherStart == nil || !st.ElectedStart.Before(*st.OtherStart) ||
-		!strings.Contains(st.Diagnosis, "without a unique service.instance.id") {
+		!strings.Contains(st.Diagnosis, "without a unique service.instance.id") || st.Attributes != "queue=<b>jobs</b>" {
 		t.Errorf("stream %+v", st)
+	}
+	scope := otelhttpScope.Name + " " + otelhttpScope.Version
+	if n := s.Nested[0]; n.Service != "doubled" || n.OuterScope != scope || n.InnerScope != scope ||
+		n.Action != "counted" || n.Kind != "SERVER" || n.Name != "POST /rollouts/{id}" ||
+		!strings.Contains(n.Diagnosis, "the same instrumentation is applied twice") {
+		t.Errorf("nested duplicates %+v", n)
+	}
+	if len(s.Queues) != 0 {
+		t.Errorf("queues %+v on the local gateway, which has none", s.Queues)
 	}
 
 	flags := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -135,8 +174,16 @@ func TestStatusPageInChromium(t *testing.T) {
 	if row := firstRow(t, dom, "services"); !strings.Contains(row, ">payments<") || !strings.Contains(row, "40 dropped") || !strings.Contains(row, "50.0%") {
 		t.Errorf("first service row: %s", row)
 	}
-	if row := firstRow(t, dom, "streams"); !strings.Contains(row, ">inventory<") || !strings.Contains(row, ">jobs_done<") || !strings.Contains(row, "service.instance.id") {
+	if row := firstRow(t, dom, "streams"); !strings.Contains(row, ">inventory<") || !strings.Contains(row, ">jobs_done<") ||
+		!strings.Contains(row, ">queue=&lt;b&gt;jobs&lt;/b&gt;<") || !strings.Contains(row, "service.instance.id") {
 		t.Errorf("first stream row: %s", row)
+	}
+	if row := firstRow(t, dom, "nested"); !strings.Contains(row, ">doubled<") || !strings.Contains(row, fmt.Sprintf("%d counted", nestedRequests)) ||
+		!strings.Contains(row, "SERVER POST /rollouts/{id}") || !strings.Contains(row, "wrapped twice") {
+		t.Errorf("first nested row: %s", row)
+	}
+	if !strings.Contains(dom, "No exporter after dedup reports a sending queue") {
+		t.Errorf("the local gateway's page does not say it has no queue")
 	}
 	if strings.Contains(dom, "<img") || strings.Contains(dom, "<script") || strings.ContainsAny(dom, "\x1b\u202e") {
 		t.Errorf("the hostile name became markup or kept its control characters")
@@ -145,9 +192,7 @@ func TestStatusPageInChromium(t *testing.T) {
 		i := strings.Index(dom, "onerror")
 		t.Errorf("the hostile name is not shown escaped: %.300q", dom[max(i-100, 0):])
 	}
-	// The processor keeps service names as sanitize.Label makes them: at
-	// most 256 bytes, cut with "…".
-	if strings.Contains(dom, strings.Repeat("x", 300)) || !strings.Contains(dom, "xxx…") {
+	if strings.Contains(dom, strings.Repeat("x", 257)) || !strings.Contains(dom, "xxx…") {
 		t.Errorf("the 10 kB name is not cut")
 	}
 
@@ -168,5 +213,35 @@ func TestStatusPageInChromium(t *testing.T) {
 	// Rows of services sending copies and of the stream are tinted.
 	if n := countColor(img, 0xff, 0xf1, 0xf0); n < 5000 {
 		t.Errorf("screenshot %v: %d pixels of the offending rows' tint, want the rows drawn", img.Bounds().Size(), n)
+	}
+
+	// A gateway forwarding to an upstream that does not answer: its
+	// persistent queue holds the span, on its page.
+	du := startDefault(t, "--upstream", "http://"+freePort(t))
+	postSpanTwice(t, du.http, "queued")
+	var q statusJSON
+	waitFor(t, 30*time.Second, "the upstream gateway's page to show its queue holding the span", func() bool {
+		if err := json.Unmarshal([]byte(get(t, "http://"+du.status+"/status.json")), &q); err != nil {
+			t.Fatalf("status.json: %v", err)
+		}
+		for _, e := range q.Queues {
+			if e.Signal == "traces" && e.Size > 0 {
+				return true
+			}
+		}
+		return false
+	})
+	if len(q.Queues) != 3 {
+		t.Errorf("queues %+v, want one per signal", q.Queues)
+	}
+	for _, e := range q.Queues {
+		if e.Exporter != "dedup_otlp_grpc/upstream" || e.Sizer != "bytes" || e.Capacity != 536870912 {
+			t.Errorf("queue %+v, want dedup_otlp_grpc/upstream's, 512 MiB in bytes", e)
+		}
+	}
+	udom := run("--dump-dom", "http://"+du.status+"/")
+	if !strings.Contains(udom, `<table id="queues">`) || !strings.Contains(udom, ">dedup_otlp_grpc/upstream<") || !strings.Contains(udom, "536870912 bytes") {
+		i := strings.Index(udom, "Journals")
+		t.Errorf("the upstream gateway's page does not show its queue: %.1500s", udom[max(i, 0):])
 	}
 }
