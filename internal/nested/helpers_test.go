@@ -1,6 +1,7 @@
 package nested
 
 import (
+	"testing"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -105,4 +106,48 @@ func heldBytes(spans ...s) int {
 		n += SpanOverhead + len(x.svc) + len(x.scope) + len(x.ver) + len(x.name) + len(route) + len(method)
 	}
 	return n
+}
+
+// byKeyMap is d.byKey as a map, for tests; it fails t when an entry cannot
+// be found from its key's hash.
+func (d *Detector) byKeyMap(t testing.TB) map[spanKey]int32 {
+	t.Helper()
+	m := map[spanKey]int32{}
+	for i := range d.byKey.e {
+		e := &d.byKey.e[i]
+		if e.head == 0 {
+			continue
+		}
+		k := d.recs[e.head-1].key
+		if d.byKey.find(d.recs, &k, d.hash.of(&k)) != e {
+			t.Fatalf("byKey: entry %d not found from its key", i)
+		}
+		m[k] = e.head - 1
+	}
+	if len(m) != d.byKey.n {
+		t.Fatalf("byKey: %d entries, counted %d", len(m), d.byKey.n)
+	}
+	return m
+}
+
+// listMap is the lists of x (d.waiting or d.sibs) as a map, for tests; it
+// fails t when an entry cannot be found from its key's hash.
+func (d *Detector) listMap(t testing.TB, x *index) map[spanKey]slotList {
+	t.Helper()
+	m := map[spanKey]slotList{}
+	for i := range x.e {
+		e := &x.e[i]
+		if e.head == 0 {
+			continue
+		}
+		k := d.recs[e.head-1].parent
+		if x.find(d.recs, &k, d.hash.of(&k)) != e {
+			t.Fatalf("list index: entry %d not found from its key", i)
+		}
+		m[k] = slotList{head: e.head - 1, tail: e.tail, n: e.n}
+	}
+	if len(m) != x.n {
+		t.Fatalf("list index: %d entries, counted %d", len(m), x.n)
+	}
+	return m
 }
