@@ -48,10 +48,10 @@ func TestDetectorHoldsBoundedBytes(t *testing.T) {
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
 	st := d.Stats()
-	// The ring of MaxSpans records and its three indexes are allocated
+	// The ring of MaxSpans records and its index are allocated
 	// whole; the findings, the span counts per service and the interner
 	// add under 4 MB at most.
-	ring := int64(1000*recSize + 3*indexLen(1000)*ientrySize)
+	ring := int64(1000*recSize + indexLen(1000)*ientrySize)
 	bound := int64(maxBytes) + ring + 4<<20
 	grown := int64(after.HeapAlloc) - int64(before.HeapAlloc)
 	if grown > bound {
@@ -130,7 +130,7 @@ func TestDetectorBoundsRandom(t *testing.T) {
 					t.Fatalf("seed %d: byKey names slot %d outside the held ones", seed, slot)
 				}
 			}
-			for _, m := range []map[spanKey]slotList{d.listMap(t, &d.waiting), d.listMap(t, &d.sibs)} {
+			for _, m := range []map[spanKey]slotList{d.listMap(t, waitingKind), d.listMap(t, sibsKind)} {
 				for _, l := range m {
 					if _, ok := byKey[d.recs[l.head].key]; !ok || l.n < 1 {
 						t.Fatalf("seed %d: a list starts at a span no longer held", seed)

@@ -111,7 +111,7 @@ type Stats struct {
 // MaxServiceKinds bounds the (service, kind) span counts behind
 // Finding.KindSpans: spans of further ones are counted in
 // Stats.UncountedKinds only. With MaxStringBytes, they keep a Detector's
-// memory beyond MaxBytes (and its ring of MaxSpans records with their indexes) under about 5 MB whatever it is sent.
+// memory beyond MaxBytes (and its ring of MaxSpans records with their index) under about 5 MB whatever it is sent.
 const (
 	MaxFindings     = 1024
 	MaxServiceKinds = 4096
@@ -188,9 +188,7 @@ type Detector struct {
 	bytes   int // what the held spans take, as spanInfo.bytes counts it
 	// The indexes over the ring, allocated with it: no Go map on the
 	// per-span path.
-	byKey   index // key -> slot of the span held under it
-	waiting index // parent key -> list of children that arrived first
-	sibs    index // parent key -> list of its SERVER children
+	idx     index // key -> slot of the span held under it; parent key -> its lists of children
 	hash    keyHash
 	finds   []*findingAcc
 	findIdx map[Key]int32
@@ -240,7 +238,7 @@ func (d *Detector) Add(td ptrace.Traces) []Pair {
 				}
 				k := keyOf(tid, sid)
 				hk := d.hash.of(&k)
-				if d.byKey.find(d.recs, &k, hk) != nil {
+				if d.idx.find(d.recs, heldKind, &k, hk) != nil {
 					d.st.Duplicates++
 					continue
 				}
@@ -252,31 +250,31 @@ func (d *Detector) Add(td ptrace.Traces) []Pair {
 				slot := d.insert(&r, hk)
 				if r.hasParent {
 					hp := d.hash.of(&r.parent)
-					if pe := d.byKey.find(d.recs, &r.parent, hp); pe != nil {
+					if pe := d.idx.find(d.recs, heldKind, &r.parent, hp); pe != nil {
 						out = d.eval(pe.head-1, slot, out)
 					} else {
-						d.push(&d.waiting, hp, slot, waitingLinks)
+						d.push(waitingKind, hp, slot, waitingLinks)
 						d.recs[slot].waiting = true
 					}
 					if r.info.kind == ptrace.SpanKindServer {
 						var sibs slotList
-						if e := d.sibs.find(d.recs, &r.parent, hp); e != nil {
+						if e := d.idx.find(d.recs, sibsKind, &r.parent, hp); e != nil {
 							sibs = slotList{head: e.head - 1, tail: e.tail, n: e.n}
 						}
 						for ss := sibs.head; sibs.n > 0 && ss >= 0; ss = d.recs[ss].nextSib {
 							out = d.evalSibling(ss, slot, out)
 						}
 						if sibs.n < MaxSiblings {
-							d.push(&d.sibs, hp, slot, sibLinks)
+							d.push(sibsKind, hp, slot, sibLinks)
 							d.recs[slot].inSibs = true
 						} else {
 							d.st.SiblingOverflow++
 						}
 					}
 				}
-				if e := d.waiting.find(d.recs, &k, hk); e != nil {
+				if e := d.idx.find(d.recs, waitingKind, &k, hk); e != nil {
 					kids := e.head - 1
-					d.waiting.remove(e)
+					d.idx.remove(e)
 					for cs := kids; cs >= 0; cs = d.recs[cs].nextWaiting {
 						d.recs[cs].waiting = false
 						out = d.eval(slot, cs, out)
@@ -285,7 +283,7 @@ func (d *Detector) Add(td ptrace.Traces) []Pair {
 			}
 		}
 	}
-	d.st.Held = d.byKey.n
+	d.st.Held = d.idx.n[heldKind]
 	d.st.Bytes = d.bytes
 	return out
 }
@@ -326,13 +324,11 @@ func (d *Detector) kindCounter(sk svcKind) *int {
 	return c
 }
 
-// alloc makes the ring and its indexes at their bound, on the first span:
+// alloc makes the ring and its index at their bound, on the first span:
 // growing them would copy them log2(MaxSpans) times on the way.
 func (d *Detector) alloc() {
 	d.recs = make([]rec, d.o.MaxSpans)
-	d.byKey = newIndex(d.o.MaxSpans, false)
-	d.waiting = newIndex(d.o.MaxSpans, true)
-	d.sibs = newIndex(d.o.MaxSpans, true)
+	d.idx = newIndex(d.o.MaxSpans)
 }
 
 // insert holds r, whose key's hash is hk, evicting the oldest spans as the
@@ -356,7 +352,7 @@ func (d *Detector) insert(r *rec, hk uint32) int32 {
 	d.n++
 	d.bytes += cost
 	d.recs[slot] = *r
-	d.byKey.add(hk).head = slot + 1
+	d.idx.add(heldKind, hk).head = slot + 1
 	return slot
 }
 
@@ -365,17 +361,17 @@ func (d *Detector) insert(r *rec, hk uint32) int32 {
 func (d *Detector) evictOldest(clear bool) {
 	slot := d.head
 	old := &d.recs[slot]
-	if e := d.byKey.find(d.recs, &old.key, d.hash.of(&old.key)); e != nil {
-		d.byKey.remove(e)
+	if e := d.idx.find(d.recs, heldKind, &old.key, d.hash.of(&old.key)); e != nil {
+		d.idx.remove(e)
 	}
 	if old.waiting || old.inSibs {
 		hp := d.hash.of(&old.parent)
 		if old.waiting {
 			d.st.EvictedWaiting++
-			d.unlist(&d.waiting, hp, slot, waitingLinks)
+			d.unlist(waitingKind, hp, slot, waitingLinks)
 		}
 		if old.inSibs {
-			d.unlist(&d.sibs, hp, slot, sibLinks)
+			d.unlist(sibsKind, hp, slot, sibLinks)
 		}
 	}
 	d.bytes -= old.info.bytes()
@@ -407,13 +403,13 @@ func (d *Detector) next(slot int32, l links) *int32 {
 	return &d.recs[slot].nextWaiting
 }
 
-// push appends slot to the list in x under the parent key of slot, whose
-// hash is hp.
-func (d *Detector) push(x *index, hp uint32, slot int32, l links) {
+// push appends slot to the list of kind under the parent key of slot,
+// whose hash is hp.
+func (d *Detector) push(kind ikind, hp uint32, slot int32, l links) {
 	*d.next(slot, l) = -1
-	e := x.find(d.recs, &d.recs[slot].parent, hp)
+	e := d.idx.find(d.recs, kind, &d.recs[slot].parent, hp)
 	if e == nil {
-		e = x.add(hp)
+		e = d.idx.add(kind, hp)
 		e.head, e.tail, e.n = slot+1, slot, 1
 		return
 	}
@@ -422,11 +418,11 @@ func (d *Detector) push(x *index, hp uint32, slot int32, l links) {
 	e.n++
 }
 
-// unlist removes slot from the list in x under its parent key, whose hash
-// is hp (lists are short: the children of one span), and the list when it
-// is left empty.
-func (d *Detector) unlist(x *index, hp uint32, slot int32, l links) {
-	e := x.find(d.recs, &d.recs[slot].parent, hp)
+// unlist removes slot from the list of kind under its parent key, whose
+// hash is hp (lists are short: the children of one span), and the list
+// when it is left empty.
+func (d *Detector) unlist(kind ikind, hp uint32, slot int32, l links) {
+	e := d.idx.find(d.recs, kind, &d.recs[slot].parent, hp)
 	if e == nil {
 		return
 	}
@@ -449,7 +445,7 @@ func (d *Detector) unlist(x *index, hp uint32, slot int32, l links) {
 		break
 	}
 	if lst.n == 0 {
-		x.remove(e)
+		d.idx.remove(e)
 	} else {
 		e.head, e.tail, e.n = lst.head+1, lst.tail, lst.n
 	}
@@ -558,7 +554,7 @@ func (d *Detector) Report() Report {
 
 func (d *Detector) stats() Stats {
 	s := d.st
-	s.Held = d.byKey.n
+	s.Held = d.idx.n[heldKind]
 	s.Bytes = d.bytes
 	s.TraceMarksEvicted = int(d.marks.evicted)
 	return s

@@ -308,7 +308,7 @@ func TestDetectorEviction(t *testing.T) {
 	if len(d.Findings()) != 0 {
 		t.Fatal("findings after eviction")
 	}
-	if w, h := len(d.listMap(t, &d.waiting)), len(d.byKeyMap(t)); w != 0 || h != 2 {
+	if w, h := len(d.listMap(t, waitingKind)), len(d.byKeyMap(t)); w != 0 || h != 2 {
 		t.Fatalf("index: %d waiting, %d held", w, h)
 	}
 }
@@ -401,8 +401,8 @@ func checkLists(t *testing.T, d *Detector) {
 		l    links
 		flag func(*rec) bool
 	}{
-		{"waiting", d.listMap(t, &d.waiting), waitingLinks, func(r *rec) bool { return r.waiting }},
-		{"sibs", d.listMap(t, &d.sibs), sibLinks, func(r *rec) bool { return r.inSibs }},
+		{"waiting", d.listMap(t, waitingKind), waitingLinks, func(r *rec) bool { return r.waiting }},
+		{"sibs", d.listMap(t, sibsKind), sibLinks, func(r *rec) bool { return r.inSibs }},
 	} {
 		listed := map[int32]bool{}
 		for k, lst := range c.m {

@@ -8,15 +8,28 @@ import (
 )
 
 // index finds records by span key without a Go map: open addressing with
-// linear probing over a table fixed at construction, at most half full. An entry names a record slot; the key is compared in the record
-// itself (its own key, or with byParent its parent's key, for the lists of
-// children that run through the records), all 24 bytes.
+// linear probing over a table fixed at construction, at most half full.
+// It holds three kinds of entries: a held span by its key, and the lists of
+// children (waiting for their parent, or SERVER siblings) by their parent's
+// key. A span's own key and its parent's are each looked up at one home,
+// whatever the kind, so that a span costs few cache lines. An entry names
+// a record slot; the key is compared in the record itself (its own key, or
+// for a list the parent key of its first record), all 24 bytes.
 type index struct {
-	e        []ientry
-	mask     uint32
-	n        int // entries in use
-	byParent bool
+	e    []ientry
+	mask uint32
+	n    [kinds]int // entries in use, by kind
 }
+
+// ikind is what an index entry stands for.
+type ikind uint8
+
+const (
+	heldKind    ikind = iota // the span held under its key
+	waitingKind              // the children that arrived before their parent
+	sibsKind                 // the SERVER children of a parent
+	kinds
+)
 
 // ientry is one table entry: a record slot, or the head, tail and length
 // of a list of slots that share a parent.
@@ -24,50 +37,52 @@ type ientry struct {
 	h       uint32 // the key's hash, whose low bits are the entry's home
 	head    int32  // the record's slot + 1; 0 marks an empty entry
 	tail, n int32  // lists only
-	_       [4]byte
+	kind    ikind
 }
 
 // ientrySize is the size of an index entry.
 const ientrySize = int(unsafe.Sizeof(ientry{}))
 
-// indexLen is the table size for up to n keys: a power of two at least
-// 2n, so that the table is at most half full and its runs are short.
+// indexLen is the table size for a ring of n records: a power of two at
+// least twice the most entries (n held spans, and at most as many lists of
+// each kind, since every list has a held span), so that the table is at
+// most half full and its runs are short.
 func indexLen(n int) int {
-	return 1 << bits.Len(uint(2*n-1))
+	return 1 << bits.Len(uint(2*int(kinds)*n-1))
 }
 
-func newIndex(n int, byParent bool) index {
+func newIndex(n int) index {
 	l := indexLen(n)
-	return index{e: make([]ientry, l), mask: uint32(l - 1), byParent: byParent}
+	return index{e: make([]ientry, l), mask: uint32(l - 1)}
 }
 
-func (x *index) key(recs []rec, e *ientry) *spanKey {
-	if x.byParent {
+func key(recs []rec, e *ientry) *spanKey {
+	if e.kind != heldKind {
 		return &recs[e.head-1].parent
 	}
 	return &recs[e.head-1].key
 }
 
-// find returns the entry of k, whose hash is h, or nil.
-func (x *index) find(recs []rec, k *spanKey, h uint32) *ientry {
+// find returns the entry of kind for k, whose hash is h, or nil.
+func (x *index) find(recs []rec, kind ikind, k *spanKey, h uint32) *ientry {
 	for i := h & x.mask; ; i = (i + 1) & x.mask {
 		e := &x.e[i]
 		if e.head == 0 {
 			return nil
 		}
-		if e.h == h && *x.key(recs, e) == *k {
+		if e.h == h && e.kind == kind && *key(recs, e) == *k {
 			return e
 		}
 	}
 }
 
-// add returns a new entry for hash h, which the caller fills; the key must
-// not be in the index.
-func (x *index) add(h uint32) *ientry {
+// add returns a new entry of kind for hash h, which the caller fills; the
+// key must not be in the index with that kind.
+func (x *index) add(kind ikind, h uint32) *ientry {
 	for i := h & x.mask; ; i = (i + 1) & x.mask {
 		if e := &x.e[i]; e.head == 0 {
-			e.h = h
-			x.n++
+			e.h, e.kind = h, kind
+			x.n[kind]++
 			return e
 		}
 	}
@@ -77,6 +92,7 @@ func (x *index) add(h uint32) *ientry {
 // keeps them reachable from their homes, so that lookups never meet
 // tombstones.
 func (x *index) remove(e *ientry) {
+	x.n[e.kind]--
 	i := uint32((uintptr(unsafe.Pointer(e)) - uintptr(unsafe.Pointer(&x.e[0]))) / uintptr(ientrySize))
 	for j := (i + 1) & x.mask; x.e[j].head != 0; j = (j + 1) & x.mask {
 		home := x.e[j].h & x.mask
@@ -86,7 +102,6 @@ func (x *index) remove(e *ientry) {
 		}
 	}
 	x.e[i] = ientry{}
-	x.n--
 }
 
 // keyHash hashes span keys with a secret drawn per Detector, so that a
