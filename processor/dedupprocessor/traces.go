@@ -73,7 +73,8 @@ const (
 )
 
 // prefetchSpans is how many spans' index lines are loaded ahead at a time:
-// enough for the misses to overlap, few enough (two 64-byte lines a span)
+// enough for the misses to overlap, few enough (two or three 64-byte lines
+// a span)
 // that the lines are still in the cache when the spans are judged.
 const prefetchSpans = 1024
 
