@@ -74,8 +74,7 @@ const (
 
 // prefetchSpans is how many spans' index lines are loaded ahead at a time:
 // enough for the misses to overlap, few enough (two or three 64-byte lines
-// a span)
-// that the lines are still in the cache when the spans are judged.
+// a span) that the lines are still in the cache when the spans are judged.
 const prefetchSpans = 1024
 
 // hashSpans is the first pass over a request: it reads every span's key
