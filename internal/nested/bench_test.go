@@ -1,6 +1,10 @@
 package nested
 
 import (
+	"encoding/binary"
+	"math/rand/v2"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"runtime"
 	"testing"
 
@@ -86,4 +90,46 @@ func TestDetectorMemory(t *testing.T) {
 		t.Fatalf("%.0f bytes per held span", per)
 	}
 	runtime.KeepAlive(batches)
+}
+
+// BenchmarkDetectorAddFlat is the processor's shape: batches of 1000 spans
+// over 10 resources with random ids and no parents, the detector full at
+// the processor's default of 20,000 spans, so that every span is looked
+// up, held and evicts one.
+func BenchmarkDetectorAddFlat(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	batches := make([]ptrace.Traces, 64)
+	for i := range batches {
+		td := ptrace.NewTraces()
+		for range 10 {
+			rs := td.ResourceSpans().AppendEmpty()
+			rs.Resource().Attributes().PutStr("service.name", "svc")
+			spans := rs.ScopeSpans().AppendEmpty().Spans()
+			for range 100 {
+				sp := spans.AppendEmpty()
+				sp.SetName("GET /api/v1/rollouts/{id}")
+				sp.SetKind(ptrace.SpanKindServer)
+				sp.Attributes().PutStr("http.route", "/api/v1/rollouts/{id}")
+				sp.Attributes().PutInt("http.response.status_code", 200)
+				var t pcommon.TraceID
+				var s pcommon.SpanID
+				binary.LittleEndian.PutUint64(t[:], r.Uint64())
+				binary.LittleEndian.PutUint64(t[8:], r.Uint64())
+				binary.LittleEndian.PutUint64(s[:], r.Uint64())
+				sp.SetTraceID(t)
+				sp.SetSpanID(s)
+			}
+		}
+		batches[i] = td
+	}
+	d := NewDetector(Options{MaxSpans: 20_000, MaxBytes: 16 << 20})
+	for _, td := range batches {
+		d.Add(td)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		d.Add(batches[i%len(batches)])
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*1000), "ns/span")
 }

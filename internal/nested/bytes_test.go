@@ -48,9 +48,10 @@ func TestDetectorHoldsBoundedBytes(t *testing.T) {
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
 	st := d.Stats()
-	// The ring of MaxSpans records is allocated whole; the findings, the
-	// span counts per service and the interner add under 4 MB at most.
-	ring := int64(1000 * recSize)
+	// The ring of MaxSpans records and its index are allocated
+	// whole; the findings, the span counts per service and the interner
+	// add under 4 MB at most.
+	ring := int64(1000*recSize + indexLen(1000)*ientrySize)
 	bound := int64(maxBytes) + ring + 4<<20
 	grown := int64(after.HeapAlloc) - int64(before.HeapAlloc)
 	if grown > bound {
@@ -116,21 +117,22 @@ func TestDetectorBoundsRandom(t *testing.T) {
 			}
 			d.Add(build(ss...))
 			st := d.Stats()
+			byKey := d.byKeyMap(t)
 			sum := 0
 			for i := range d.n {
 				sum += d.recs[(d.head+i)%int32(len(d.recs))].info.bytes()
 			}
-			if st.Held > o.MaxSpans || (st.Bytes > o.MaxBytes && st.Held > 1) || st.Bytes != sum || int(d.n) != len(d.byKey) || st.Held != len(d.byKey) {
+			if st.Held > o.MaxSpans || (st.Bytes > o.MaxBytes && st.Held > 1) || st.Bytes != sum || int(d.n) != len(byKey) || st.Held != len(byKey) {
 				t.Fatalf("seed %d, options %+v: stats %+v, %d held in the ring, %d bytes summed", seed, o, st, d.n, sum)
 			}
-			for _, slot := range d.byKey {
+			for _, slot := range byKey {
 				if (slot-d.head+int32(len(d.recs)))%int32(len(d.recs)) >= d.n {
 					t.Fatalf("seed %d: byKey names slot %d outside the held ones", seed, slot)
 				}
 			}
-			for _, m := range []map[spanKey]slotList{d.waiting, d.sibs} {
+			for _, m := range []map[spanKey]slotList{d.listMap(t, waitingKind), d.listMap(t, sibsKind)} {
 				for _, l := range m {
-					if _, ok := d.byKey[d.recs[l.head].key]; !ok || l.n < 1 {
+					if _, ok := byKey[d.recs[l.head].key]; !ok || l.n < 1 {
 						t.Fatalf("seed %d: a list starts at a span no longer held", seed)
 					}
 				}

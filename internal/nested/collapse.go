@@ -182,7 +182,7 @@ func Collapse(td ptrace.Traces, opts Options, st *State) CollapseResult {
 	nspans := td.SpanCount()
 	ents := make([]cent, 0, nspans)
 	idx := make(map[spanKey]int32, nspans)
-	in := interner{max: 4096}
+	in := interner{max: 256}
 	for _, rs := range td.ResourceSpans().All() {
 		svc := in.str(serviceName(rs.Resource()))
 		for _, ss := range rs.ScopeSpans().All() {

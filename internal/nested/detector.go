@@ -111,7 +111,7 @@ type Stats struct {
 // MaxServiceKinds bounds the (service, kind) span counts behind
 // Finding.KindSpans: spans of further ones are counted in
 // Stats.UncountedKinds only. With MaxStringBytes, they keep a Detector's
-// memory beyond MaxBytes (and its ring of MaxSpans records) under about 5 MB whatever it is sent.
+// memory beyond MaxBytes (and its ring of MaxSpans records with their index) under about 5 MB whatever it is sent.
 const (
 	MaxFindings     = 1024
 	MaxServiceKinds = 4096
@@ -186,13 +186,14 @@ type Detector struct {
 	recs    []rec // a ring of MaxSpans slots: n held from head on
 	head, n int32
 	bytes   int // what the held spans take, as spanInfo.bytes counts it
-	byKey   map[spanKey]int32
-	waiting map[spanKey]slotList // parent key -> slots of children that arrived first
-	sibs    map[spanKey]slotList // parent key -> slots of its SERVER children
+	// The indexes over the ring, allocated with it: no Go map on the
+	// per-span path.
+	idx     index // key -> slot of the span held under it; parent key -> its lists of children
+	hash    keyHash
 	finds   []*findingAcc
 	findIdx map[Key]int32
 	marks   *fifo[traceMark, struct{}]
-	kinds   map[svcKind]int
+	kinds   map[svcKind]*int // looked up once per resource and kind
 	st      Stats
 	in      interner
 }
@@ -203,12 +204,10 @@ func NewDetector(opts Options) *Detector {
 	o := opts.withDefaults()
 	return &Detector{
 		o:       o,
-		byKey:   make(map[spanKey]int32),
-		waiting: make(map[spanKey]slotList),
-		sibs:    make(map[spanKey]slotList),
+		hash:    newKeyHash(),
 		findIdx: make(map[Key]int32),
 		marks:   newFIFO[traceMark, struct{}](o.MaxSpans),
-		kinds:   make(map[svcKind]int),
+		kinds:   make(map[svcKind]*int),
 		st:      Stats{MaxSpans: o.MaxSpans, MaxBytes: o.MaxBytes},
 		in:      interner{max: 4096},
 	}
@@ -223,6 +222,7 @@ func (d *Detector) Add(td ptrace.Traces) []Pair {
 	var out []Pair
 	for _, rs := range td.ResourceSpans().All() {
 		svc := d.in.str(serviceName(rs.Resource()))
+		kc := kindCache{svc: svc}
 		for _, ss := range rs.ScopeSpans().All() {
 			scope := Scope{Name: d.in.str(ss.Scope().Name()), Version: d.in.str(ss.Scope().Version())}
 			for _, sp := range ss.Spans().All() {
@@ -230,43 +230,52 @@ func (d *Detector) Add(td ptrace.Traces) []Pair {
 				tid, sid := sp.TraceID(), sp.SpanID()
 				if tid.IsEmpty() || sid.IsEmpty() {
 					d.st.InvalidIDs++
-					d.countKind(svc, sp.Kind())
+					d.countKind(&kc, sp.Kind())
 					continue
 				}
+				if d.recs == nil {
+					d.alloc()
+				}
 				k := keyOf(tid, sid)
-				if _, dup := d.byKey[k]; dup {
+				hk := d.hash.of(&k)
+				if d.idx.find(d.recs, heldKind, &k, hk) != nil {
 					d.st.Duplicates++
 					continue
 				}
-				d.countKind(svc, sp.Kind())
+				d.countKind(&kc, sp.Kind())
 				r := rec{key: k, info: readSpan(svc, scope, sp, &d.in), innerF: -1, outerF: -1}
 				if psid := sp.ParentSpanID(); !psid.IsEmpty() && psid != sid {
 					r.parent, r.hasParent = keyOf(tid, psid), true
 				}
-				slot := d.insert(r)
+				slot := d.insert(&r, hk)
 				if r.hasParent {
-					if ps, ok := d.byKey[r.parent]; ok {
-						out = d.eval(ps, slot, out)
+					hp := d.hash.of(&r.parent)
+					if pe := d.idx.find(d.recs, heldKind, &r.parent, hp); pe != nil {
+						out = d.eval(pe.head-1, slot, out)
 					} else {
-						d.push(d.waiting, r.parent, slot, waitingLinks)
+						d.push(waitingKind, hp, slot, waitingLinks)
 						d.recs[slot].waiting = true
 					}
 					if r.info.kind == ptrace.SpanKindServer {
-						sibs, ok := d.sibs[r.parent]
-						for ss := sibs.head; ok && ss >= 0; ss = d.recs[ss].nextSib {
+						var sibs slotList
+						if e := d.idx.find(d.recs, sibsKind, &r.parent, hp); e != nil {
+							sibs = slotList{head: e.head - 1, tail: e.tail, n: e.n}
+						}
+						for ss := sibs.head; sibs.n > 0 && ss >= 0; ss = d.recs[ss].nextSib {
 							out = d.evalSibling(ss, slot, out)
 						}
 						if sibs.n < MaxSiblings {
-							d.push(d.sibs, r.parent, slot, sibLinks)
+							d.push(sibsKind, hp, slot, sibLinks)
 							d.recs[slot].inSibs = true
 						} else {
 							d.st.SiblingOverflow++
 						}
 					}
 				}
-				if kids, ok := d.waiting[k]; ok {
-					delete(d.waiting, k)
-					for cs := kids.head; cs >= 0; cs = d.recs[cs].nextWaiting {
+				if e := d.idx.find(d.recs, waitingKind, &k, hk); e != nil {
+					kids := e.head - 1
+					d.idx.remove(e)
+					for cs := kids; cs >= 0; cs = d.recs[cs].nextWaiting {
 						d.recs[cs].waiting = false
 						out = d.eval(slot, cs, out)
 					}
@@ -274,28 +283,57 @@ func (d *Detector) Add(td ptrace.Traces) []Pair {
 			}
 		}
 	}
-	d.st.Held = len(d.byKey)
+	d.st.Held = d.idx.n[heldKind]
 	d.st.Bytes = d.bytes
 	return out
 }
 
-func (d *Detector) countKind(svc string, k ptrace.SpanKind) {
-	sk := svcKind{svc, kindOf(k)}
-	if len(d.kinds) >= MaxServiceKinds {
-		if _, ok := d.kinds[sk]; !ok {
-			d.st.UncountedKinds++
-			return
-		}
-	}
-	d.kinds[sk]++
+// kindCache is one resource's (service, kind) counters, so that the map of
+// them is read once per resource and kind rather than once per span.
+type kindCache struct {
+	svc    string
+	ctr    [ptrace.SpanKindConsumer + 1]*int
+	looked [ptrace.SpanKindConsumer + 1]bool
 }
 
-func (d *Detector) insert(r rec) int32 {
-	if d.recs == nil {
-		// Allocated once at its bound, on the first span: growing it
-		// would copy it log2(MaxSpans) times on the way.
-		d.recs = make([]rec, d.o.MaxSpans)
+func (d *Detector) countKind(kc *kindCache, k ptrace.SpanKind) {
+	k = kindOf(k)
+	var c *int
+	if k >= 0 && int(k) < len(kc.ctr) {
+		if !kc.looked[k] {
+			kc.ctr[k], kc.looked[k] = d.kindCounter(svcKind{kc.svc, k}), true
+		}
+		c = kc.ctr[k]
+	} else {
+		c = d.kindCounter(svcKind{kc.svc, k})
 	}
+	if c == nil {
+		d.st.UncountedKinds++
+		return
+	}
+	*c++
+}
+
+// kindCounter returns the counter of sk, made if there is room, else nil.
+func (d *Detector) kindCounter(sk svcKind) *int {
+	c, ok := d.kinds[sk]
+	if !ok && len(d.kinds) < MaxServiceKinds {
+		c = new(int)
+		d.kinds[sk] = c
+	}
+	return c
+}
+
+// alloc makes the ring and its index at their bound, on the first span:
+// growing them would copy them log2(MaxSpans) times on the way.
+func (d *Detector) alloc() {
+	d.recs = make([]rec, d.o.MaxSpans)
+	d.idx = newIndex(d.o.MaxSpans)
+}
+
+// insert holds r, whose key's hash is hk, evicting the oldest spans as the
+// bounds require, and returns its slot.
+func (d *Detector) insert(r *rec, hk uint32) int32 {
 	cost := r.info.bytes()
 	for d.n > 0 && (d.n == int32(len(d.recs)) || d.bytes+cost > d.o.MaxBytes) {
 		full := d.n == int32(len(d.recs))
@@ -313,8 +351,8 @@ func (d *Detector) insert(r rec) int32 {
 	}
 	d.n++
 	d.bytes += cost
-	d.recs[slot] = r
-	d.byKey[r.key] = slot
+	d.recs[slot] = *r
+	d.idx.add(heldKind, hk).head = slot + 1
 	return slot
 }
 
@@ -323,13 +361,18 @@ func (d *Detector) insert(r rec) int32 {
 func (d *Detector) evictOldest(clear bool) {
 	slot := d.head
 	old := &d.recs[slot]
-	delete(d.byKey, old.key)
-	if old.waiting {
-		d.st.EvictedWaiting++
-		d.unlist(d.waiting, old.parent, slot, waitingLinks)
+	if e := d.idx.find(d.recs, heldKind, &old.key, d.hash.of(&old.key)); e != nil {
+		d.idx.remove(e)
 	}
-	if old.inSibs {
-		d.unlist(d.sibs, old.parent, slot, sibLinks)
+	if old.waiting || old.inSibs {
+		hp := d.hash.of(&old.parent)
+		if old.waiting {
+			d.st.EvictedWaiting++
+			d.unlist(waitingKind, hp, slot, waitingLinks)
+		}
+		if old.inSibs {
+			d.unlist(sibsKind, hp, slot, sibLinks)
+		}
 	}
 	d.bytes -= old.info.bytes()
 	if clear {
@@ -360,27 +403,30 @@ func (d *Detector) next(slot int32, l links) *int32 {
 	return &d.recs[slot].nextWaiting
 }
 
-// push appends slot to the list of m under k.
-func (d *Detector) push(m map[spanKey]slotList, k spanKey, slot int32, l links) {
+// push appends slot to the list of kind under the parent key of slot,
+// whose hash is hp.
+func (d *Detector) push(kind ikind, hp uint32, slot int32, l links) {
 	*d.next(slot, l) = -1
-	lst, ok := m[k]
-	if !ok {
-		m[k] = slotList{head: slot, tail: slot, n: 1}
+	e := d.idx.find(d.recs, kind, &d.recs[slot].parent, hp)
+	if e == nil {
+		e = d.idx.add(kind, hp)
+		e.head, e.tail, e.n = slot+1, slot, 1
 		return
 	}
-	*d.next(lst.tail, l) = slot
-	lst.tail = slot
-	lst.n++
-	m[k] = lst
+	*d.next(e.tail, l) = slot
+	e.tail = slot
+	e.n++
 }
 
-// unlist removes slot from the list of m under k (lists are short: the
-// children of one span), and the list when it is left empty.
-func (d *Detector) unlist(m map[spanKey]slotList, k spanKey, slot int32, l links) {
-	lst, ok := m[k]
-	if !ok {
+// unlist removes slot from the list of kind under its parent key, whose
+// hash is hp (lists are short: the children of one span), and the list
+// when it is left empty.
+func (d *Detector) unlist(kind ikind, hp uint32, slot int32, l links) {
+	e := d.idx.find(d.recs, kind, &d.recs[slot].parent, hp)
+	if e == nil {
 		return
 	}
+	lst := slotList{head: e.head - 1, tail: e.tail, n: e.n}
 	prev := int32(-1)
 	for cur := lst.head; cur >= 0; prev, cur = cur, *d.next(cur, l) {
 		if cur != slot {
@@ -399,9 +445,9 @@ func (d *Detector) unlist(m map[spanKey]slotList, k spanKey, slot int32, l links
 		break
 	}
 	if lst.n == 0 {
-		delete(m, k)
+		d.idx.remove(e)
 	} else {
-		m[k] = lst
+		e.head, e.tail, e.n = lst.head+1, lst.tail, lst.n
 	}
 }
 
@@ -508,7 +554,7 @@ func (d *Detector) Report() Report {
 
 func (d *Detector) stats() Stats {
 	s := d.st
-	s.Held = len(d.byKey)
+	s.Held = d.idx.n[heldKind]
 	s.Bytes = d.bytes
 	s.TraceMarksEvicted = int(d.marks.evicted)
 	return s
@@ -529,7 +575,7 @@ func (d *Detector) findings() []Finding {
 		}
 		for k, n := range d.kinds {
 			if k.service == a.key.Service && kindName(k.kind) == a.key.Kind {
-				f.KindSpans += n
+				f.KindSpans += *n
 			}
 		}
 		if f.KindSpans > 0 {

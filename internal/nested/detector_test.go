@@ -2,6 +2,7 @@ package nested
 
 import (
 	"encoding/json"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -307,8 +308,8 @@ func TestDetectorEviction(t *testing.T) {
 	if len(d.Findings()) != 0 {
 		t.Fatal("findings after eviction")
 	}
-	if len(d.waiting) != 0 || len(d.byKey) != 2 {
-		t.Fatalf("index: %d waiting, %d held", len(d.waiting), len(d.byKey))
+	if w, h := len(d.listMap(t, waitingKind)), len(d.byKeyMap(t)); w != 0 || h != 2 {
+		t.Fatalf("index: %d waiting, %d held", w, h)
 	}
 }
 
@@ -400,8 +401,8 @@ func checkLists(t *testing.T, d *Detector) {
 		l    links
 		flag func(*rec) bool
 	}{
-		{"waiting", d.waiting, waitingLinks, func(r *rec) bool { return r.waiting }},
-		{"sibs", d.sibs, sibLinks, func(r *rec) bool { return r.inSibs }},
+		{"waiting", d.listMap(t, waitingKind), waitingLinks, func(r *rec) bool { return r.waiting }},
+		{"sibs", d.listMap(t, sibsKind), sibLinks, func(r *rec) bool { return r.inSibs }},
 	} {
 		listed := map[int32]bool{}
 		for k, lst := range c.m {
@@ -445,6 +446,32 @@ func TestListsStayConsistent(t *testing.T) {
 			}
 			d.Add(build(spans...))
 			checkLists(t, d)
+		}
+	}
+}
+
+// TestRouteAndMethodAsStrAttr checks the one-pass attribute read against
+// strAttr's lookups in priority order, with values of other types, empty
+// strings and names absent.
+func TestRouteAndMethodAsStrAttr(t *testing.T) {
+	names := []string{"http.route", "url.template", "http.request.method", "http.method", "other"}
+	vals := []string{"", "/a/{id}", "GET"}
+	r := rand.New(rand.NewPCG(7, 8))
+	for range 5000 {
+		m := pcommon.NewMap()
+		for range r.IntN(7) {
+			k := names[r.IntN(len(names))]
+			switch r.IntN(3) {
+			case 0:
+				m.PutInt(k, 1)
+			default:
+				m.PutStr(k, vals[r.IntN(len(vals))])
+			}
+		}
+		route, method := routeAndMethod(m)
+		wantRoute, wantMethod := strAttr(m, "http.route", "url.template"), strAttr(m, "http.request.method", "http.method")
+		if route != wantRoute || method != wantMethod {
+			t.Fatalf("%v: got (%q, %q), want (%q, %q)", m.AsRaw(), route, method, wantRoute, wantMethod)
 		}
 	}
 }

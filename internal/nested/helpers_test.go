@@ -1,6 +1,7 @@
 package nested
 
 import (
+	"testing"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -105,4 +106,48 @@ func heldBytes(spans ...s) int {
 		n += SpanOverhead + len(x.svc) + len(x.scope) + len(x.ver) + len(x.name) + len(route) + len(method)
 	}
 	return n
+}
+
+// byKeyMap is the held spans of d's index as a map, for tests; it fails t
+// when an entry cannot be found from its key's hash.
+func (d *Detector) byKeyMap(t testing.TB) map[spanKey]int32 {
+	t.Helper()
+	m := map[spanKey]int32{}
+	for i := range d.idx.e {
+		e := &d.idx.e[i]
+		if e.head == 0 || e.kind != heldKind {
+			continue
+		}
+		k := d.recs[e.head-1].key
+		if d.idx.find(d.recs, heldKind, &k, d.hash.of(&k)) != e {
+			t.Fatalf("index: held entry %d not found from its key", i)
+		}
+		m[k] = e.head - 1
+	}
+	if len(m) != d.idx.n[heldKind] {
+		t.Fatalf("index: %d held entries, counted %d", len(m), d.idx.n[heldKind])
+	}
+	return m
+}
+
+// listMap is the lists of kind in d's index as a map, for tests; it fails
+// t when an entry cannot be found from its key's hash.
+func (d *Detector) listMap(t testing.TB, kind ikind) map[spanKey]slotList {
+	t.Helper()
+	m := map[spanKey]slotList{}
+	for i := range d.idx.e {
+		e := &d.idx.e[i]
+		if e.head == 0 || e.kind != kind {
+			continue
+		}
+		k := d.recs[e.head-1].parent
+		if d.idx.find(d.recs, kind, &k, d.hash.of(&k)) != e {
+			t.Fatalf("index: list entry %d not found from its key", i)
+		}
+		m[k] = slotList{head: e.head - 1, tail: e.tail, n: e.n}
+	}
+	if len(m) != d.idx.n[kind] {
+		t.Fatalf("index: %d lists of kind %d, counted %d", len(m), kind, d.idx.n[kind])
+	}
+	return m
 }

@@ -1,11 +1,13 @@
 package nested
 
 import (
+	"cmp"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -137,7 +139,7 @@ type spanInfo struct {
 }
 
 // SpanOverhead is what MaxBytes counts for a held span besides its
-// strings: its record, its map entries and its trace mark.
+// strings: its record, its index entries and its trace mark.
 const SpanOverhead = 340
 
 // bytes is what a held span counts against MaxBytes: strings shared with
@@ -186,17 +188,56 @@ func serviceName(r pcommon.Resource) string {
 }
 
 func readSpan(service string, scope Scope, sp ptrace.Span, in *interner) spanInfo {
-	a := sp.Attributes()
+	route, method := routeAndMethod(sp.Attributes())
 	return spanInfo{
 		service: service,
 		scope:   scope,
 		name:    in.str(sp.Name()),
 		kind:    kindOf(sp.Kind()),
-		route:   in.str(strAttr(a, "http.route", "url.template")),
-		method:  in.str(strAttr(a, "http.request.method", "http.method")),
+		route:   in.str(route),
+		method:  in.str(method),
 		start:   uint64(sp.StartTimestamp()),
 		end:     uint64(sp.EndTimestamp()),
 	}
+}
+
+// routeAndMethod reads, in one pass over the attributes, what
+// strAttr(a, "http.route", "url.template") and strAttr(a,
+// "http.request.method", "http.method") would: for each name its first
+// occurrence counts, and only a non-empty string.
+func routeAndMethod(a pcommon.Map) (route, method string) {
+	const (
+		httpRoute = iota
+		urlTemplate
+		requestMethod
+		httpMethod
+		names
+	)
+	var val [names]string
+	var seen [names]bool
+	for k, v := range a.All() {
+		var i int
+		switch k {
+		case "http.route":
+			i = httpRoute
+		case "url.template":
+			i = urlTemplate
+		case "http.request.method":
+			i = requestMethod
+		case "http.method":
+			i = httpMethod
+		default:
+			continue
+		}
+		if seen[i] {
+			continue
+		}
+		seen[i] = true
+		if v.Type() == pcommon.ValueTypeStr {
+			val[i] = v.Str()
+		}
+	}
+	return cmp.Or(val[httpRoute], val[urlTemplate]), cmp.Or(val[requestMethod], val[httpMethod])
 }
 
 // match reports whether c, a child of p, records p's operation a second
@@ -324,12 +365,31 @@ func clip(s string) string {
 	return b.String()
 }
 
-// interner shares equal strings between held spans and clips long ones; it
-// forgets everything when it grows past its bound (the strings stay valid,
-// only sharing is lost).
+// interner shares equal strings between held spans and clips long ones,
+// in a table of max strings (a power of two) indexed by their hash, without
+// a Go map: a string whose place is taken replaces the one there (only
+// sharing is lost; the strings stay valid). It allocates its table on first
+// use and holds at most max strings of at most MaxStringBytes.
 type interner struct {
-	m   map[string]string
+	t   []string
 	max int
+}
+
+// strHome places a non-empty string in an interner's table by its length
+// and its first and last eight bytes: cheaper than hashing all of it, and
+// a collision only loses sharing.
+func strHome(s string) uint64 {
+	var a, b uint64
+	if len(s) >= 8 {
+		a = binary.LittleEndian.Uint64([]byte(s[:8]))
+		b = binary.LittleEndian.Uint64([]byte(s[len(s)-8:]))
+	} else {
+		for i := range len(s) {
+			a = a<<8 | uint64(s[i])
+		}
+	}
+	hi, lo := bits.Mul64(a^uint64(len(s))*0x9e3779b97f4a7c15, b^0xd6e8feb86659fd93)
+	return hi ^ lo
 }
 
 func (in *interner) str(s string) string {
@@ -339,17 +399,15 @@ func (in *interner) str(s string) string {
 	if in == nil {
 		return clip(s)
 	}
-	if v, ok := in.m[s]; ok {
-		return v
+	if in.t == nil {
+		in.t = make([]string, 1<<bits.Len(uint(max(in.max, 1)-1)))
 	}
+	// Keyed by the clipped string: the table must not keep a long one.
 	c := clip(s)
-	if in.m == nil || len(in.m) >= in.max {
-		in.m = make(map[string]string, 64)
+	i := strHome(c) & uint64(len(in.t)-1)
+	if in.t[i] == c {
+		return in.t[i]
 	}
-	// Keyed by the clipped string: the map must not keep a long one.
-	if v, ok := in.m[c]; ok {
-		return v
-	}
-	in.m[c] = c
+	in.t[i] = c
 	return c
 }

@@ -70,16 +70,25 @@ func setIDs(td ptrace.Traces, r *rand.Rand, prev [][24]byte, dupShare float64) [
 // BenchmarkTracesProcessor is the span path in steady state: the window is
 // full (max_spans 2M, every new span evicts one), batches of 1000 spans, with
 // none or half of each batch repeating the previous batch's spans; without
-// the nested-duplicate detector (the default) and with it.
+// the nested-duplicate detector (the default) and with it. The cached cases
+// are the floor the full window is compared with: a window of 16,384 spans,
+// whose index and ring stay in the CPU's cache.
 func BenchmarkTracesProcessor(b *testing.B) {
 	for _, bc := range []struct {
-		name   string
-		share  float64
-		nested bool
-	}{{"dup=0%", 0, false}, {"dup=50%", 0.5, false}, {"dup=0%/nested=on", 0, true}, {"dup=50%/nested=on", 0.5, true}} {
+		name     string
+		share    float64
+		nested   bool
+		maxSpans int // 0: the default, 2M
+	}{
+		{"dup=0%", 0, false, 0}, {"dup=50%", 0.5, false, 0}, {"dup=0%/nested=on", 0, true, 0}, {"dup=50%/nested=on", 0.5, true, 0},
+		{"cached/dup=0%", 0, false, 1 << 14}, {"cached/dup=0%/nested=on", 0, true, 1 << 14},
+	} {
 		b.Run(bc.name, func(b *testing.B) {
 			cfg := createDefaultConfig()
 			cfg.Traces.Nested.Detect = bc.nested
+			if bc.maxSpans > 0 {
+				cfg.Traces.MaxSpans = bc.maxSpans
+			}
 			p, err := NewFactory().CreateTraces(context.Background(), processortest.NewNopSettings(Type), cfg, consumertest.NewNop())
 			if err != nil {
 				b.Fatal(err)

@@ -32,6 +32,8 @@ type spanWindow struct {
 // spanScratch is one request's working memory, pooled so that the steady
 // state allocates nothing.
 type spanScratch struct {
+	keys     [][24]byte // every span's key, in the order ConsumeTraces walks them
+	hashes   []uint64   // their index hashes
 	inserted [][24]byte // keys this request stored, to take back on failure
 	fps      []uint64   // their fingerprints, to journal on success
 	counts   []counts   // per resource
@@ -70,20 +72,43 @@ const (
 	verdictInvalid
 )
 
-// judge decides one span's fate under the window's lock.
-func (w *spanWindow) judge(s ptrace.Span, now int64, sc *spanScratch) verdict {
-	tid, sid := s.TraceID(), s.SpanID()
-	if tid.IsEmpty() || sid.IsEmpty() {
+// prefetchSpans is how many spans' index lines are loaded ahead at a time:
+// enough for the misses to overlap, few enough (two or three 64-byte lines
+// a span) that the lines are still in the cache when the spans are judged.
+const prefetchSpans = 1024
+
+// hashSpans is the first pass over a request: it reads every span's key
+// and hashes it in place, outside the window's lock.
+func (w *spanWindow) hashSpans(rss ptrace.ResourceSpansSlice, sc *spanScratch) {
+	for _, rs := range rss.All() {
+		for _, ss := range rs.ScopeSpans().All() {
+			for _, s := range ss.Spans().All() {
+				sc.keys = append(sc.keys, [24]byte{})
+				k := &sc.keys[len(sc.keys)-1]
+				tid, sid := s.TraceID(), s.SpanID()
+				copy(k[:16], tid[:])
+				copy(k[16:], sid[:])
+				sc.hashes = append(sc.hashes, w.spans.Hash(k))
+			}
+		}
+	}
+}
+
+// judge decides the fate of span s, the j-th of its request, under the
+// window's lock, loading the index lines of the next spans ahead.
+func (w *spanWindow) judge(s ptrace.Span, j int, now int64, sc *spanScratch) verdict {
+	if j%prefetchSpans == 0 {
+		w.spans.Prefetch(sc.hashes[j:min(j+prefetchSpans, len(sc.hashes))])
+	}
+	k := &sc.keys[j]
+	if [16]byte(k[:16]) == [16]byte{} || [8]byte(k[16:]) == [8]byte{} {
 		return verdictInvalid
 	}
-	var k [24]byte
-	copy(k[:16], tid[:])
-	copy(k[16:], sid[:])
 	fp := spanFingerprint(s)
-	prev, seen := w.spans.Observe(k, fp, now)
+	prev, seen := w.spans.ObserveHashed(k, sc.hashes[j], fp, now)
 	switch {
 	case !seen:
-		sc.inserted = append(sc.inserted, k)
+		sc.inserted = append(sc.inserted, *k)
 		sc.fps = append(sc.fps, fp)
 		return verdictNew
 	case prev == fp:
@@ -96,12 +121,17 @@ func (w *spanWindow) judge(s ptrace.Span, now int64, sc *spanScratch) verdict {
 func (p *tracesProcessor) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
 	w := p.st.traces
 	sc := w.scratch.Get().(*spanScratch)
+	sc.keys, sc.hashes = sc.keys[:0], sc.hashes[:0]
 	sc.inserted, sc.fps, sc.counts = sc.inserted[:0], sc.fps[:0], sc.counts[:0]
 	defer w.scratch.Put(sc)
 
 	now := w.now()
 	var total, kept int64
 	rss := td.ResourceSpans()
+	// Two passes: hash every key, then judge the spans in the same order,
+	// loading the index ahead so that its cache misses overlap.
+	w.hashSpans(rss, sc)
+	j := 0
 	w.mu.Lock()
 	w.spans.Expire(now)
 	for i := 0; i < rss.Len(); i++ {
@@ -110,7 +140,8 @@ func (p *tracesProcessor) ConsumeTraces(ctx context.Context, td ptrace.Traces) e
 		c := &sc.counts[len(sc.counts)-1]
 		keep := func(s ptrace.Span) bool {
 			c.received++
-			switch w.judge(s, now, sc) {
+			j++
+			switch w.judge(s, j-1, now, sc) {
 			case verdictDuplicate:
 				c.duplicates++
 				return !p.drop

@@ -26,8 +26,10 @@ func mix(a, b uint64) uint64 {
 	return hi ^ lo
 }
 
-// Hash24 hashes a 24-byte key (a trace id and a span id) with the seed.
-func (s Seed) Hash24(k [24]byte) uint64 {
+// Hash24 hashes a 24-byte key (a trace id and a span id) with the seed. It
+// reads the key in place: a copy through the stack would make the read wait
+// for the copy's stores, which serialises the look-ahead of Set.Prefetch.
+func (s Seed) Hash24(k *[24]byte) uint64 {
 	a := binary.LittleEndian.Uint64(k[0:])
 	b := binary.LittleEndian.Uint64(k[8:])
 	c := binary.LittleEndian.Uint64(k[16:])
@@ -35,7 +37,7 @@ func (s Seed) Hash24(k [24]byte) uint64 {
 }
 
 // Hash16 hashes a 16-byte key (a 128-bit digest) with the seed.
-func (s Seed) Hash16(k [16]byte) uint64 {
+func (s Seed) Hash16(k *[16]byte) uint64 {
 	a := binary.LittleEndian.Uint64(k[0:])
 	b := binary.LittleEndian.Uint64(k[8:])
 	return mix(a^s[0], b^s[1]^s[3])

@@ -58,7 +58,7 @@ type Stats struct {
 // Set is a bounded FIFO set with exact keys. V is a value stored with each
 // key (a content fingerprint, say); use struct{} for none.
 type Set[K comparable, V any] struct {
-	hash   func(K) uint64
+	hash   func(*K) uint64
 	window int64
 
 	ring []entry[K, V] // arrival order; the live part is the n entries before head
@@ -77,12 +77,13 @@ type Set[K comparable, V any] struct {
 
 	live  int // keys in the index
 	stats Stats
+	sink  uint32 // what Prefetch loaded, kept so that its loads stay
 }
 
 // New returns a Set that holds up to capacity keys for window nanoseconds.
 // hash must spread keys evenly over 64 bits; seed it per process so that
-// hostile clients cannot choose colliding keys.
-func New[K comparable, V any](capacity int, window int64, hash func(K) uint64) (*Set[K, V], error) {
+// hostile clients cannot choose colliding keys. It reads the key in place.
+func New[K comparable, V any](capacity int, window int64, hash func(*K) uint64) (*Set[K, V], error) {
 	if capacity < 1 || capacity > MaxCapacity {
 		return nil, errCapacity
 	}
@@ -160,14 +161,14 @@ func (s *Set[K, V]) dist(v uint32) uint32 { return (v & s.distMask) >> s.posBits
 
 // find returns the slot holding k. Robin Hood order lets a miss stop at the
 // first slot whose resident is closer to its home than k would be.
-func (s *Set[K, V]) find(k K, h uint64) (uint64, bool) {
+func (s *Set[K, V]) find(k *K, h uint64) (uint64, bool) {
 	i, tag := s.home(h)
 	for d := uint32(0); d <= maxDist; d++ {
 		v := s.slots[i]
 		if v == 0 || s.dist(v) < d {
 			return 0, false
 		}
-		if s.dist(v) == d && v&s.tagMask == tag && s.ring[v&s.posMask-1].key == k {
+		if s.dist(v) == d && v&s.tagMask == tag && s.ring[v&s.posMask-1].key == *k {
 			return i, true
 		}
 		i = s.next(i)
@@ -219,7 +220,7 @@ func (s *Set[K, V]) insert(pos int, h uint64) bool {
 
 // Lookup reports the value stored with k, if k is held.
 func (s *Set[K, V]) Lookup(k K) (V, bool) {
-	i, ok := s.find(k, s.hash(k))
+	i, ok := s.find(&k, s.hash(&k))
 	if !ok {
 		var zero V
 		return zero, false
@@ -231,7 +232,48 @@ func (s *Set[K, V]) Lookup(k K) (V, bool) {
 // true, and changes nothing. Otherwise it stores k with v, arriving at now,
 // evicting the oldest entry when the set is full, and returns false.
 func (s *Set[K, V]) Observe(k K, v V, now int64) (V, bool) {
-	h := s.hash(k)
+	return s.ObserveHashed(&k, s.hash(&k), v, now)
+}
+
+// Hash is the index hash of *k, which ObserveHashed and Prefetch take.
+func (s *Set[K, V]) Hash(k *K) uint64 { return s.hash(k) }
+
+// Prefetch loads, without changing anything, the index lines that observing
+// keys with the hashes hs (in this order, nothing else in between) will
+// read: each key's home slot (and the ring entry its tag points at, which a
+// duplicate is compared with), and, where the set would overflow, the home
+// slots of the entries those insertions evict. The loads do not depend on
+// each other, so their cache misses overlap; observed one by one, each key
+// would wait for the misses of the one before.
+func (s *Set[K, V]) Prefetch(hs []uint64) {
+	var sink uint32
+	for _, h := range hs {
+		i, tag := s.home(h)
+		v := s.slots[i]
+		sink += v
+		if v != 0 && v&s.tagMask == tag {
+			// A likely hit: find compares the key in the ring.
+			sink += uint32(firstByte(&s.ring[v&s.posMask-1]))
+		}
+	}
+	// The entries the insertions would evict, oldest first (when some of
+	// the keys are duplicates, fewer are evicted: the extra loads are
+	// harmless). The ring is read in order, which the hardware prefetches.
+	over := s.n + len(hs) - len(s.ring)
+	t := s.tail()
+	for range min(over, s.n) {
+		i, _ := s.home(s.hash(&s.ring[t].key))
+		sink += s.slots[i]
+		if t++; t == len(s.ring) {
+			t = 0
+		}
+	}
+	s.sink += sink
+}
+
+// ObserveHashed is Observe for the key *k whose Hash is h; it reads *k in
+// place.
+func (s *Set[K, V]) ObserveHashed(k *K, h uint64, v V, now int64) (V, bool) {
 	if i, ok := s.find(k, h); ok {
 		return s.ring[s.slots[i]&s.posMask-1].val, true
 	}
@@ -240,7 +282,7 @@ func (s *Set[K, V]) Observe(k K, v V, now int64) (V, bool) {
 		s.stats.Evicted++
 	}
 	pos := s.head
-	s.ring[pos] = entry[K, V]{key: k, val: v}
+	s.ring[pos] = entry[K, V]{key: *k, val: v}
 	b := pos >> blockShift
 	if pos&(1<<blockShift-1) == 0 || s.n == 0 {
 		s.blockFirst[b] = now
@@ -266,7 +308,7 @@ func (s *Set[K, V]) Observe(k K, v V, now int64) (V, bool) {
 // caller takes back keys whose data was not delivered. It reports whether k
 // was held.
 func (s *Set[K, V]) Forget(k K) bool {
-	i, ok := s.find(k, s.hash(k))
+	i, ok := s.find(&k, s.hash(&k))
 	if !ok {
 		return false
 	}
@@ -327,7 +369,7 @@ func (s *Set[K, V]) Shrink(n int) int {
 // forgotten and stored again elsewhere in the ring), its index slot.
 func (s *Set[K, V]) evictTail() {
 	t := s.tail()
-	if i, ok := s.findPos(t, s.hash(s.ring[t].key)); ok {
+	if i, ok := s.findPos(t, s.hash(&s.ring[t].key)); ok {
 		s.deleteSlot(i)
 	}
 	var zero entry[K, V]

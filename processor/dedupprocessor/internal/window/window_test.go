@@ -153,7 +153,7 @@ func TestAgainstModel(t *testing.T) {
 	const capacity = 37
 	r := rand.New(rand.NewPCG(1, 2))
 	// A weak hash so that probe runs are long and deletion shifts often.
-	s, err := New[[24]byte, uint64](capacity, 1<<60, func(k [24]byte) uint64 { return uint64(k[0]) << 58 })
+	s, err := New[[24]byte, uint64](capacity, 1<<60, func(k *[24]byte) uint64 { return uint64(k[0]) << 58 })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,5 +248,57 @@ func TestShrinkReleasesAndRefills(t *testing.T) {
 	}
 	if _, ok := s.Lookup(key(5)); ok {
 		t.Fatal("shrunk key still held")
+	}
+}
+
+// TestPrefetchChangesNothing runs one stream of batches through two sets
+// with one seed: one key by key with Observe, the other as the processor
+// does, Prefetch of the batch and then ObserveHashed. Every answer, every
+// counter and every lookup must agree, with duplicates, forgotten keys,
+// expiry and a full set.
+func TestPrefetchChangesNothing(t *testing.T) {
+	seed := NewSeed()
+	a, err := New[[24]byte, uint64](1000, 50, seed.Hash24)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New[[24]byte, uint64](1000, 50, seed.Hash24)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	var hs []uint64
+	for now := int64(0); now < 300; now++ {
+		batch := make([][24]byte, r.IntN(700))
+		for i := range batch {
+			batch[i] = key(r.Uint64N(3000))
+		}
+		a.Expire(now)
+		b.Expire(now)
+		hs = hs[:0]
+		for i := range batch {
+			hs = append(hs, b.Hash(&batch[i]))
+		}
+		b.Prefetch(hs)
+		for i := range batch {
+			va, sa := a.Observe(batch[i], uint64(i), now)
+			vb, sb := b.ObserveHashed(&batch[i], hs[i], uint64(i), now)
+			if va != vb || sa != sb {
+				t.Fatalf("at %d key %d: Observe (%d, %v), ObserveHashed (%d, %v)", now, i, va, sa, vb, sb)
+			}
+		}
+		if k := key(r.Uint64N(3000)); a.Forget(k) != b.Forget(k) {
+			t.Fatalf("at %d: Forget disagrees", now)
+		}
+		if a.Stats() != b.Stats() || a.Len() != b.Len() {
+			t.Fatalf("at %d: stats %+v len %d vs %+v len %d", now, a.Stats(), a.Len(), b.Stats(), b.Len())
+		}
+	}
+	for i := range uint64(3000) {
+		va, oa := a.Lookup(key(i))
+		vb, ob := b.Lookup(key(i))
+		if va != vb || oa != ob {
+			t.Fatalf("key %d: Lookup (%d, %v) vs (%d, %v)", i, va, oa, vb, ob)
+		}
 	}
 }
