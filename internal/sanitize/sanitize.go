@@ -5,8 +5,9 @@ package sanitize
 import (
 	"fmt"
 	"strings"
-	"unicode"
 	"unicode/utf8"
+
+	"github.com/doubletake/doubletake/internal/termsafe"
 )
 
 // MaxLabelBytes bounds what Label returns.
@@ -34,9 +35,9 @@ func Label(s string) string {
 		switch {
 		case r == utf8.RuneError && n == 1:
 			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case r < 0x80 && escaped(r):
+		case r < 0x80 && termsafe.Unsafe(r):
 			fmt.Fprintf(&b, `\x%02x`, r)
-		case escaped(r):
+		case termsafe.Unsafe(r):
 			fmt.Fprintf(&b, `\u%04x`, r)
 		default:
 			b.WriteString(s[i : i+n])
@@ -68,7 +69,7 @@ func clean(s string) bool {
 				return false
 			}
 			for _, r := range s[i:] {
-				if escaped(r) {
+				if termsafe.Unsafe(r) {
 					return false
 				}
 			}
@@ -76,11 +77,4 @@ func clean(s string) bool {
 		}
 	}
 	return true
-}
-
-// escaped: control characters and invisible format characters (Unicode
-// category Cf: bidirectional overrides and isolates, zero-width joiners
-// and spaces, the BOM), which reorder or hide text on a screen.
-func escaped(r rune) bool {
-	return unicode.IsControl(r) || unicode.Is(unicode.Cf, r)
 }

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/doubletake/doubletake/internal/termsafe"
 )
 
 func TestLabel(t *testing.T) {
@@ -53,7 +55,7 @@ func FuzzLabel(f *testing.F) {
 			t.Fatalf("Label(%q) = %q: valid %v, %d bytes", s, l, utf8.ValidString(l), len(l))
 		}
 		for _, r := range l {
-			if escaped(r) {
+			if termsafe.Unsafe(r) {
 				t.Fatalf("Label(%q) = %q keeps %U", s, l, r)
 			}
 		}
@@ -63,7 +65,7 @@ func FuzzLabel(f *testing.F) {
 		if clean(s) && l != s {
 			t.Fatalf("clean %q changed to %q", s, l)
 		}
-		if len(s) <= MaxLabelBytes && utf8.ValidString(s) && !strings.ContainsFunc(s, escaped) && l != s {
+		if len(s) <= MaxLabelBytes && utf8.ValidString(s) && !strings.ContainsFunc(s, termsafe.Unsafe) && l != s {
 			t.Fatalf("valid printable %q changed to %q", s, l)
 		}
 	})

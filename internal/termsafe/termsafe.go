@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/url"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -38,32 +39,34 @@ func clean(s string, keepLayout bool) bool {
 			return false
 		}
 		if c >= 0x80 {
-			return cleanRunes(s[i:])
+			return cleanRunes(s[i:], keepLayout)
 		}
 	}
 	return true
 }
 
-func cleanRunes(s string) bool {
+func cleanRunes(s string, keepLayout bool) bool {
 	for len(s) > 0 {
 		r, n := utf8.DecodeRuneInString(s)
 		if r == utf8.RuneError && n <= 1 {
 			return false
 		}
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || isBidi(r) {
-			if r != '\n' && r != '\t' {
-				return false
-			}
+		if Unsafe(r) && !(keepLayout && (r == '\n' || r == '\t')) {
+			return false
 		}
 		s = s[n:]
 	}
 	return true
 }
 
-// isBidi reports whether r is a bidirectional-text control: text after it
-// can be displayed in another order than it is read.
-func isBidi(r rune) bool {
-	return r == 0x061c || r == 0x200e || r == 0x200f || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069)
+// Unsafe reports whether r must be escaped wherever text from telemetry
+// is shown: control characters (C0, DEL, C1), format characters (bidi
+// overrides and isolates, zero-width joiners: category Cf) and the line and
+// paragraph separators U+2028 and U+2029, any of which can rewrite how a
+// terminal, a log line or a page reads. The one rule for termsafe, the
+// sanitize package's labels and the status page.
+func Unsafe(r rune) bool {
+	return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029'
 }
 
 // write escapes s into b; keepLayout lets newline and tab through.
@@ -77,7 +80,7 @@ func write(b *strings.Builder, s string, keepLayout bool) {
 			b.WriteRune(r)
 		case r < 0x20 || r == 0x7f:
 			fmt.Fprintf(b, `\x%02x`, r)
-		case (r >= 0x80 && r < 0xa0) || isBidi(r):
+		case Unsafe(r):
 			fmt.Fprintf(b, `\u%04x`, r)
 		default:
 			b.WriteString(s[:n])

@@ -16,6 +16,9 @@ func TestEscape(t *testing.T) {
 		{"csi\u009b2J", `csi\u009b2J`},
 		{"evil\u202etxt.exe", `evil\u202etxt.exe`},
 		{"bad\xffutf8", `bad\xffutf8`},
+		{"grüße\nforged log line", `grüße\x0aforged log line`},
+		{"zero\u200bwidth", `zero\u200bwidth`},
+		{"line\u2028sep", `line\u2028sep`},
 		{"", ""},
 	} {
 		if got := Escape(c.in); got != c.want {

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"go.opentelemetry.io/collector/component"
@@ -22,6 +21,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
+
+	"github.com/doubletake/doubletake/internal/termsafe"
 )
 
 // The status page's bounds and defaults.
@@ -661,7 +662,7 @@ func cleanNameBytes(s string, max int) string {
 				continue
 			}
 			b.WriteRune(r)
-		case unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029':
+		case termsafe.Unsafe(r):
 			// Control and format characters (bidi overrides, zero-width)
 			// would rewrite how the page reads.
 			if r < 0x100 {
