@@ -82,6 +82,5 @@ with --strict, malformed lines too.`,
 	}
 	out.flags(cmd.Flags())
 	cmd.Flags().BoolVar(&strict, "strict", false, "fail (exit 1) when a line is not OTLP-JSON; without it malformed lines are reported and skipped")
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &ExitError{Code: ExitUsage, Err: err} })
 	return cmd
 }

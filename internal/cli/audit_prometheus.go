@@ -84,7 +84,6 @@ Credentials: ` + envPromToken + ` or --bearer-token-file; or
 	o.out.flags(f)
 	o.client.flags(f)
 	_ = cmd.MarkFlagRequired("url")
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &ExitError{Code: ExitUsage, Err: err} })
 	return cmd
 }
 

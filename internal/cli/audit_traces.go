@@ -75,7 +75,6 @@ Credentials: ` + envTracesToken + ` or --bearer-token-file; or
 	o.out.flags(f)
 	o.client.flags(f)
 	_ = cmd.MarkFlagRequired("service")
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &ExitError{Code: ExitUsage, Err: err} })
 	return cmd
 }
 
