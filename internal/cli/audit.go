@@ -1,11 +1,9 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/url"
 	"os"
@@ -17,7 +15,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/doubletake/doubletake/internal/audit"
-	"github.com/doubletake/doubletake/internal/termsafe"
 )
 
 // Environment variables that hold audit credentials: secrets never go on
@@ -69,58 +66,11 @@ self-contained HTML report.
 	return cmd
 }
 
-// auditOutput are the output flags every audit takes.
-type auditOutput struct {
-	format string
-	output string
-	html   string
-}
-
-func (o *auditOutput) flags(f *pflag.FlagSet) {
+// auditReportFlags are the output flags every audit takes.
+func auditReportFlags(f *pflag.FlagSet, o *reportOutput) {
 	f.StringVar(&o.format, "format", "text", "report format: text or json")
 	f.StringVarP(&o.output, "output", "o", "", "write the report to this `FILE` instead of stdout")
 	f.StringVar(&o.html, "html", "", "also write a self-contained HTML report to this `FILE`")
-}
-
-func (o *auditOutput) validate(name string) error {
-	if o.format != "text" && o.format != "json" {
-		return usageError("audit %s: --format %q: want text or json", name, o.format)
-	}
-	return nil
-}
-
-// write renders the report to --output (or out) and the HTML page to --html.
-func (o *auditOutput) write(out io.Writer, report any, text, html func(io.Writer) error) error {
-	var buf bytes.Buffer
-	var err error
-	if o.format == "json" {
-		err = audit.WriteJSON(&buf, report)
-	} else {
-		// Names in the report come from telemetry: escape what could
-		// drive the terminal.
-		tw := termsafe.NewWriter(&buf)
-		err = errors.Join(text(tw), tw.Flush())
-	}
-	if err != nil {
-		return &ExitError{Code: ExitInternal, Err: fmt.Errorf("rendering the report: %w", err)}
-	}
-	if o.output != "" {
-		if err := os.WriteFile(o.output, buf.Bytes(), 0o644); err != nil {
-			return &ExitError{Code: ExitInternal, Err: fmt.Errorf("writing the report: %w", err)}
-		}
-	} else if _, err := out.Write(buf.Bytes()); err != nil {
-		return &ExitError{Code: ExitInternal, Err: fmt.Errorf("writing the report: %w", err)}
-	}
-	if o.html != "" {
-		var hb bytes.Buffer
-		if err := html(&hb); err != nil {
-			return &ExitError{Code: ExitInternal, Err: fmt.Errorf("rendering the HTML report: %w", err)}
-		}
-		if err := os.WriteFile(o.html, hb.Bytes(), 0o644); err != nil {
-			return &ExitError{Code: ExitInternal, Err: fmt.Errorf("writing the HTML report: %w", err)}
-		}
-	}
-	return nil
 }
 
 // clientFlags configure the HTTP client; secrets come from the

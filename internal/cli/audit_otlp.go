@@ -13,7 +13,7 @@ import (
 )
 
 func newAuditOTLPCommand(s Streams) *cobra.Command {
-	var out auditOutput
+	var out reportOutput
 	var strict bool
 	cmd := &cobra.Command{
 		Use:   "otlp FILE...",
@@ -40,7 +40,7 @@ with --strict, malformed lines too.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(_ *cobra.Command, files []string) error {
-			if err := out.validate("otlp"); err != nil {
+			if err := out.validate("audit otlp"); err != nil {
 				return err
 			}
 			for _, p := range files {
@@ -59,10 +59,12 @@ with --strict, malformed lines too.`,
 			if err != nil {
 				return &ExitError{Code: ExitInternal, Err: err}
 			}
-			if err := out.write(s.Out, rep,
-				func(w io.Writer) error { return audit.WriteOTLPText(w, rep) },
-				func(w io.Writer) error { return audit.WriteOTLPHTML(w, rep) }); err != nil {
-				return err
+			if err := out.write(s.Out, renderings{
+				value: rep,
+				text:  func(w io.Writer) error { return audit.WriteOTLPText(w, rep) },
+				html:  func(w io.Writer) error { return audit.WriteOTLPHTML(w, rep) },
+			}); err != nil {
+				return &ExitError{Code: ExitInternal, Err: err}
 			}
 			malformed := 0
 			for _, f := range rep.Files {
@@ -80,7 +82,7 @@ with --strict, malformed lines too.`,
 			return nil
 		},
 	}
-	out.flags(cmd.Flags())
+	auditReportFlags(cmd.Flags(), &out)
 	cmd.Flags().BoolVar(&strict, "strict", false, "fail (exit 1) when a line is not OTLP-JSON; without it malformed lines are reported and skipped")
 	return cmd
 }

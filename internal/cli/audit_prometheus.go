@@ -23,7 +23,7 @@ type auditPromOptions struct {
 	top         int
 	maxCharts   int
 	progress    time.Duration
-	out         auditOutput
+	out         reportOutput
 	client      clientFlags
 }
 
@@ -81,7 +81,7 @@ Credentials: ` + envPromToken + ` or --bearer-token-file; or
 	f.IntVar(&o.top, "top", o.top, "list at most this many affected series in the text report (0: all)")
 	f.IntVar(&o.maxCharts, "max-charts", o.maxCharts, "draw at most this many series (the worst) in the HTML report")
 	f.DurationVar(&o.progress, "progress-interval", o.progress, "print a progress line to stderr this often (0: never)")
-	o.out.flags(f)
+	auditReportFlags(f, &o.out)
 	o.client.flags(f)
 	_ = cmd.MarkFlagRequired("url")
 	return cmd
@@ -91,7 +91,7 @@ func runAuditPrometheus(ctx context.Context, s Streams, o auditPromOptions) erro
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if err := o.out.validate("prometheus"); err != nil {
+	if err := o.out.validate("audit prometheus"); err != nil {
 		return err
 	}
 	if err := checkURL("--url", o.url); err != nil {
@@ -127,10 +127,12 @@ func runAuditPrometheus(ctx context.Context, s Streams, o auditPromOptions) erro
 	if err != nil {
 		return auditFailure(err, &o.client)
 	}
-	if err := o.out.write(s.Out, rep,
-		func(w io.Writer) error { return audit.WritePromText(w, rep, o.top) },
-		func(w io.Writer) error { return audit.WritePromHTML(w, rep) }); err != nil {
-		return err
+	if err := o.out.write(s.Out, renderings{
+		value: rep,
+		text:  func(w io.Writer) error { return audit.WritePromText(w, rep, o.top) },
+		html:  func(w io.Writer) error { return audit.WritePromHTML(w, rep) },
+	}); err != nil {
+		return &ExitError{Code: ExitInternal, Err: err}
 	}
 	fmt.Fprintf(s.Err, "doubletake audit: %d interleaved, %d drop, %d restart, %d clean of %s\n",
 		rep.Classes[audit.ClassInterleaved], rep.Classes[audit.ClassDrop], rep.Classes[audit.ClassRestart], rep.Classes[audit.ClassClean],

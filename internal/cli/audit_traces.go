@@ -19,7 +19,7 @@ type auditTracesOptions struct {
 	lookback time.Duration
 	end      time.Time
 	limit    int
-	out      auditOutput
+	out      reportOutput
 	client   clientFlags
 }
 
@@ -72,7 +72,7 @@ Credentials: ` + envTracesToken + ` or --bearer-token-file; or
 	f.Var(durationValue{&o.lookback}, "lookback", "how far back to read (1h, 24h, 7d)")
 	f.Var(timeValue{&o.end}, "end", "end of the lookback (RFC 3339 or Unix seconds; default now)")
 	f.IntVar(&o.limit, "limit", o.limit, "traces per request; a window returning this many is split")
-	o.out.flags(f)
+	auditReportFlags(f, &o.out)
 	o.client.flags(f)
 	_ = cmd.MarkFlagRequired("service")
 	return cmd
@@ -82,7 +82,7 @@ func runAuditTraces(ctx context.Context, s Streams, o auditTracesOptions) error 
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if err := o.out.validate("traces"); err != nil {
+	if err := o.out.validate("audit traces"); err != nil {
 		return err
 	}
 	if (o.jaeger == "") == (o.tempo == "") {
@@ -121,10 +121,12 @@ func runAuditTraces(ctx context.Context, s Streams, o auditTracesOptions) error 
 	if err != nil {
 		return auditFailure(err, &o.client)
 	}
-	if err := o.out.write(s.Out, rep,
-		func(w io.Writer) error { return audit.WriteTraceText(w, rep) },
-		func(w io.Writer) error { return audit.WriteTraceHTML(w, rep) }); err != nil {
-		return err
+	if err := o.out.write(s.Out, renderings{
+		value: rep,
+		text:  func(w io.Writer) error { return audit.WriteTraceText(w, rep) },
+		html:  func(w io.Writer) error { return audit.WriteTraceHTML(w, rep) },
+	}); err != nil {
+		return &ExitError{Code: ExitInternal, Err: err}
 	}
 	fmt.Fprintf(s.Err, "doubletake audit: %s, %d span ids stored more than once (%d extra copies), %s (double instrumentation)\n",
 		auditCount(rep.Traces, "trace"), rep.Spans.Duplicated, rep.Spans.ExtraCopies, auditCount(rep.Nested.Pairs, "nested duplicate"))

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -50,9 +49,7 @@ type verifyOptions struct {
 	forwardProtocol string
 	grace           time.Duration
 	graceMax        time.Duration
-	format          string
-	junit           string
-	output          string
+	report          reportOutput // --format, --output, --junit
 	maxRatio        float64
 	ignoreExit      bool
 	exportInterval  time.Duration
@@ -67,11 +64,6 @@ type verifyOptions struct {
 
 // expectValues are the signals --expect accepts.
 var expectValues = []string{"traces", "metrics", "logs"}
-
-// jsonToStdout reports whether the report is JSON on verify's stdout: then
-// CMD's stdout goes to verify's stderr, so that a parser reading verify's
-// stdout gets the report alone.
-func (o *verifyOptions) jsonToStdout() bool { return o.format == "json" && o.output == "" }
 
 // allowNestedDuplicates is the --allow value that passes nested duplicates.
 const allowNestedDuplicates = "nested-duplicates"
@@ -90,7 +82,7 @@ func (o *verifyOptions) allows(kind string) bool {
 }
 
 func newVerifyCommand(s Streams) *cobra.Command {
-	o := verifyOptions{grace: defaultGrace, graceMax: defaultGraceMax, format: "text", forwardProtocol: "grpc", exportInterval: analyze.DefaultExportInterval,
+	o := verifyOptions{grace: defaultGrace, graceMax: defaultGraceMax, report: reportOutput{format: "text"}, forwardProtocol: "grpc", exportInterval: analyze.DefaultExportInterval,
 		scanTimeout: defaultScanTimeout, scanMaxFiles: defaultScanMaxFiles}
 	cmd := &cobra.Command{
 		Use:   "verify [flags] -- CMD [ARGS...]",
@@ -154,9 +146,9 @@ or a signal named by --expect never arrived.`,
 	f.StringVar(&o.forwardProtocol, "forward-protocol", o.forwardProtocol, "protocol for --forward: grpc or http (OTLP/HTTP protobuf; the URL path is a prefix for /v1/<signal>)")
 	f.DurationVar(&o.grace, "grace", o.grace, "after CMD exits, wait until no export has arrived for this long")
 	f.DurationVar(&o.graceMax, "grace-max", o.graceMax, "after CMD exits, wait at most this long for exports to go quiet")
-	f.StringVar(&o.format, "format", o.format, "report format on stdout: text or json")
-	f.StringVarP(&o.output, "output", "o", "", "write the report to this file instead of stdout")
-	f.StringVar(&o.junit, "junit", "", "also write a JUnit XML report to this file")
+	f.StringVar(&o.report.format, "format", o.report.format, "report format on stdout: text or json")
+	f.StringVarP(&o.report.output, "output", "o", "", "write the report to this file instead of stdout")
+	f.StringVar(&o.report.junit, "junit", "", "also write a JUnit XML report to this file")
 	f.Float64Var(&o.maxRatio, "max-duplicate-ratio", 0, "fail (exit 1) when extra copies / items received exceeds this (0..1); id duplicates only (spans, log records, metric points): nested duplicates are not counted, see --allow")
 	f.StringSliceVar(&o.allow, "allow", nil, "do not fail on these finding kinds (still reported); repeatable or comma-separated: "+strings.Join(allowValues, ", "))
 	f.BoolVar(&o.ignoreExit, "ignore-exit", false, "do not fail (exit 3) when CMD fails; its status is still reported")
@@ -171,10 +163,8 @@ or a signal named by --expect never arrived.`,
 }
 
 func (o *verifyOptions) validate(args []string, listenSet bool) error {
-	switch o.format {
-	case "text", "json":
-	default:
-		return usageError("verify: --format %q: want text or json", o.format)
+	if err := o.report.validate("verify"); err != nil {
+		return err
 	}
 	if o.maxRatio < 0 || o.maxRatio > 1 || o.maxRatio != o.maxRatio {
 		return usageError("verify: --max-duplicate-ratio %v: want a number from 0 to 1", o.maxRatio)
@@ -409,7 +399,11 @@ func runVerify(ctx context.Context, s Streams, o verifyOptions, args []string, l
 		rep.ReleaseScan = scanner.run(ctx, args)
 	}
 
-	if err := writeVerifyReport(s, o, rep); err != nil {
+	if err := o.report.write(s.Out, renderings{
+		value: rep,
+		text:  func(w io.Writer) error { return writeVerifyText(w, rep) },
+		junit: func(w io.Writer) error { return writeVerifyJUnit(w, rep) },
+	}); err != nil {
 		return &ExitError{Code: ExitInternal, Err: fmt.Errorf("verify: %w", err)}
 	}
 	if rep.Report.Malformed > 0 {
@@ -594,8 +588,9 @@ func runChild(s Streams, args []string, srv *capture.Server, sigs <-chan os.Sign
 	}
 	c.Env = env
 	c.Stdin, c.Stdout, c.Stderr = s.In, s.Out, s.Err
-	if o.jsonToStdout() {
-		// verify's stdout carries the JSON report alone.
+	if o.report.jsonToStdout() {
+		// verify's stdout carries the JSON report alone, so that a parser
+		// reading it gets the report alone.
 		c.Stdout = s.Err
 	}
 	started := time.Now()
@@ -672,39 +667,6 @@ func unwrapExec(err error) error {
 	return err
 }
 
-func writeVerifyReport(s Streams, o verifyOptions, r *verifyReport) error {
-	out := s.Out
-	var file *os.File
-	if o.output != "" {
-		f, err := os.Create(o.output)
-		if err != nil {
-			return fmt.Errorf("writing the report: %w", err)
-		}
-		file, out = f, f
-	}
-	var err error
-	if o.format == "json" {
-		err = writeVerifyJSON(out, r)
-	} else {
-		// Names in the report come from telemetry: escape what could
-		// drive the terminal.
-		tw := termsafe.NewWriter(out)
-		err = errors.Join(writeVerifyText(tw, r), tw.Flush())
-	}
-	if file != nil {
-		err = errors.Join(err, file.Close())
-	}
-	if err != nil {
-		return fmt.Errorf("writing the report: %w", err)
-	}
-	if o.junit != "" {
-		if err := writeVerifyJUnit(o.junit, r); err != nil {
-			return fmt.Errorf("writing --junit %s: %w", o.junit, err)
-		}
-	}
-	return nil
-}
-
 func writeVerifyText(w io.Writer, r *verifyReport) error {
 	var b strings.Builder
 	b.WriteString("doubletake verify: ")
@@ -756,13 +718,7 @@ func writeVerifyText(w io.Writer, r *verifyReport) error {
 	return err
 }
 
-func writeVerifyJSON(w io.Writer, r *verifyReport) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
-}
-
-func writeVerifyJUnit(path string, r *verifyReport) error {
+func writeVerifyJUnit(w io.Writer, r *verifyReport) error {
 	cases := analyze.JUnitCases(r.Report, r.MaxRatio, slices.Contains(r.Allow, allowNestedDuplicates))
 	received := analyze.JUnitCase{Name: "telemetry arrives", Class: "doubletake.verify.received"}
 	if len(r.Missing) > 0 {
@@ -792,12 +748,7 @@ func writeVerifyJUnit(path string, r *verifyReport) error {
 	} else {
 		elapsed = time.Duration(r.ListenedFor)
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	err = analyze.WriteJUnit(f, "doubletake verify", elapsed, cases)
-	return errors.Join(err, f.Close())
+	return analyze.WriteJUnit(w, "doubletake verify", elapsed, cases)
 }
 
 // redactURL is a URL flag's value fit for an error or log line: no password.
