@@ -1,5 +1,9 @@
-// Package cli holds doubletake's command tree: one file per subcommand.
-// Constructors take their dependencies (the I/O streams); there are no globals.
+// Package cli holds doubletake's command tree: one file per subcommand
+// (run.go, verify.go, audit.go and audit_<name>.go for each of its own,
+// scan.go, version.go); verify's parts by concern in verify_*.go; what
+// several commands share in root.go (exit codes, typed errors), report.go
+// (the one report writer) and flagvalues.go. Constructors take their
+// dependencies (the I/O streams); there are no globals.
 package cli
 
 import (
