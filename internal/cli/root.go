@@ -125,8 +125,10 @@ func Main(args []string, s Streams) int {
 }
 
 // execute runs root with args and returns the exit code: an *ExitError's
-// code; for any other error, which only cobra's checks of the command line
-// return (see typeRunErrors), ExitUsage.
+// code; for any other error, ExitUsage. Any other error comes from cobra
+// itself (see typeRunErrors): its checks of the command line, or, rarely,
+// a failure to print --version or the commands cobra adds (help,
+// completion), which are not typed.
 func execute(root *cobra.Command, args []string, s Streams) int {
 	typeRunErrors(root)
 	root.SetArgs(args)
