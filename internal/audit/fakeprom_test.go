@@ -27,6 +27,10 @@ type fakeProm struct {
 	maxFlight atomic.Int64
 	mu        sync.Mutex
 	queried   map[string]int // exact selectors seen
+
+	// queryErr, when set, is the error Query returns for a selector (nil:
+	// answer it).
+	queryErr func(sel string) error
 }
 
 type fakeSeries struct {
@@ -197,6 +201,11 @@ func (f *fakeProm) Query(_ context.Context, q string, ts time.Time, _ ...promv1.
 		return nil, nil, nil, err
 	}
 	sel := q[:i]
+	if f.queryErr != nil {
+		if err := f.queryErr(sel); err != nil {
+			return nil, nil, nil, err
+		}
+	}
 	f.mu.Lock()
 	if f.queried == nil {
 		f.queried = map[string]int{}

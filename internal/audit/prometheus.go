@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
+	"golang.org/x/sync/errgroup"
 )
 
 // PromAPI is the part of client_golang's Prometheus HTTP API
@@ -101,26 +103,58 @@ type queryJob struct {
 	want      *model.Fingerprint
 }
 
+// promAudit is one run of AuditPrometheus: the API, the options and the
+// range, and what the run accumulates.
+type promAudit struct {
+	api            PromAPI
+	o              PromOptions
+	start, end     time.Time
+	startMS, endMS int64
+	window         string // the range selector appended to every query
+	rep            *PromReport
+	agg            *aggregator
+	prog           *progress
+	meta           map[string][]promv1.Metadata
+}
+
 // AuditPrometheus reads every counter-like series the matchers select over
 // the range ending at End, as stored, and reports those with resets, worst
 // first.
 //
 // Series are paged: metric names first (label values of __name__), then the
 // series of one name, then their samples, either in one query per selector
-// (ChunkSeries series at most) or one series per query.
+// (ChunkSeries series at most) or one series per query, Concurrency queries
+// at a time. A fatal error (see fatal) cancels the audit; any other failure
+// of one query is counted in the report and the audit goes on.
 func AuditPrometheus(ctx context.Context, api PromAPI, o PromOptions) (*PromReport, error) {
 	o = o.withDefaults()
-	end := o.End.Truncate(time.Second)
-	start := end.Add(-o.Range)
-	startMS, endMS := start.UnixMilli(), end.UnixMilli()
-	window := fmt.Sprintf("[%dms]", o.Range.Milliseconds())
-
 	for _, m := range o.Matchers {
 		if _, _, err := splitSelector(m); err != nil {
 			return nil, fmt.Errorf("--match: %w: %w", ErrBadQuery, err)
 		}
 	}
+	a := newPromAudit(api, o)
+	names, err := a.metricNames(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.readMetadata(ctx); err != nil {
+		return nil, err
+	}
+	if err := a.readSeries(ctx, names); err != nil {
+		return nil, err
+	}
+	if a.rep.CounterNames == 0 {
+		return nil, fmt.Errorf("%w: %d metric names match %s, none of them counter-like (type counter, histogram or summary in the metadata; otherwise a name ending in _total, _sum, _count or _bucket)",
+			ErrNoData, a.rep.Names, strings.Join(o.Matchers, " or "))
+	}
+	a.agg.finish()
+	return a.rep, nil
+}
 
+func newPromAudit(api PromAPI, o PromOptions) *promAudit {
+	end := o.End.Truncate(time.Second)
+	start := end.Add(-o.Range)
 	rep := &PromReport{
 		URL:      o.URL,
 		Matchers: o.Matchers,
@@ -129,184 +163,195 @@ func AuditPrometheus(ctx context.Context, api PromAPI, o PromOptions) (*PromRepo
 		Range:    o.Range.String(),
 		Classes:  map[Class]int{},
 	}
+	return &promAudit{
+		api: api, o: o,
+		start: start, end: end, startMS: start.UnixMilli(), endMS: end.UnixMilli(),
+		window: fmt.Sprintf("[%dms]", o.Range.Milliseconds()),
+		rep:    rep,
+		agg:    newAggregator(rep, o.MaxCharts),
+		prog:   &progress{},
+	}
+}
 
-	nameSet := map[string]struct{}{}
-	for _, m := range o.Matchers {
-		vals, warns, _, err := api.LabelValues(ctx, model.MetricNameLabel, []string{m}, start, end)
+// metricNames lists the metric names the matchers select, sorted; none is
+// ErrNoData.
+func (a *promAudit) metricNames(ctx context.Context) ([]string, error) {
+	set := map[string]struct{}{}
+	for _, m := range a.o.Matchers {
+		vals, warns, _, err := a.api.LabelValues(ctx, model.MetricNameLabel, []string{m}, a.start, a.end)
 		if err != nil {
 			return nil, wrapProm("listing metric names", err)
 		}
-		rep.addWarnings(warns)
+		a.rep.addWarnings(warns)
 		for _, v := range vals {
-			nameSet[string(v)] = struct{}{}
+			set[string(v)] = struct{}{}
 		}
 	}
-	if len(nameSet) == 0 {
+	if len(set) == 0 {
 		return nil, fmt.Errorf("%w: no series match %s between %s and %s",
-			ErrNoData, strings.Join(o.Matchers, " or "), start.UTC().Format(time.RFC3339), end.UTC().Format(time.RFC3339))
+			ErrNoData, strings.Join(a.o.Matchers, " or "), a.start.UTC().Format(time.RFC3339), a.end.UTC().Format(time.RFC3339))
 	}
-	names := make([]string, 0, len(nameSet))
-	for n := range nameSet {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	rep.Names = len(names)
+	names := slices.Sorted(maps.Keys(set))
+	a.rep.Names = len(names)
+	a.prog.names = int64(len(names))
+	return names, nil
+}
 
-	meta, err := api.Metadata(ctx, "", "")
+// readMetadata reads the metric types. Without them types come from name
+// suffixes: a failure that is not fatal is a problem in the report.
+func (a *promAudit) readMetadata(ctx context.Context) error {
+	meta, err := a.api.Metadata(ctx, "", "")
 	if err != nil {
 		if ctx.Err() != nil || fatal(err) {
-			return nil, wrapProm("reading metric metadata", err)
+			return wrapProm("reading metric metadata", err)
 		}
-		rep.Problems = append(rep.Problems, wrapProm("reading metric metadata (types from name suffixes only)", err).Error())
+		a.rep.Problems = append(a.rep.Problems, wrapProm("reading metric metadata (types from name suffixes only)", err).Error())
 	}
+	a.meta = meta
+	return nil
+}
 
+// readSeries lists the series of each counter-like name and reads their
+// samples, at most Concurrency queries at once. It returns the first fatal
+// error, or the context's.
+func (a *promAudit) readSeries(ctx context.Context, names []string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var (
-		agg      = newAggregator(rep, o.MaxCharts)
-		jobs     = make(chan queryJob, o.Concurrency)
-		wg       sync.WaitGroup
-		fatalMu  sync.Mutex
-		fatalErr error
-		prog     = &progress{names: int64(len(names))}
-	)
-	stop := func(err error) {
-		fatalMu.Lock()
-		if fatalErr == nil {
-			fatalErr = err
-		}
-		fatalMu.Unlock()
-		cancel()
-	}
-	for range o.Concurrency {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range jobs {
-				if ctx.Err() != nil {
-					continue
-				}
-				runJob(ctx, api, j, window, end, startMS, endMS, o, agg, prog, stop)
-			}
-		}()
-	}
-	progDone := make(chan struct{})
-	var progWG sync.WaitGroup
-	if o.Progress != nil {
-		progWG.Add(1)
-		go func() {
-			defer progWG.Done()
-			t := time.NewTicker(o.ProgressEvery)
-			defer t.Stop()
-			for {
-				select {
-				case <-t.C:
-					prog.print(o.Progress, false)
-				case <-progDone:
-					return
-				}
-			}
-		}()
-	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(a.o.Concurrency)
+	stopProgress := a.reportProgress()
 
-	produce := func() error {
-		for _, name := range names {
-			if ctx.Err() != nil {
-				return nil
-			}
-			prog.namesDone.Add(1)
-			if ok, _ := counterLike(name, meta); !ok {
-				agg.skipName()
-				continue
-			}
-			agg.counterName()
-			var sels []string
-			for _, m := range o.Matchers {
-				s, ok, err := withName(m, name)
-				if err != nil {
-					return fmt.Errorf("--match: %w: %w", ErrBadQuery, err)
-				}
-				if ok {
-					sels = append(sels, s)
-				}
-			}
-			if len(sels) == 0 {
-				continue
-			}
-			series, warns, _, err := api.Series(ctx, sels, start, end)
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				err = wrapProm(fmt.Sprintf("listing the series of %s", name), err)
-				if fatal(err) {
-					return err
-				}
-				agg.problem(err, 1)
-				continue
-			}
-			agg.addWarnings(warns)
-			if len(series) == 0 {
-				continue
-			}
-			if len(series) <= o.ChunkSeries {
-				jobs <- queryJob{name: name, selectors: sels}
-				continue
-			}
-			labelNames := unionLabelNames(series)
-			for _, ls := range series {
-				fp := ls.Fingerprint()
-				jobs <- queryJob{name: name, selectors: []string{exactSelector(ls, labelNames)}, want: &fp}
-			}
+	var listErr error
+	for _, name := range names {
+		if gctx.Err() != nil {
+			break
 		}
+		if listErr = a.queueName(gctx, g, name); listErr != nil {
+			cancel() // the queries under way stop
+			break
+		}
+	}
+	queryErr := g.Wait()
+	stopProgress()
+	switch {
+	case listErr != nil:
+		return listErr
+	case queryErr != nil:
+		return queryErr
+	}
+	return ctx.Err()
+}
+
+// queueName lists the series of one metric name and queues the queries
+// that read them: one per selector for at most ChunkSeries series, else
+// one per series. Only a fatal error is returned.
+func (a *promAudit) queueName(ctx context.Context, g *errgroup.Group, name string) error {
+	a.prog.namesDone.Add(1)
+	if ok, _ := counterLike(name, a.meta); !ok {
+		a.agg.skipName()
 		return nil
 	}
-	if err := produce(); err != nil {
-		stop(err)
+	a.agg.counterName()
+	var sels []string
+	for _, m := range a.o.Matchers {
+		s, ok, err := withName(m, name)
+		if err != nil {
+			return fmt.Errorf("--match: %w: %w", ErrBadQuery, err)
+		}
+		if ok {
+			sels = append(sels, s)
+		}
 	}
-	close(jobs)
-	wg.Wait()
-	close(progDone)
-	progWG.Wait()
-	if o.Progress != nil {
-		prog.print(o.Progress, true)
+	if len(sels) == 0 {
+		return nil
 	}
-	if fatalErr != nil {
-		return nil, fatalErr
+	series, warns, _, err := a.api.Series(ctx, sels, a.start, a.end)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		err = wrapProm(fmt.Sprintf("listing the series of %s", name), err)
+		if fatal(err) {
+			return err
+		}
+		a.agg.problem(err, 1)
+		return nil
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	a.agg.addWarnings(warns)
+	if len(series) == 0 {
+		return nil
 	}
-	if rep.CounterNames == 0 {
-		return nil, fmt.Errorf("%w: %d metric names match %s, none of them counter-like (type counter, histogram or summary in the metadata; otherwise a name ending in _total, _sum, _count or _bucket)",
-			ErrNoData, rep.Names, strings.Join(o.Matchers, " or "))
+	if len(series) <= a.o.ChunkSeries {
+		a.queue(ctx, g, queryJob{name: name, selectors: sels})
+		return nil
 	}
-	agg.finish()
-	return rep, nil
+	labelNames := unionLabelNames(series)
+	for _, ls := range series {
+		fp := ls.Fingerprint()
+		a.queue(ctx, g, queryJob{name: name, selectors: []string{exactSelector(ls, labelNames)}, want: &fp})
+	}
+	return nil
+}
+
+// queue runs j in the group once a slot is free; a job that gets its slot
+// after the audit was cancelled does nothing.
+func (a *promAudit) queue(ctx context.Context, g *errgroup.Group, j queryJob) {
+	g.Go(func() error {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return a.runJob(ctx, j)
+	})
+}
+
+// reportProgress prints a progress line every ProgressEvery until the
+// returned func is called, which prints the final one.
+func (a *promAudit) reportProgress() (stop func()) {
+	if a.o.Progress == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(a.o.ProgressEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				a.prog.print(a.o.Progress, false)
+			case <-done:
+				return
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+		a.prog.print(a.o.Progress, true)
+	}
 }
 
 // runJob queries one job's selectors and analyses the series they return.
-func runJob(ctx context.Context, api PromAPI, j queryJob, window string, end time.Time, startMS, endMS int64,
-	o PromOptions, agg *aggregator, prog *progress, stop func(error)) {
+// Only a fatal error is returned; the others are counted in the report.
+func (a *promAudit) runJob(ctx context.Context, j queryJob) error {
 	seen := map[model.Fingerprint]struct{}{}
 	for _, sel := range j.selectors {
-		v, warns, _, err := api.Query(ctx, sel+window, end)
+		v, warns, _, err := a.api.Query(ctx, sel+a.window, a.end)
 		if err != nil {
 			if ctx.Err() != nil {
-				return
+				return nil
 			}
 			err = wrapProm(fmt.Sprintf("reading %s", sel), err)
 			if fatal(err) {
-				stop(err)
-				return
+				return err
 			}
-			agg.problem(err, 1)
+			a.agg.problem(err, 1)
 			continue
 		}
-		agg.addWarnings(warns)
+		a.agg.addWarnings(warns)
 		m, ok := v.(model.Matrix)
 		if !ok {
-			agg.problem(fmt.Errorf("reading %s: %w: got a %s, want a matrix", sel, ErrMalformed, v.Type()), 1)
+			a.agg.problem(fmt.Errorf("reading %s: %w: got a %s, want a matrix", sel, ErrMalformed, v.Type()), 1)
 			continue
 		}
 		for _, ss := range m {
@@ -321,17 +366,23 @@ func runJob(ctx context.Context, api PromAPI, j queryJob, window string, end tim
 			if len(ss.Values) == 0 {
 				continue // native histograms only
 			}
-			samples := make([]Sample, len(ss.Values))
-			for i, p := range ss.Values {
-				samples[i] = Sample{T: int64(p.Timestamp), V: float64(p.Value)}
-			}
-			r := analyzeSeries(ss.Metric, samples, startMS, endMS, o)
-			agg.add(r)
-			prog.series.Add(1)
-			if r.Resets > 0 {
-				prog.affected.Add(1)
-			}
+			a.addSeries(ss)
 		}
+	}
+	return nil
+}
+
+// addSeries analyses one series' samples into the report.
+func (a *promAudit) addSeries(ss *model.SampleStream) {
+	samples := make([]Sample, len(ss.Values))
+	for i, p := range ss.Values {
+		samples[i] = Sample{T: int64(p.Timestamp), V: float64(p.Value)}
+	}
+	r := analyzeSeries(ss.Metric, samples, a.startMS, a.endMS, a.o)
+	a.agg.add(r)
+	a.prog.series.Add(1)
+	if r.Resets > 0 {
+		a.prog.affected.Add(1)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -155,6 +156,78 @@ func TestAuditPrometheusPages(t *testing.T) {
 	}
 	if !strings.Contains(progress.String(), "doubletake audit: progress: metric names") {
 		t.Errorf("no progress line: %q", progress.String())
+	}
+}
+
+// manySeries is names metric names of n series each, every series read
+// by a query of its own (n above ChunkSeries 100).
+func manySeries(names, n int) []fakeSeries {
+	var out []fakeSeries
+	for m := range names {
+		for i := range n {
+			out = append(out, fakeSeries{ls(fmt.Sprintf("m%d_total", m), "instance", fmt.Sprintf("i%d", i)),
+				every(12, 5*time.Second, func(j int) float64 { return float64(j) })})
+		}
+	}
+	return out
+}
+
+// TestAuditPrometheusFatalErrorCancels: a fatal error (401) ends the audit
+// with that error, and no query starts after it: at most the ones already
+// in flight (Concurrency) were sent.
+func TestAuditPrometheusFatalErrorCancels(t *testing.T) {
+	f := &fakeProm{series: manySeries(4, 150)}
+	unauthorized := &StatusError{Method: "POST", URL: "http://prom/api/v1/query", Code: 401}
+	f.queryErr = func(string) error { return unauthorized }
+	_, err := AuditPrometheus(context.Background(), f, PromOptions{End: testEnd, Range: time.Hour, Concurrency: 3})
+	var se *StatusError
+	if !errors.As(err, &se) || se.Code != 401 || !strings.Contains(err.Error(), "reading {") {
+		t.Fatalf("err = %v, want the 401 of a query", err)
+	}
+	if n := f.queries.Load(); n < 1 || n > 3 {
+		t.Errorf("%d queries sent, want 1 to 3 (those in flight when the first failed)", n)
+	}
+}
+
+// TestAuditPrometheusSeriesErrorGoesOn: a query that fails without being
+// fatal (a server error) is counted and reported; every other series is
+// still read.
+func TestAuditPrometheusSeriesErrorGoesOn(t *testing.T) {
+	f := &fakeProm{series: manySeries(2, 150)}
+	f.queryErr = func(sel string) error {
+		if strings.Contains(sel, `"i7"`) || strings.Contains(sel, `"i8"`) {
+			return &promv1.Error{Type: promv1.ErrServer, Msg: "query timed out"}
+		}
+		return nil
+	}
+	rep, err := AuditPrometheus(context.Background(), f, PromOptions{End: testEnd, Range: time.Hour, Concurrency: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Failed != 4 || rep.Series != 2*150-4 || f.queries.Load() != 2*150 {
+		t.Errorf("failed %d, series %d, queries %d; want 4 failed, %d read, %d queries", rep.Failed, rep.Series, f.queries.Load(), 2*150-4, 2*150)
+	}
+	if len(rep.Problems) != 4 || !strings.Contains(rep.Problems[0], "query timed out") {
+		t.Errorf("problems %q", rep.Problems)
+	}
+}
+
+// TestAuditPrometheusCancelled: the caller's cancellation ends the audit
+// with context.Canceled.
+func TestAuditPrometheusCancelled(t *testing.T) {
+	f := &fakeProm{series: manySeries(2, 150)}
+	ctx, cancel := context.WithCancel(context.Background())
+	var once sync.Once
+	f.queryErr = func(string) error {
+		once.Do(cancel)
+		return nil
+	}
+	_, err := AuditPrometheus(ctx, f, PromOptions{End: testEnd, Range: time.Hour, Concurrency: 2})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	if n := f.queries.Load(); n > 2 {
+		t.Errorf("%d queries sent after the cancellation, want at most the 2 in flight", n)
 	}
 }
 

@@ -1,12 +1,15 @@
-// Package cli holds doubletake's command tree: one file per subcommand.
-// Constructors take their dependencies (the I/O streams); there are no globals.
+// Package cli holds doubletake's command tree: one file per subcommand
+// (run.go, verify.go, audit.go and audit_<name>.go for each of its own,
+// scan.go, version.go); verify's parts by concern in verify_*.go; what
+// several commands share in root.go (exit codes, typed errors), report.go
+// (the one report writer) and flagvalues.go. Constructors take their
+// dependencies (the I/O streams); there are no globals.
 package cli
 
 import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -48,9 +51,46 @@ func (e *ExitError) Error() string {
 
 func (e *ExitError) Unwrap() error { return e.Err }
 
-// usageError marks an error as a usage error (exit 2).
+// usageError is a usage error (exit 2) where it arises: a flag or argument
+// the command refuses.
 func usageError(format string, args ...any) error {
 	return &ExitError{Code: ExitUsage, Err: fmt.Errorf(format, args...)}
+}
+
+// flagError types the errors cobra reports while parsing flags (unknown
+// flag, missing or invalid value): usage errors. Set on the root, it holds
+// for every subcommand.
+func flagError(_ *cobra.Command, err error) error {
+	return &ExitError{Code: ExitUsage, Err: err}
+}
+
+// runHooks are the functions of a command that run its code, after cobra
+// has parsed and validated the command line.
+func runHooks(c *cobra.Command) []*func(*cobra.Command, []string) error {
+	return []*func(*cobra.Command, []string) error{&c.PersistentPreRunE, &c.PreRunE, &c.RunE, &c.PostRunE, &c.PersistentPostRunE}
+}
+
+// typeRunErrors makes every error that a command's code returns, in cmd and
+// below, an *ExitError: one the code did not type is doubletake's own
+// failure (exit 4). What cobra reports before a command runs (an unknown
+// command, an argument count the command refuses, a required flag not
+// set) is then the only untyped error Main sees: a usage error.
+func typeRunErrors(cmd *cobra.Command) {
+	for _, hook := range runHooks(cmd) {
+		if f := *hook; f != nil {
+			*hook = func(c *cobra.Command, args []string) error {
+				err := f(c, args)
+				var ee *ExitError
+				if err == nil || errors.As(err, &ee) {
+					return err
+				}
+				return &ExitError{Code: ExitInternal, Err: err}
+			}
+		}
+	}
+	for _, sub := range cmd.Commands() {
+		typeRunErrors(sub)
+	}
 }
 
 // NewRootCommand builds the whole command tree.
@@ -68,9 +108,7 @@ that cause it.`,
 	root.SetIn(s.In)
 	root.SetOut(s.Out)
 	root.SetErr(s.Err)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return &ExitError{Code: ExitUsage, Err: err}
-	})
+	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(
 		newRunCommand(s),
 		newVerifyCommand(s),
@@ -83,7 +121,16 @@ that cause it.`,
 
 // Main runs the command tree with args and returns the process exit code.
 func Main(args []string, s Streams) int {
-	root := NewRootCommand(s)
+	return execute(NewRootCommand(s), args, s)
+}
+
+// execute runs root with args and returns the exit code: an *ExitError's
+// code; for any other error, ExitUsage. Any other error comes from cobra
+// itself (see typeRunErrors): its checks of the command line, or, rarely,
+// a failure to print --version or the commands cobra adds (help,
+// completion), which are not typed.
+func execute(root *cobra.Command, args []string, s Streams) int {
+	typeRunErrors(root)
 	root.SetArgs(args)
 	err := root.Execute()
 	if err == nil {
@@ -94,27 +141,11 @@ func Main(args []string, s Streams) int {
 	msg := termsafe.NewWriter(s.Err)
 	defer msg.Flush()
 	var ee *ExitError
-	if errors.As(err, &ee) {
-		if ee.Err != nil {
-			fmt.Fprintf(msg, "doubletake: %v\n", ee.Err)
-		}
-		return ee.Code
+	if !errors.As(err, &ee) {
+		ee = &ExitError{Code: ExitUsage, Err: err}
 	}
-	fmt.Fprintf(msg, "doubletake: %v\n", err)
-	if isUsage(err) {
-		return ExitUsage
+	if ee.Err != nil {
+		fmt.Fprintf(msg, "doubletake: %v\n", ee.Err)
 	}
-	return ExitInternal
-}
-
-// isUsage recognises cobra's own argument and command errors, which it does
-// not route through the flag error func.
-func isUsage(err error) bool {
-	msg := err.Error()
-	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "accepts ", "requires at least", "requires at most", "invalid argument", "flag needs an argument", "required flag"} {
-		if strings.Contains(msg, p) {
-			return true
-		}
-	}
-	return false
+	return ee.Code
 }

@@ -111,9 +111,6 @@ Exit status: 0 nothing found, 1 findings, 2 bad flags or paths,
 	cmd.Flags().IntVar(&opts.MaxPerFile, "max-per-file", scan.DefaultMaxPerFile, "list at most this many findings, problems and not-judged entries per file (the rest are counted)")
 	cmd.Flags().IntVar(&opts.MaxIncludeDepth, "max-include-depth", scan.DefaultMaxIncludeDepth, "follow -r / -c includes at most this deep")
 	cmd.Flags().BoolVar(&failNotJudged, "fail-not-judged", false, "exit 5 when nothing is found but something could not be judged")
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return &ExitError{Code: ExitUsage, Err: err}
-	})
 	return cmd
 }
 

@@ -3,34 +3,18 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
 
-// runScan runs the scan command with args and returns its exit code (as
-// Main would compute it), stdout and stderr.
+// runScan runs the scan command with args through Main and returns its
+// exit code, stdout and stderr.
 func runScan(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	cmd := newScanCommand(Streams{In: strings.NewReader(""), Out: &out, Err: &errOut})
-	cmd.SetArgs(args)
-	cmd.SetOut(&out)
-	cmd.SetErr(&errOut)
-	err := cmd.Execute()
-	code := ExitOK
-	if err != nil {
-		var ee *ExitError
-		if !errors.As(err, &ee) {
-			t.Fatalf("error %v is not an *ExitError", err)
-		}
-		code = ee.Code
-		if ee.Err != nil {
-			errOut.WriteString("error: " + ee.Err.Error() + "\n")
-		}
-	}
+	code := Main(append([]string{"scan"}, args...), Streams{In: strings.NewReader(""), Out: &out, Err: &errOut})
 	return code, out.String(), errOut.String()
 }
 
