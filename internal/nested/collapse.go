@@ -157,7 +157,7 @@ type cent struct {
 // than once in td, are never removed and never serve as the outer span.
 // ScopeSpans and ResourceSpans emptied by the removal are removed.
 //
-// When it is not safe (see README.md):
+// When it is not safe (see docs/nested.md):
 //   - without st, or past its window, children exported in an EARLIER
 //     batch than their inner span keep pointing at the removed span and
 //     show as orphans; log records and exemplars carrying the inner span

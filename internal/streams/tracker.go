@@ -333,8 +333,8 @@ const (
 )
 
 // Tracker judges metric points stream by stream. Memory is bounded by
-// Policy.MaxStreams (about 150 bytes per tracked stream, see BENCH.md), and
-// a stream is forgotten MaxStale after its newest point. A Tracker is not
+// Policy.MaxStreams (about 170 bytes per tracked stream: docs/benchmarks.md,
+// "Metric path"), and a stream is forgotten MaxStale after its newest point. A Tracker is not
 // safe for concurrent use.
 type Tracker struct {
 	max         int
