@@ -57,8 +57,16 @@ var valueCases = []struct {
 	{"map empty value", func(v pcommon.Value) { v.SetEmptyMap().PutEmpty("a") }, ""},
 	{"slice empty", func(v pcommon.Value) { v.SetEmptySlice() }, "0600"},
 	{"slice", func(v pcommon.Value) { v.SetEmptySlice().AppendEmpty().SetStr("b") }, "0601010162"},
-	{"slice two", func(v pcommon.Value) { s := v.SetEmptySlice(); s.AppendEmpty().SetStr("a"); s.AppendEmpty().SetStr("b") }, ""},
-	{"slice swapped", func(v pcommon.Value) { s := v.SetEmptySlice(); s.AppendEmpty().SetStr("b"); s.AppendEmpty().SetStr("a") }, ""},
+	{"slice two", func(v pcommon.Value) {
+		s := v.SetEmptySlice()
+		s.AppendEmpty().SetStr("a")
+		s.AppendEmpty().SetStr("b")
+	}, ""},
+	{"slice swapped", func(v pcommon.Value) {
+		s := v.SetEmptySlice()
+		s.AppendEmpty().SetStr("b")
+		s.AppendEmpty().SetStr("a")
+	}, ""},
 	{"slice of map", func(v pcommon.Value) { v.SetEmptySlice().AppendEmpty().SetEmptyMap().PutStr("a", "b") }, ""},
 	{"slice of empty", func(v pcommon.Value) { v.SetEmptySlice().AppendEmpty() }, ""},
 	{"slice of slice", func(v pcommon.Value) { v.SetEmptySlice().AppendEmpty().SetEmptySlice() }, ""},
