@@ -358,19 +358,60 @@ func fmtTime(ns uint64) string {
 
 // streamDiagnosis diagnoses a stream whose writers overlapped.
 func (a *Analyzer) streamDiagnosis(s *metricStreamAcc) Diagnosis {
-	if len(s.writers) >= 2 {
-		lo, hi := s.writers[0].start, s.writers[0].start
-		for _, w := range s.writers[1:] {
-			lo, hi = min(lo, w.start), max(hi, w.start)
-		}
-		if time.Duration(hi-lo) <= togetherWindow {
-			return DiagTwoExporters // readers created together
-		}
+	if len(s.writers) >= 2 && writerSpread(s) <= togetherWindow {
+		return DiagTwoExporters // readers created together
 	}
 	if s.res.instance != "" || s.res.pid != "" {
 		return DiagTwoExporters // one process by its resource: a pipeline joined later
 	}
 	return DiagIdentityCollision
+}
+
+// writerSpread is how far apart the start times of a stream's writers lie.
+func writerSpread(s *metricStreamAcc) time.Duration {
+	lo, hi := s.writers[0].start, s.writers[0].start
+	for _, w := range s.writers[1:] {
+		lo, hi = min(lo, w.start), max(hi, w.start)
+	}
+	return time.Duration(hi - lo)
+}
+
+// metricFindingKey groups the metric findings: one per diagnosis and
+// service.
+type metricFindingKey struct {
+	diag    Diagnosis
+	service string
+}
+
+// metricFindingAcc accumulates one metric finding.
+type metricFindingAcc struct {
+	streams   []string
+	items     int
+	spread    time.Duration
+	resets    int
+	delays    []time.Duration
+	reasons   map[streams.Reason]int
+	instance  string
+	byWriters bool
+	// sameCause: the service's spans were doubled by two exporters in
+	// this run, and its streams' writers would otherwise be taken for
+	// an identity collision: one process, one cause.
+	sameCause bool
+	// An example of a repeated or out-of-order point: the requests
+	// of the later point and of its writer's previous one.
+	exFirst, exLater uint32
+	hasEx            bool
+}
+
+type metricFindings map[metricFindingKey]*metricFindingAcc
+
+func (fs metricFindings) get(k metricFindingKey) *metricFindingAcc {
+	f := fs[k]
+	if f == nil {
+		f = &metricFindingAcc{reasons: map[streams.Reason]int{}}
+		fs[k] = f
+	}
+	return f
 }
 
 func (a *Analyzer) metricReport(r *Report) {
@@ -381,48 +422,29 @@ func (a *Analyzer) metricReport(r *Report) {
 	mr.Unjudged = x.unjudged
 	mr.Unsupported = x.unsupported
 
-	type fkey struct {
-		diag    Diagnosis
-		service string
+	diags, sameCause := a.overlapDiagnoses(r.Findings)
+	fs := a.droppedPointFindings(diags, sameCause)
+	a.listStreams(mr, diags, fs)
+	for k, f := range fs {
+		slices.Sort(f.streams)
+		subject := subjectOf(k.service)
+		r.Findings = append(r.Findings, Finding{Signal: SignalMetrics, Diagnosis: k.diag, Subject: subject, Items: f.items, Line: a.metricFindingLine(k, f)})
 	}
-	type facc struct {
-		streams   []string
-		items     int
-		spread    time.Duration
-		resets    int
-		delays    []time.Duration
-		reasons   map[streams.Reason]int
-		instance  string
-		byWriters bool
-		// sameCause: the service's spans were doubled by two exporters in
-		// this run, and its streams' writers would otherwise be taken for
-		// an identity collision: one process, one cause.
-		sameCause bool
-		// An example of a repeated or out-of-order point: the requests
-		// of the later point and of its writer's previous one.
-		exFirst, exLater uint32
-		hasEx            bool
-	}
-	fs := map[fkey]*facc{}
-	get := func(k fkey) *facc {
-		f := fs[k]
-		if f == nil {
-			f = &facc{reasons: map[streams.Reason]int{}}
-			fs[k] = f
-		}
-		return f
-	}
+}
 
-	// Services whose spans two exporters in one process doubled (the span
-	// findings are made first).
+// overlapDiagnoses diagnoses each stream whose writers overlap. A service
+// whose spans two exporters in one process doubled (the span findings are
+// made first) has that cause for its streams too: sameCause.
+func (a *Analyzer) overlapDiagnoses(findings []Finding) (diags []Diagnosis, sameCause []bool) {
+	x := &a.metrics
 	doubled := map[string]bool{}
-	for _, f := range r.Findings {
+	for _, f := range findings {
 		if f.Signal == SignalSpans && f.Diagnosis == DiagTwoExporters {
 			doubled[f.Subject] = true
 		}
 	}
-	diags := make([]Diagnosis, len(x.streams))
-	sameCause := make([]bool, len(x.streams))
+	diags = make([]Diagnosis, len(x.streams))
+	sameCause = make([]bool, len(x.streams))
 	for i, s := range x.streams {
 		if s.overlap {
 			diags[i] = a.streamDiagnosis(s)
@@ -434,7 +456,15 @@ func (a *Analyzer) metricReport(r *Report) {
 			}
 		}
 	}
-	// Dropped points other than overlaps are diagnosed one by one.
+	return diags, sameCause
+}
+
+// droppedPointFindings groups the dropped points by diagnosis and
+// service: overlaps take their stream's diagnosis, the others are
+// diagnosed one by one.
+func (a *Analyzer) droppedPointFindings(diags []Diagnosis, sameCause []bool) metricFindings {
+	x := &a.metrics
+	fs := metricFindings{}
 	for _, ev := range x.events {
 		s := x.streams[ev.stream]
 		var d Diagnosis
@@ -454,7 +484,7 @@ func (a *Analyzer) metricReport(r *Report) {
 				}
 			}
 		}
-		f := get(fkey{d, s.res.service})
+		f := fs.get(metricFindingKey{d, s.res.service})
 		f.items++
 		f.reasons[ev.reason]++
 		if ev.reason != streams.ReasonOverlap && !a.opts.NoArrival {
@@ -479,8 +509,14 @@ func (a *Analyzer) metricReport(r *Report) {
 			f.instance = s.res.instance
 		}
 	}
+	return fs
+}
 
-	for i, s := range x.streams {
+// listStreams totals the streams into mr, lists those with more than one
+// writer, dropped points or resets, and adds each overlapping stream's
+// resets and writer spread to its finding.
+func (a *Analyzer) listStreams(mr *MetricReport, diags []Diagnosis, fs metricFindings) {
+	for i, s := range a.metrics.streams {
 		extra := 0
 		for _, n := range s.dropped {
 			extra += n
@@ -502,41 +538,14 @@ func (a *Analyzer) metricReport(r *Report) {
 		}
 		if s.overlap {
 			mr.Overlapping++
-			f := get(fkey{diags[i], s.res.service})
+			f := fs.get(metricFindingKey{diags[i], s.res.service})
 			f.resets += resets
-			lo, hi := s.writers[0].start, s.writers[0].start
-			for _, w := range s.writers[1:] {
-				lo, hi = min(lo, w.start), max(hi, w.start)
-			}
-			f.spread = max(f.spread, time.Duration(hi-lo))
+			f.spread = max(f.spread, writerSpread(s))
 		}
 		if nw <= 1 && extra == 0 && resets == 0 {
 			continue
 		}
-		ms := MetricStream{
-			ID: s.id.String(), Name: s.name, Type: s.shape.String(), Unit: s.unit,
-			Service: s.res.service, Scope: strings.TrimSpace(s.scope + " " + s.scopeVersion), Attributes: s.attrs, InstanceID: s.res.instance,
-			Points: s.points, MoreWriters: s.more, Overlap: s.overlap, Diagnosis: diags[i],
-		}
-		for _, w := range s.writers {
-			ms.Writers = append(ms.Writers, MetricWriter{
-				Start: w.start, StartTime: fmtTime(w.start), Points: w.points,
-				FirstTime: fmtTime(w.firstT), LastTime: fmtTime(w.lastT),
-				FirstValue: Number(w.firstV), LastValue: Number(w.lastV), Elected: w.start == s.elected,
-			})
-		}
-		for reason, n := range s.dropped {
-			if n > 0 {
-				if ms.Dropped == nil {
-					ms.Dropped = map[string]int{}
-				}
-				ms.Dropped[streams.Reason(reason).String()] = n
-			}
-		}
-		if s.prom.samples > 0 {
-			ms.Prometheus = &PromSeries{Samples: s.prom.samples, Rejected: s.prom.rejected, Resets: resets}
-		}
-		mr.List = append(mr.List, ms)
+		mr.List = append(mr.List, streamEntry(s, diags[i], resets))
 	}
 	slices.SortFunc(mr.List, func(a, b MetricStream) int {
 		return cmp.Or(
@@ -547,53 +556,88 @@ func (a *Analyzer) metricReport(r *Report) {
 			strings.Compare(a.Attributes, b.Attributes),
 		)
 	})
+}
 
-	for k, f := range fs {
-		slices.Sort(f.streams)
-		subject := subjectOf(k.service)
-		names := listNames(f.streams, 4)
-		var line string
-		switch {
-		case f.byWriters && f.sameCause:
-			line = fmt.Sprintf("metrics of %s: the same cause as its doubled spans, two exporters in one process (a second exporter or metric reader, e.g. the SDK set up twice; remove it): %s (%s) have writers whose start times are %s apart and whose points interleave (%s from writers not elected, %s Prometheus would count)",
-				subject, plural(len(f.streams), "stream", "streams"), names, fmtDur(f.spread), plural(f.items, "point", "points"), plural(f.resets, "reset", "resets"))
-		case f.byWriters && k.diag == DiagTwoExporters && f.spread <= togetherWindow:
-			line = fmt.Sprintf("metrics of %s: %s (%s) have writers whose start times are %s apart and whose points interleave (%s from writers not elected, %s Prometheus would count): two exporters in one process (metric readers or providers created together for the same instruments)",
-				subject, plural(len(f.streams), "stream", "streams"), names, fmtDur(f.spread), plural(f.items, "point", "points"), plural(f.resets, "reset", "resets"))
-		case f.byWriters && k.diag == DiagTwoExporters:
-			line = fmt.Sprintf("metrics of %s: %s (%s) have a second writer that started %s after the first and whose points interleave with it (%s from writers not elected, %s Prometheus would count), on a resource that names one process (service.instance.id %q): two exporters in one process (a second metric pipeline joined later with fresh state)",
-				subject, plural(len(f.streams), "stream", "streams"), names, fmtDur(f.spread), plural(f.items, "point", "points"), plural(f.resets, "reset", "resets"), f.instance)
-		case f.byWriters && k.diag == DiagIdentityCollision:
-			line = fmt.Sprintf("metrics of %s: %s (%s) have writers whose start times are %s apart and whose points interleave (%s from writers not elected, %s Prometheus would count), on a resource without service.instance.id: an identity collision (independent writers share one resource; give each process a unique service.instance.id, or, in one process, remove the second metric pipeline that joined later)",
-				subject, plural(len(f.streams), "stream", "streams"), names, fmtDur(f.spread), plural(f.items, "point", "points"), plural(f.resets, "reset", "resets"))
-		case k.diag == DiagIdentityCollision:
-			line = fmt.Sprintf("metrics of %s: %s (%s) decreased within one writer's start time: an identity collision (writers that share a start time diverge)",
-				subject, plural(f.items, "point", "points"), names)
-		default:
-			slices.Sort(f.delays)
-			rng := ""
-			if len(f.delays) > 0 {
-				rng = fmtDur(f.delays[0])
-				if f.delays[len(f.delays)-1] != f.delays[0] {
-					rng += "–" + fmtDur(f.delays[len(f.delays)-1])
-				}
+// streamEntry is a stream's line in the report's list.
+func streamEntry(s *metricStreamAcc, diag Diagnosis, resets int) MetricStream {
+	ms := MetricStream{
+		ID: s.id.String(), Name: s.name, Type: s.shape.String(), Unit: s.unit,
+		Service: s.res.service, Scope: strings.TrimSpace(s.scope + " " + s.scopeVersion), Attributes: s.attrs, InstanceID: s.res.instance,
+		Points: s.points, MoreWriters: s.more, Overlap: s.overlap, Diagnosis: diag,
+	}
+	for _, w := range s.writers {
+		ms.Writers = append(ms.Writers, MetricWriter{
+			Start: w.start, StartTime: fmtTime(w.start), Points: w.points,
+			FirstTime: fmtTime(w.firstT), LastTime: fmtTime(w.lastT),
+			FirstValue: Number(w.firstV), LastValue: Number(w.lastV), Elected: w.start == s.elected,
+		})
+	}
+	for reason, n := range s.dropped {
+		if n > 0 {
+			if ms.Dropped == nil {
+				ms.Dropped = map[string]int{}
 			}
-			what := fmt.Sprintf("%s of %s repeated or arrived out of order (%d exact repeats, %d out of order), %s after their writer's previous point",
-				plural(f.items, "point", "points"), names, f.reasons[streams.ReasonDuplicate], f.reasons[streams.ReasonOutOfOrder], rng)
-			switch {
-			case a.opts.NoArrival && k.diag == DiagTwoExporters:
-				line = fmt.Sprintf("metrics of %s: %s of %s repeated or out of order (%d exact repeats, %d out of order) in requests that repeat no earlier request whole (e.g. %s, after %s): two exporters in one process (the same points batched twice, differently; the source records no arrival times)",
-					subject, plural(f.items, "point", "points"), names, f.reasons[streams.ReasonDuplicate], f.reasons[streams.ReasonOutOfOrder], a.where(f.exLater), a.where(f.exFirst))
-			case a.opts.NoArrival:
-				line = fmt.Sprintf("metrics of %s: %s of %s repeated or out of order (%d exact repeats, %d out of order) in requests that repeat an earlier request item for item (e.g. %s repeats %s item for item): a re-sent batch, or two exporters that batched alike (the source records no arrival times to tell them apart)",
-					subject, plural(f.items, "point", "points"), names, f.reasons[streams.ReasonDuplicate], f.reasons[streams.ReasonOutOfOrder], a.where(f.exLater), a.where(f.exFirst))
-			case k.diag == DiagTwoExporters:
-				line = fmt.Sprintf("metrics of %s: %s: two exporters in one process (identical copies within the %s export interval)", subject, what, fmtDur(a.opts.ExportInterval))
-			default:
-				line = fmt.Sprintf("metrics of %s: %s: a re-sent batch (later than the %s export interval)", subject, what, fmtDur(a.opts.ExportInterval))
-			}
+			ms.Dropped[streams.Reason(reason).String()] = n
 		}
-		r.Findings = append(r.Findings, Finding{Signal: SignalMetrics, Diagnosis: k.diag, Subject: subject, Items: f.items, Line: line})
+	}
+	if s.prom.samples > 0 {
+		ms.Prometheus = &PromSeries{Samples: s.prom.samples, Rejected: s.prom.rejected, Resets: resets}
+	}
+	return ms
+}
+
+// metricFindingLine says what the finding k saw and what causes it.
+func (a *Analyzer) metricFindingLine(k metricFindingKey, f *metricFindingAcc) string {
+	subject := subjectOf(k.service)
+	names := listNames(f.streams, 4)
+	if f.byWriters && (f.sameCause || k.diag == DiagTwoExporters || k.diag == DiagIdentityCollision) {
+		return overlapLine(k, f, subject, names)
+	}
+	if k.diag == DiagIdentityCollision {
+		return fmt.Sprintf("metrics of %s: %s (%s) decreased within one writer's start time: an identity collision (writers that share a start time diverge)",
+			subject, plural(f.items, "point", "points"), names)
+	}
+	slices.Sort(f.delays)
+	rng := ""
+	if len(f.delays) > 0 {
+		rng = fmtDur(f.delays[0])
+		if f.delays[len(f.delays)-1] != f.delays[0] {
+			rng += "–" + fmtDur(f.delays[len(f.delays)-1])
+		}
+	}
+	what := fmt.Sprintf("%s of %s repeated or arrived out of order (%d exact repeats, %d out of order), %s after their writer's previous point",
+		plural(f.items, "point", "points"), names, f.reasons[streams.ReasonDuplicate], f.reasons[streams.ReasonOutOfOrder], rng)
+	switch {
+	case a.opts.NoArrival && k.diag == DiagTwoExporters:
+		return fmt.Sprintf("metrics of %s: %s of %s repeated or out of order (%d exact repeats, %d out of order) in requests that repeat no earlier request whole (e.g. %s, after %s): two exporters in one process (the same points batched twice, differently; the source records no arrival times)",
+			subject, plural(f.items, "point", "points"), names, f.reasons[streams.ReasonDuplicate], f.reasons[streams.ReasonOutOfOrder], a.where(f.exLater), a.where(f.exFirst))
+	case a.opts.NoArrival:
+		return fmt.Sprintf("metrics of %s: %s of %s repeated or out of order (%d exact repeats, %d out of order) in requests that repeat an earlier request item for item (e.g. %s repeats %s item for item): a re-sent batch, or two exporters that batched alike (the source records no arrival times to tell them apart)",
+			subject, plural(f.items, "point", "points"), names, f.reasons[streams.ReasonDuplicate], f.reasons[streams.ReasonOutOfOrder], a.where(f.exLater), a.where(f.exFirst))
+	case k.diag == DiagTwoExporters:
+		return fmt.Sprintf("metrics of %s: %s: two exporters in one process (identical copies within the %s export interval)", subject, what, fmtDur(a.opts.ExportInterval))
+	default:
+		return fmt.Sprintf("metrics of %s: %s: a re-sent batch (later than the %s export interval)", subject, what, fmtDur(a.opts.ExportInterval))
+	}
+}
+
+// overlapLine is the line of a finding about streams with interleaving
+// writers.
+func overlapLine(k metricFindingKey, f *metricFindingAcc, subject, names string) string {
+	nstreams, points, resets := plural(len(f.streams), "stream", "streams"), plural(f.items, "point", "points"), plural(f.resets, "reset", "resets")
+	switch {
+	case f.sameCause:
+		return fmt.Sprintf("metrics of %s: the same cause as its doubled spans, two exporters in one process (a second exporter or metric reader, e.g. the SDK set up twice; remove it): %s (%s) have writers whose start times are %s apart and whose points interleave (%s from writers not elected, %s Prometheus would count)",
+			subject, nstreams, names, fmtDur(f.spread), points, resets)
+	case k.diag == DiagTwoExporters && f.spread <= togetherWindow:
+		return fmt.Sprintf("metrics of %s: %s (%s) have writers whose start times are %s apart and whose points interleave (%s from writers not elected, %s Prometheus would count): two exporters in one process (metric readers or providers created together for the same instruments)",
+			subject, nstreams, names, fmtDur(f.spread), points, resets)
+	case k.diag == DiagTwoExporters:
+		return fmt.Sprintf("metrics of %s: %s (%s) have a second writer that started %s after the first and whose points interleave with it (%s from writers not elected, %s Prometheus would count), on a resource that names one process (service.instance.id %q): two exporters in one process (a second metric pipeline joined later with fresh state)",
+			subject, nstreams, names, fmtDur(f.spread), points, resets, f.instance)
+	default: // DiagIdentityCollision
+		return fmt.Sprintf("metrics of %s: %s (%s) have writers whose start times are %s apart and whose points interleave (%s from writers not elected, %s Prometheus would count), on a resource without service.instance.id: an identity collision (independent writers share one resource; give each process a unique service.instance.id, or, in one process, remove the second metric pipeline that joined later)",
+			subject, nstreams, names, fmtDur(f.spread), points, resets)
 	}
 }
 

@@ -90,7 +90,7 @@ func (s *State) Resolve(trace pcommon.TraceID, span pcommon.SpanID) (pcommon.Spa
 
 // protects reports (and marks) an inner span that spans already passed
 // on name as their parent.
-func (s *State) protects(e *cent) bool {
+func (s *State) protects(e *batchSpan) bool {
 	if s == nil {
 		return false
 	}
@@ -119,20 +119,37 @@ type CollapseResult struct {
 	Groups              []CollapsedGroup `json:"groups,omitempty"` // by Key, the largest first
 }
 
-type cent struct {
-	span    ptrace.Span
-	info    spanInfo
-	key     spanKey
-	valid   bool  // trace and span id set, and unique in the batch
-	parent  int32 // the parent's index if it is in the batch (and unique), else -1
-	pInBat  bool  // the parent id occurs in the batch (unique or not)
-	outer   int32 // the direct outer span if this is a flagged inner span, else -1
-	by      string
-	root    int32 // the outer span it merges into
-	depth   int32
-	cyclic  bool
-	kept    bool // flagged, but kept for children of an earlier batch
-	visited uint8
+// batchSpan is one span of the batch Collapse works on.
+type batchSpan struct {
+	span          ptrace.Span
+	info          spanInfo
+	key           spanKey
+	valid         bool   // trace and span id set, and unique in the batch
+	parent        int32  // the parent's index if it is in the batch (and unique), else -1
+	parentInBatch bool   // the parent id occurs in the batch (unique or not)
+	outer         int32  // the direct outer span if this is a flagged inner span, else -1
+	by            string // how the pair was matched (ByMethod …)
+	root          int32  // the outermost span it merges into
+	depth         int32  // how many inner spans lie between it and root, itself included
+	cyclic        bool   // its chain of outer spans loops: left alone
+	kept          bool   // flagged, but kept for children of an earlier batch
+	visited       uint8  // resolveChains: unvisited, onPath or resolved
+}
+
+// batchSpan.visited states.
+const (
+	unvisited uint8 = iota
+	onPath
+	resolved
+)
+
+// collapse is one Collapse call's work: the batch's spans and what it found.
+type collapse struct {
+	o     Options
+	st    *State // nil: no memory across batches
+	spans []batchSpan
+	idx   map[spanKey]int32 // span id → index in spans; -1 for an id that occurs twice
+	res   CollapseResult
 }
 
 // Collapse removes, from td, the inner span of every nested duplicate
@@ -157,7 +174,7 @@ type cent struct {
 // than once in td, are never removed and never serve as the outer span.
 // ScopeSpans and ResourceSpans emptied by the removal are removed.
 //
-// When it is not safe (see README.md):
+// When it is not safe (see docs/nested.md):
 //   - without st, or past its window, children exported in an EARLIER
 //     batch than their inner span keep pointing at the removed span and
 //     show as orphans; log records and exemplars carrying the inner span
@@ -171,80 +188,118 @@ type cent struct {
 //
 // td must be mutable.
 func Collapse(td ptrace.Traces, opts Options, st *State) CollapseResult {
-	o := opts.withDefaults()
-	var res CollapseResult
+	c := &collapse{o: opts.withDefaults(), st: st}
 	if st != nil {
 		st.mu.Lock()
 		defer st.mu.Unlock()
 	}
+	c.index(td)
+	c.flagParents()
+	c.flagSiblings()
+	for i := range c.spans {
+		if c.spans[i].kept {
+			c.res.KeptEarlierChildren++
+		}
+	}
+	inners := c.resolveChains()
+	if len(inners) == 0 && st == nil {
+		return c.res
+	}
+	groups := map[Key]int{}
+	c.merge(inners, groups)
+	c.reparent()
+	if st != nil {
+		c.remember(inners)
+	}
+	if len(inners) > 0 {
+		c.remove(td)
+	}
+	for k, n := range groups {
+		c.res.Groups = append(c.res.Groups, CollapsedGroup{Key: k, Spans: n})
+	}
+	slices.SortFunc(c.res.Groups, func(a, b CollapsedGroup) int {
+		return cmp.Or(cmp.Compare(b.Spans, a.Spans), a.Key.compare(b.Key))
+	})
+	return c.res
+}
 
-	// 1. Every span, indexed by its ids.
+// index lists every span of td, in order, and indexes them by their ids.
+// An id that occurs twice makes both spans invalid: they are left alone.
+func (c *collapse) index(td ptrace.Traces) {
 	nspans := td.SpanCount()
-	ents := make([]cent, 0, nspans)
-	idx := make(map[spanKey]int32, nspans)
+	c.spans = make([]batchSpan, 0, nspans)
+	c.idx = make(map[spanKey]int32, nspans)
 	in := interner{max: 256}
 	for _, rs := range td.ResourceSpans().All() {
 		svc := in.str(serviceName(rs.Resource()))
 		for _, ss := range rs.ScopeSpans().All() {
 			scope := Scope{Name: in.str(ss.Scope().Name()), Version: in.str(ss.Scope().Version())}
 			for _, sp := range ss.Spans().All() {
-				e := cent{span: sp, parent: -1, outer: -1, root: -1}
+				e := batchSpan{span: sp, parent: -1, outer: -1, root: -1}
 				tid, sid := sp.TraceID(), sp.SpanID()
 				if !tid.IsEmpty() && !sid.IsEmpty() {
 					e.key = keyOf(tid, sid)
 					e.valid = true
 					e.info = readSpan(svc, scope, sp, &in)
-					i := int32(len(ents))
-					if _, dup := idx[e.key]; dup {
-						idx[e.key] = -1
+					i := int32(len(c.spans))
+					if _, dup := c.idx[e.key]; dup {
+						c.idx[e.key] = -1
 					} else {
-						idx[e.key] = i
+						c.idx[e.key] = i
 					}
 				}
-				ents = append(ents, e)
+				c.spans = append(c.spans, e)
 			}
 		}
 	}
-	for i := range ents {
-		e := &ents[i]
-		if e.valid && idx[e.key] < 0 {
+	for i := range c.spans {
+		e := &c.spans[i]
+		if e.valid && c.idx[e.key] < 0 {
 			e.valid = false // an id that occurs twice: leave both alone
 		}
 	}
+}
 
-	// 2. Flag the nested duplicates.
-	for i := range ents {
-		e := &ents[i]
+// flagParents links every span to its parent in the batch and flags it as
+// the inner span when it and its parent are a nested duplicate.
+func (c *collapse) flagParents() {
+	for i := range c.spans {
+		e := &c.spans[i]
 		tid, psid := e.span.TraceID(), e.span.ParentSpanID()
 		if tid.IsEmpty() || psid.IsEmpty() || psid == e.span.SpanID() {
 			continue
 		}
-		p, ok := idx[keyOf(tid, psid)]
+		p, ok := c.idx[keyOf(tid, psid)]
 		if !ok {
 			continue
 		}
-		e.pInBat = true
+		e.parentInBatch = true
 		if p < 0 {
 			continue
 		}
 		e.parent = p
-		if !e.valid || !ents[p].valid {
+		if !e.valid || !c.spans[p].valid {
 			continue
 		}
-		by, ok := o.match(&ents[p].info, &e.info)
+		by, ok := c.o.match(&c.spans[p].info, &e.info)
 		if !ok {
 			continue
 		}
-		if st.protects(e) {
+		if c.st.protects(e) {
 			continue
 		}
 		e.outer, e.by = p, by
 	}
-	// SERVER siblings under one parent: the contained one is the inner span.
+}
+
+// flagSiblings flags, among SERVER siblings under one parent (at most
+// MaxSiblings of them), the contained one of a nested duplicate as the
+// inner span.
+func (c *collapse) flagSiblings() {
 	sibs := make(map[spanKey][]int32)
 	var sibOrder []spanKey
-	for i := range ents {
-		e := &ents[i]
+	for i := range c.spans {
+		e := &c.spans[i]
 		if !e.valid || e.info.kind != ptrace.SpanKindServer {
 			continue
 		}
@@ -266,53 +321,54 @@ func Collapse(td ptrace.Traces, opts Options, st *State) CollapseResult {
 		for j := 0; j < len(l); j++ {
 			for k := j + 1; k < len(l); k++ {
 				a, b := l[j], l[k]
-				outerIsA, by, ok := o.matchSibling(&ents[a].info, &ents[b].info)
+				outerIsA, by, ok := c.o.matchSibling(&c.spans[a].info, &c.spans[b].info)
 				if !ok {
 					continue
 				}
 				if !outerIsA {
 					a, b = b, a
 				}
-				e := &ents[b]
-				if e.outer >= 0 || st.protects(e) {
+				e := &c.spans[b]
+				if e.outer >= 0 || c.st.protects(e) {
 					continue
 				}
 				e.outer, e.by = a, by
 			}
 		}
 	}
-	for i := range ents {
-		if ents[i].kept {
-			res.KeptEarlierChildren++
-		}
-	}
+}
 
-	// 3. Resolve chains to their outermost span; leave cycles alone.
+// resolveChains gives every flagged inner span its outermost span (root)
+// and depth below it, so that three instrumentations collapse into one
+// span; a chain that loops is unflagged and left alone. It returns the
+// inner spans to remove.
+func (c *collapse) resolveChains() []int32 {
+	ents := c.spans
 	var path []int32
 	for i := range ents {
-		if ents[i].outer < 0 || ents[i].visited == 2 {
+		if ents[i].outer < 0 || ents[i].visited == resolved {
 			continue
 		}
 		path = path[:0]
 		cur := int32(i)
-		for ents[cur].outer >= 0 && ents[cur].visited == 0 {
-			ents[cur].visited = 1
+		for ents[cur].outer >= 0 && ents[cur].visited == unvisited {
+			ents[cur].visited = onPath
 			path = append(path, cur)
 			cur = ents[cur].outer
 		}
 		var root, depth int32
 		cyclic := false
-		switch c := &ents[cur]; {
-		case c.outer < 0:
+		switch e := &ents[cur]; {
+		case e.outer < 0:
 			root = cur
-		case c.visited == 1 || c.cyclic:
+		case e.visited == onPath || e.cyclic:
 			cyclic = true
 		default:
-			root, depth = c.root, c.depth
+			root, depth = e.root, e.depth
 		}
 		for j := len(path) - 1; j >= 0; j-- {
 			e := &ents[path[j]]
-			e.visited = 2
+			e.visited = resolved
 			if cyclic {
 				e.cyclic = true
 				continue
@@ -332,13 +388,14 @@ func Collapse(td ptrace.Traces, opts Options, st *State) CollapseResult {
 		}
 		inners = append(inners, int32(i))
 	}
-	if len(inners) == 0 && st == nil {
-		return res
-	}
+	return inners
+}
 
-	// 4. Merge each inner span into its outermost span, outer ones first.
+// merge merges each inner span into its outermost span, outer ones first,
+// and counts them by Key in groups.
+func (c *collapse) merge(inners []int32, groups map[Key]int) {
+	ents := c.spans
 	slices.SortStableFunc(inners, func(a, b int32) int { return cmp.Compare(ents[a].depth, ents[b].depth) })
-	groups := map[Key]int{}
 	for _, i := range inners {
 		e := &ents[i]
 		r := &ents[e.root]
@@ -354,10 +411,14 @@ func Collapse(td ptrace.Traces, opts Options, st *State) CollapseResult {
 			OuterScope: d.info.scope,
 			InnerScope: e.info.scope,
 		}]++
-		res.Collapsed++
+		c.res.Collapsed++
 	}
+}
 
-	// 5. Re-parent the children of removed spans.
+// reparent gives the children of removed spans the outermost span as
+// parent: from this batch directly, from earlier batches through State.
+func (c *collapse) reparent() {
+	ents := c.spans
 	for i := range ents {
 		e := &ents[i]
 		if e.outer >= 0 {
@@ -370,58 +431,53 @@ func Collapse(td ptrace.Traces, opts Options, st *State) CollapseResult {
 		switch {
 		case e.parent >= 0 && ents[e.parent].outer >= 0:
 			e.span.SetParentSpanID(ents[ents[e.parent].root].span.SpanID())
-			res.Reparented++
-		case !e.pInBat && st != nil:
-			if to, ok := st.remap.get(keyOf(tid, psid)); ok {
+			c.res.Reparented++
+		case !e.parentInBatch && c.st != nil:
+			if to, ok := c.st.remap.get(keyOf(tid, psid)); ok {
 				e.span.SetParentSpanID(to)
-				res.Remapped++
+				c.res.Remapped++
 			}
 		}
 	}
+}
 
-	// 6. Remember, for later batches.
-	if st != nil {
-		for _, i := range inners {
-			e := &ents[i]
-			st.remap.put(e.key, ents[e.root].span.SpanID())
+// remember records, for later batches, where each removed span went and
+// which parent ids the spans passed on name.
+func (c *collapse) remember(inners []int32) {
+	ents := c.spans
+	for _, i := range inners {
+		e := &ents[i]
+		c.st.remap.put(e.key, ents[e.root].span.SpanID())
+	}
+	for i := range ents {
+		e := &ents[i]
+		if e.outer >= 0 {
+			continue
 		}
-		for i := range ents {
-			e := &ents[i]
-			if e.outer >= 0 {
-				continue
-			}
-			tid, psid := e.span.TraceID(), e.span.ParentSpanID()
-			if !tid.IsEmpty() && !psid.IsEmpty() {
-				st.referenced.put(keyOf(tid, psid), struct{}{})
-			}
+		tid, psid := e.span.TraceID(), e.span.ParentSpanID()
+		if !tid.IsEmpty() && !psid.IsEmpty() {
+			c.st.referenced.put(keyOf(tid, psid), struct{}{})
 		}
 	}
+}
 
-	// 7. Remove the inner spans, visiting spans in the order of step 1.
-	if len(inners) > 0 {
-		n := 0
-		td.ResourceSpans().RemoveIf(func(rs ptrace.ResourceSpans) bool {
-			scopes := rs.ScopeSpans().Len()
-			rs.ScopeSpans().RemoveIf(func(ss ptrace.ScopeSpans) bool {
-				before := ss.Spans().Len()
-				ss.Spans().RemoveIf(func(ptrace.Span) bool {
-					drop := ents[n].outer >= 0
-					n++
-					return drop
-				})
-				return before > 0 && ss.Spans().Len() == 0
+// remove removes the inner spans from td, visiting spans in the order of
+// index, and the ScopeSpans and ResourceSpans that leaves empty.
+func (c *collapse) remove(td ptrace.Traces) {
+	n := 0
+	td.ResourceSpans().RemoveIf(func(rs ptrace.ResourceSpans) bool {
+		scopes := rs.ScopeSpans().Len()
+		rs.ScopeSpans().RemoveIf(func(ss ptrace.ScopeSpans) bool {
+			before := ss.Spans().Len()
+			ss.Spans().RemoveIf(func(ptrace.Span) bool {
+				drop := c.spans[n].outer >= 0
+				n++
+				return drop
 			})
-			return scopes > 0 && rs.ScopeSpans().Len() == 0
+			return before > 0 && ss.Spans().Len() == 0
 		})
-	}
-
-	for k, n := range groups {
-		res.Groups = append(res.Groups, CollapsedGroup{Key: k, Spans: n})
-	}
-	slices.SortFunc(res.Groups, func(a, b CollapsedGroup) int {
-		return cmp.Or(cmp.Compare(b.Spans, a.Spans), a.Key.compare(b.Key))
+		return scopes > 0 && rs.ScopeSpans().Len() == 0
 	})
-	return res
 }
 
 // mergeInto gives outer what inner has and outer lacks; see Collapse.

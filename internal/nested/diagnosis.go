@@ -10,8 +10,21 @@ import (
 //
 //	fastapi 0.142.0 inside opentelemetry.instrumentation.asgi 0.48b0: one request recorded twice ("POST /rollout", 100% of server spans): two instrumentations are active; keep one
 func Diagnosis(f Finding) string {
+	name := strconv.Quote(f.Name)
+	if f.InnerName != "" && f.InnerName != f.Name {
+		name += " and " + strconv.Quote(f.InnerName)
+	}
+	share := percent(f.AffectedSpans, f.KindSpans) + " of " + strings.ToLower(f.Kind) + " spans"
+	return Wording(f.OuterScope.String(), f.InnerScope.String(), f.Kind, name+", "+share)
+}
+
+// Wording says what a nested duplicate of kind (a span kind, "SERVER" …)
+// means and what to do about it, for the detector's findings and for the
+// processor's status page, which keeps no shares: detail is what goes in
+// the parentheses (the quoted span name, and the share where it is known).
+func Wording(outerScope, innerScope, kind, detail string) string {
 	what := "operation"
-	switch f.Kind {
+	switch kind {
 	case "SERVER":
 		what = "request"
 	case "CLIENT":
@@ -21,16 +34,11 @@ func Diagnosis(f Finding) string {
 	case "CONSUMER":
 		what = "message received"
 	}
-	name := strconv.Quote(f.Name)
-	if f.InnerName != "" && f.InnerName != f.Name {
-		name += " and " + strconv.Quote(f.InnerName)
-	}
 	advice := "two instrumentations are active; keep one"
-	if f.OuterScope == f.InnerScope {
+	if outerScope == innerScope {
 		advice = "the same instrumentation is applied twice (a handler or client wrapped twice?); keep one"
 	}
-	return fmt.Sprintf("%s inside %s: one %s recorded twice (%s, %s of %s spans): %s",
-		f.InnerScope, f.OuterScope, what, name, percent(f.AffectedSpans, f.KindSpans), strings.ToLower(f.Kind), advice)
+	return fmt.Sprintf("%s inside %s: one %s recorded twice (%s): %s", innerScope, outerScope, what, detail, advice)
 }
 
 // percent formats n/total without rounding a part up to 100% or down to

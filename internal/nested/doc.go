@@ -50,6 +50,6 @@
 // attributes it lacks; State carries, between batches, where removed spans
 // went (for children arriving later) and which parent ids spans already
 // passed on name (so that an inner span with children in an earlier batch
-// is kept rather than orphaning them). See Collapse and README.md for when
+// is kept rather than orphaning them). See Collapse and docs/nested.md for when
 // that is and is not safe.
 package nested

@@ -22,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/doubletake/doubletake/internal/nested"
 	"github.com/doubletake/doubletake/internal/termsafe"
 )
 
@@ -566,26 +567,11 @@ func (s *statusServer) nestedRows(max int) ([]NestedStatus, int) {
 	return out, more
 }
 
-// nestedDiagnosis says what a nested duplicate means, as the nested
-// detector's findings do (internal/nested), without their shares, which
-// the processor does not keep.
+// nestedDiagnosis says what a nested duplicate means in the nested
+// detector's words (internal/nested), without its shares, which the
+// processor does not keep.
 func nestedDiagnosis(n NestedStatus) string {
-	what := "operation"
-	switch n.Kind {
-	case "SERVER":
-		what = "request"
-	case "CLIENT":
-		what = "outgoing call"
-	case "PRODUCER":
-		what = "message sent"
-	case "CONSUMER":
-		what = "message received"
-	}
-	advice := "two instrumentations are active; keep one"
-	if n.OuterScope == n.InnerScope {
-		advice = "the same instrumentation is applied twice (a handler or client wrapped twice?); keep one"
-	}
-	return fmt.Sprintf("%s inside %s: one %s recorded twice (%q): %s", n.InnerScope, n.OuterScope, what, n.Name, advice)
+	return nested.Wording(n.OuterScope, n.InnerScope, n.Kind, strconv.Quote(n.Name))
 }
 
 // streamAttrs is how the page tells a stream's point attributes apart:

@@ -762,7 +762,7 @@ service:
 
 // TestAuditPrometheusScale measures an audit of many series in a real
 // Prometheus (wall time, peak RSS of the audit process). It runs only with
-// DOUBLETAKE_AUDIT_SCALE=N (series per layout); numbers go to BENCH.md.
+// DOUBLETAKE_AUDIT_SCALE=N (series per layout); numbers go to docs/benchmarks.md.
 func TestAuditPrometheusScale(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("DOUBLETAKE_AUDIT_SCALE"))
 	if n <= 0 {

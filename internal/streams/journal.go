@@ -1,0 +1,51 @@
+package streams
+
+// Journal records what Observe changed, so that Undo can take it back:
+// the caller does so when the data it let through could not be delivered,
+// so that the sender's retry is judged afresh instead of as a repeat.
+type Journal struct {
+	entries []journalEntry
+}
+
+type journalEntry struct {
+	idx     uint32
+	after   uint32 // the stream's version after the change
+	created bool
+	before  stream
+}
+
+// Len returns the number of changes recorded.
+func (j *Journal) Len() int { return len(j.entries) }
+
+// Reset empties the journal, keeping its memory.
+func (j *Journal) Reset() { j.entries = j.entries[:0] }
+
+// Record makes Observe record its changes into j, until Record(nil).
+func (t *Tracker) Record(j *Journal) { t.journal = j }
+
+// Undo takes back the changes recorded in j, newest first, and empties j.
+// A stream changed since by someone else (another request) keeps that
+// change: it and the stream's older changes in j are left alone. It returns
+// the number of changes taken back.
+func (t *Tracker) Undo(j *Journal) int {
+	n := 0
+	for k := len(j.entries) - 1; k >= 0; k-- {
+		e := &j.entries[k]
+		if e.idx >= t.used {
+			continue
+		}
+		s := t.at(e.idx)
+		if s.flags&flagLive == 0 || s.id != e.before.id || s.version != e.after {
+			continue
+		}
+		if e.created {
+			t.remove(e.idx, s)
+			t.stats.Created--
+		} else {
+			*s = e.before
+		}
+		n++
+	}
+	j.Reset()
+	return n
+}

@@ -1,0 +1,79 @@
+package streams
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Policy bounds and tunes a Tracker.
+type Policy struct {
+	// MaxStreams is the most streams tracked; points of further streams
+	// pass unjudged (ReasonUnjudged).
+	MaxStreams int
+	// MaxStale is how long a stream is kept after its newest point, in the
+	// caller's clock (the now passed to Observe).
+	MaxStale time.Duration
+	// FailoverAfter, when positive, is how long in point time the elected
+	// writer may send nothing before the next writer is elected. Zero
+	// derives it per stream: FailoverIntervals times the elected writer's
+	// observed interval, at least FailoverFloor.
+	FailoverAfter time.Duration
+	// FailoverFloor is the least derived failover time; zero means
+	// DefaultFailoverFloor.
+	FailoverFloor time.Duration
+	// Split keeps every writer's points as its own series (Verdict Label)
+	// instead of dropping the points of writers that were not elected.
+	Split bool
+	// Interpolate applies the data model's overlap interpolation to
+	// monotonic cumulative Sums: when a failover elects a writer whose
+	// start lies before the previous writer's newest point (one process
+	// started just before the other stopped), that writer's points are
+	// shifted (Decision.Shift) so that its series starts where the
+	// previous one ended, with no overlap: the counts both made in the
+	// overlap are not counted twice.
+	Interpolate bool
+}
+
+// Defaults and limits.
+const (
+	DefaultMaxStreams    = 100_000
+	DefaultMaxStale      = 5 * time.Minute
+	DefaultFailoverFloor = time.Second
+	// FailoverIntervals is how many observed intervals the elected writer
+	// may miss before a derived failover.
+	FailoverIntervals = 3
+	// MaxStreamsLimit is the largest MaxStreams accepted.
+	MaxStreamsLimit = 1 << 26
+)
+
+// DefaultPolicy returns the defaults: keep one writer per stream, and
+// interpolate change-overs.
+func DefaultPolicy() Policy {
+	return Policy{MaxStreams: DefaultMaxStreams, MaxStale: DefaultMaxStale, FailoverFloor: DefaultFailoverFloor, Interpolate: true}
+}
+
+var (
+	errMaxStreams = fmt.Errorf("max_streams must be between 1 and %d", MaxStreamsLimit)
+	errMaxStale   = errors.New("max_stale must be positive")
+	errFailover   = errors.New("failover_after must not be negative")
+	errFloor      = errors.New("failover floor must not be negative")
+)
+
+// Validate checks a Policy.
+func (p Policy) Validate() error {
+	var errs []error
+	if p.MaxStreams < 1 || p.MaxStreams > MaxStreamsLimit {
+		errs = append(errs, fmt.Errorf("%w, got %d", errMaxStreams, p.MaxStreams))
+	}
+	if p.MaxStale <= 0 {
+		errs = append(errs, fmt.Errorf("%w, got %s", errMaxStale, p.MaxStale))
+	}
+	if p.FailoverAfter < 0 {
+		errs = append(errs, fmt.Errorf("%w, got %s", errFailover, p.FailoverAfter))
+	}
+	if p.FailoverFloor < 0 {
+		errs = append(errs, fmt.Errorf("%w, got %s", errFloor, p.FailoverFloor))
+	}
+	return errors.Join(errs...)
+}
