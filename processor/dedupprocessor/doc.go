@@ -10,4 +10,6 @@
 // holds the rules). State is bounded, counted and per instance: put the
 // processor behind a load balancer routing by trace id and stream id when
 // one instance is not enough.
+//go:generate ../../scripts/generate.sh
+
 package dedupprocessor // import "github.com/doubletake/doubletake/processor/dedupprocessor"
