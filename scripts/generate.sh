@@ -16,7 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-components=(processor/dedupprocessor)
+components=(processor/dedupprocessor extension/guardextension)
 
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
