@@ -1,3 +1,5 @@
+//go:generate ../../scripts/generate.sh
+
 // Package dedupprocessor is an OpenTelemetry Collector processor (type
 // "dedup") that makes telemetry arrive exactly once.
 //
@@ -10,6 +12,4 @@
 // holds the rules). State is bounded, counted and per instance: put the
 // processor behind a load balancer routing by trace id and stream id when
 // one instance is not enough.
-//go:generate ../../scripts/generate.sh
-
 package dedupprocessor // import "github.com/doubletake/doubletake/processor/dedupprocessor"
