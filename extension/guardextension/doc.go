@@ -1,3 +1,5 @@
+//go:generate ../../scripts/generate.sh
+
 // Package guardextension is a collector extension that protects OTLP
 // receivers from requests nesting deeper than a limit: listed as a
 // middleware of a receiver's HTTP or gRPC server, it checks each request's

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/grpc"
 
+	"github.com/doubletake/doubletake/extension/guardextension/internal/metadata"
 	"github.com/doubletake/doubletake/internal/guard"
 )
 
@@ -26,14 +27,11 @@ var (
 )
 
 func newGuard(set extension.Settings, cfg *Config) (*guardExt, error) {
-	refused, err := set.MeterProvider.Meter("github.com/doubletake/doubletake/extension/guardextension").Int64Counter(
-		"otelcol_guard_refused_requests",
-		metric.WithUnit("{request}"),
-		metric.WithDescription("Requests refused before decoding: reason depth (nesting beyond max_depth) or in_flight (request bodies beyond max_in_flight_bytes)."),
-	)
+	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
 	if err != nil {
 		return nil, err
 	}
+	refused := tb.GuardRefusedRequests
 	return &guardExt{cfg: *cfg, refused: refused}, nil
 }
 

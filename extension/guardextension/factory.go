@@ -11,6 +11,7 @@ import (
 	// And grpc-go's gzip.
 	_ "google.golang.org/grpc/encoding/gzip"
 
+	"github.com/doubletake/doubletake/extension/guardextension/internal/metadata"
 	"github.com/doubletake/doubletake/internal/guard"
 )
 
@@ -21,8 +22,9 @@ func init() {
 	guard.BoundGRPCDecompression("gzip", "zstd", "snappy")
 }
 
-// Type is the extension's component type in collector configs.
-var Type = component.MustNewType("guard")
+// Type is the extension's component type in collector configs
+// (metadata.yaml).
+var Type = metadata.Type
 
 // NewFactory returns the guard extension's factory.
 func NewFactory() extension.Factory {
@@ -32,6 +34,6 @@ func NewFactory() extension.Factory {
 		func(_ context.Context, set extension.Settings, cfg component.Config) (extension.Extension, error) {
 			return newGuard(set, cfg.(*Config))
 		},
-		component.StabilityLevelAlpha,
+		metadata.ExtensionStability,
 	)
 }

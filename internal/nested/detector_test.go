@@ -380,10 +380,10 @@ func TestDiagnosisKinds(t *testing.T) {
 }
 
 func TestOptionsValidate(t *testing.T) {
-	if err := (Options{}).Validate(); err != nil {
+	if err := (Options{}).Check(); err != nil {
 		t.Fatal(err)
 	}
-	err := Options{MinCoverage: 1.5, Skew: -1, MaxSpans: -1}.Validate()
+	err := Options{MinCoverage: 1.5, Skew: -1, MaxSpans: -1}.Check()
 	if err == nil || !strings.Contains(err.Error(), "min_coverage") || !strings.Contains(err.Error(), "skew") || !strings.Contains(err.Error(), "max_spans") {
 		t.Fatalf("err: %v", err)
 	}

@@ -61,8 +61,11 @@ type Options struct {
 	InternalInServer bool `mapstructure:"internal_in_server" json:"internal_in_server"`
 }
 
-// Validate reports a setting out of range.
-func (o Options) Validate() error {
+// Check reports a setting out of range. It is not named Validate: the
+// collector's config validation calls every Validate it finds, and Options
+// is embedded (squashed) in the dedup processor's traces.nested section,
+// whose own Validate reports these errors once, under that section's path.
+func (o Options) Check() error {
 	var errs []error
 	if math.IsNaN(o.MinCoverage) || o.MinCoverage < 0 || o.MinCoverage > 1 {
 		errs = append(errs, fmt.Errorf("min_coverage %v: want a number in (0, 1], or 0 for the default %v", o.MinCoverage, DefaultMinCoverage))

@@ -65,12 +65,12 @@ const (
 
 var (
 	errMode        = errors.New(`mode must be "drop" or "detect"`)
-	errOnConflict  = errors.New(`traces.on_conflict must be "keep_first" or "pass"`)
-	errMaxServices = errors.New("telemetry.max_services must be at least 1")
-	errWarn        = errors.New("telemetry.warn_interval must be positive")
-	errSummary     = errors.New("telemetry.summary_interval must not be negative")
-	errOverlap     = errors.New(`metrics.overlap must be "keep_one" or "split"`)
-	errSplitAttr   = errors.New("metrics.split_attribute must not be empty")
+	errOnConflict  = errors.New(`on_conflict must be "keep_first" or "pass"`)
+	errMaxServices = errors.New("max_services must be at least 1")
+	errWarn        = errors.New("warn_interval must be positive")
+	errSummary     = errors.New("summary_interval must not be negative")
+	errOverlap     = errors.New(`overlap must be "keep_one" or "split"`)
+	errSplitAttr   = errors.New("split_attribute must not be empty")
 )
 
 // Config is the dedup processor's configuration.
@@ -215,7 +215,13 @@ func createDefaultConfig() *Config {
 	}
 }
 
-// Validate checks every field, naming the one that is wrong.
+// Every section validates its own fields (confmap.Validator): the
+// collector's config validation (confmap.Validate) walks the config and
+// calls each section's Validate once, prefixing its path, e.g.
+// "traces::nested: min_coverage 2: ...". No Validate calls another
+// section's, which would report its errors twice.
+
+// Validate checks the top-level fields.
 func (c *Config) Validate() error {
 	var errs []error
 	switch c.Mode {
@@ -223,61 +229,87 @@ func (c *Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("%w, got %q", errMode, c.Mode))
 	}
-	if c.Traces.Window <= 0 {
-		errs = append(errs, fmt.Errorf("traces.window must be positive, got %s", c.Traces.Window))
-	}
-	if c.Traces.MaxSpans < 1 || c.Traces.MaxSpans > window.MaxCapacity {
-		errs = append(errs, fmt.Errorf("traces.max_spans must be between 1 and %d, got %d", window.MaxCapacity, c.Traces.MaxSpans))
-	}
-	switch c.Traces.OnConflict {
-	case ConflictKeepFirst, ConflictPass:
-	default:
-		errs = append(errs, fmt.Errorf("%w, got %q", errOnConflict, c.Traces.OnConflict))
-	}
-	if err := c.Traces.Nested.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("traces.nested: %w", err))
-	}
-	if c.Traces.CollapseNested && !c.Traces.Nested.Detect {
-		errs = append(errs, errors.New("traces.collapse_nested needs traces.nested.detect"))
-	}
-	if c.Logs.Window <= 0 {
-		errs = append(errs, fmt.Errorf("logs.window must be positive, got %s", c.Logs.Window))
-	}
-	if c.Logs.MaxRecords < 1 || c.Logs.MaxRecords > window.MaxCapacity {
-		errs = append(errs, fmt.Errorf("logs.max_records must be between 1 and %d, got %d", window.MaxCapacity, c.Logs.MaxRecords))
-	}
-	if c.Metrics.MaxStreams < 1 || c.Metrics.MaxStreams > streams.MaxStreamsLimit {
-		errs = append(errs, fmt.Errorf("metrics.max_streams must be between 1 and %d, got %d", streams.MaxStreamsLimit, c.Metrics.MaxStreams))
-	}
-	if c.Metrics.MaxStale <= 0 {
-		errs = append(errs, fmt.Errorf("metrics.max_stale must be positive, got %s", c.Metrics.MaxStale))
-	}
-	if c.Metrics.FailoverAfter < 0 {
-		errs = append(errs, fmt.Errorf("metrics.failover_after must not be negative (0 derives it from each stream's interval), got %s", c.Metrics.FailoverAfter))
-	}
-	switch c.Metrics.Overlap {
-	case OverlapKeepOne, OverlapSplit:
-	default:
-		errs = append(errs, fmt.Errorf("%w, got %q", errOverlap, c.Metrics.Overlap))
-	}
-	if c.Metrics.SplitAttribute == "" {
-		errs = append(errs, errSplitAttr)
-	}
-	if c.Telemetry.MaxServices < 1 {
-		errs = append(errs, fmt.Errorf("%w, got %d", errMaxServices, c.Telemetry.MaxServices))
-	}
-	if c.Telemetry.WarnInterval <= 0 {
-		errs = append(errs, fmt.Errorf("%w, got %s", errWarn, c.Telemetry.WarnInterval))
-	}
 	if c.MemorySoftLimitMiB < 0 {
 		errs = append(errs, fmt.Errorf("memory_soft_limit_mib must not be negative, got %d", c.MemorySoftLimitMiB))
 	}
 	if c.CheckpointInterval <= 0 {
 		errs = append(errs, fmt.Errorf("checkpoint_interval must be positive, got %s", c.CheckpointInterval))
 	}
-	if c.Telemetry.SummaryInterval < 0 {
-		errs = append(errs, fmt.Errorf("%w, got %s", errSummary, c.Telemetry.SummaryInterval))
-	}
 	errs = append(errs, c.Status.validate()...)
+	return errors.Join(errs...)
+}
+
+// Validate checks the traces section.
+func (c *TracesConfig) Validate() error {
+	var errs []error
+	if c.Window <= 0 {
+		errs = append(errs, fmt.Errorf("window must be positive, got %s", c.Window))
+	}
+	if c.MaxSpans < 1 || c.MaxSpans > window.MaxCapacity {
+		errs = append(errs, fmt.Errorf("max_spans must be between 1 and %d, got %d", window.MaxCapacity, c.MaxSpans))
+	}
+	switch c.OnConflict {
+	case ConflictKeepFirst, ConflictPass:
+	default:
+		errs = append(errs, fmt.Errorf("%w, got %q", errOnConflict, c.OnConflict))
+	}
+	if c.CollapseNested && !c.Nested.Detect {
+		errs = append(errs, errors.New("collapse_nested needs nested.detect"))
+	}
+	return errors.Join(errs...)
+}
+
+// Validate checks the traces.nested section: the detector's options.
+func (c *NestedConfig) Validate() error {
+	return c.Options.Check()
+}
+
+// Validate checks the logs section.
+func (c *LogsConfig) Validate() error {
+	var errs []error
+	if c.Window <= 0 {
+		errs = append(errs, fmt.Errorf("window must be positive, got %s", c.Window))
+	}
+	if c.MaxRecords < 1 || c.MaxRecords > window.MaxCapacity {
+		errs = append(errs, fmt.Errorf("max_records must be between 1 and %d, got %d", window.MaxCapacity, c.MaxRecords))
+	}
+	return errors.Join(errs...)
+}
+
+// Validate checks the metrics section.
+func (c *MetricsConfig) Validate() error {
+	var errs []error
+	if c.MaxStreams < 1 || c.MaxStreams > streams.MaxStreamsLimit {
+		errs = append(errs, fmt.Errorf("max_streams must be between 1 and %d, got %d", streams.MaxStreamsLimit, c.MaxStreams))
+	}
+	if c.MaxStale <= 0 {
+		errs = append(errs, fmt.Errorf("max_stale must be positive, got %s", c.MaxStale))
+	}
+	if c.FailoverAfter < 0 {
+		errs = append(errs, fmt.Errorf("failover_after must not be negative (0 derives it from each stream's interval), got %s", c.FailoverAfter))
+	}
+	switch c.Overlap {
+	case OverlapKeepOne, OverlapSplit:
+	default:
+		errs = append(errs, fmt.Errorf("%w, got %q", errOverlap, c.Overlap))
+	}
+	if c.SplitAttribute == "" {
+		errs = append(errs, errSplitAttr)
+	}
+	return errors.Join(errs...)
+}
+
+// Validate checks the telemetry section.
+func (c *TelemetryConfig) Validate() error {
+	var errs []error
+	if c.MaxServices < 1 {
+		errs = append(errs, fmt.Errorf("%w, got %d", errMaxServices, c.MaxServices))
+	}
+	if c.WarnInterval <= 0 {
+		errs = append(errs, fmt.Errorf("%w, got %s", errWarn, c.WarnInterval))
+	}
+	if c.SummaryInterval < 0 {
+		errs = append(errs, fmt.Errorf("%w, got %s", errSummary, c.SummaryInterval))
+	}
 	return errors.Join(errs...)
 }

@@ -12,45 +12,88 @@ import (
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 )
 
+// TestConfigValidate validates as the collector does (confmap.Validate
+// walks the config and calls each section's Validate): every error names
+// its field under the section's path, exactly once.
 func TestConfigValidate(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		mutate func(*Config)
-		want   string // substring of the error; "" for valid
+		want   string // the error, or a prefix of it, with its path; "" for valid
 	}{
 		{"default", func(*Config) {}, ""},
 		{"detect", func(c *Config) { c.Mode = ModeDetect }, ""},
 		{"bad mode", func(c *Config) { c.Mode = "dedupe" }, `mode must be "drop" or "detect", got "dedupe"`},
-		{"zero window", func(c *Config) { c.Traces.Window = 0 }, "traces.window must be positive"},
-		{"zero max_spans", func(c *Config) { c.Traces.MaxSpans = 0 }, "traces.max_spans must be between 1 and"},
-		{"huge max_spans", func(c *Config) { c.Traces.MaxSpans = 1 << 30 }, "traces.max_spans must be between 1 and"},
-		{"bad on_conflict", func(c *Config) { c.Traces.OnConflict = "last" }, "traces.on_conflict"},
-		{"negative logs window", func(c *Config) { c.Logs.Window = -time.Second }, "logs.window must be positive"},
-		{"zero max_records", func(c *Config) { c.Logs.MaxRecords = 0 }, "logs.max_records"},
-		{"zero max_services", func(c *Config) { c.Telemetry.MaxServices = 0 }, "telemetry.max_services"},
-		{"zero warn_interval", func(c *Config) { c.Telemetry.WarnInterval = 0 }, "telemetry.warn_interval"},
-		{"negative summary", func(c *Config) { c.Telemetry.SummaryInterval = -1 }, "telemetry.summary_interval"},
-		{"negative nested max_bytes", func(c *Config) { c.Traces.Nested.MaxBytes = -1 }, "traces.nested: max_bytes -1: must not be negative"},
+		{"zero window", func(c *Config) { c.Traces.Window = 0 }, "traces: window must be positive, got 0s"},
+		{"zero max_spans", func(c *Config) { c.Traces.MaxSpans = 0 }, "traces: max_spans must be between 1 and"},
+		{"huge max_spans", func(c *Config) { c.Traces.MaxSpans = 1 << 30 }, "traces: max_spans must be between 1 and"},
+		{"bad on_conflict", func(c *Config) { c.Traces.OnConflict = "last" }, `traces: on_conflict must be "keep_first" or "pass", got "last"`},
+		{"collapse without detect", func(c *Config) { c.Traces.CollapseNested = true }, "traces: collapse_nested needs nested.detect"},
+		{"negative logs window", func(c *Config) { c.Logs.Window = -time.Second }, "logs: window must be positive, got -1s"},
+		{"zero max_records", func(c *Config) { c.Logs.MaxRecords = 0 }, "logs: max_records must be between 1 and"},
+		{"zero max_services", func(c *Config) { c.Telemetry.MaxServices = 0 }, "telemetry: max_services must be at least 1, got 0"},
+		{"zero warn_interval", func(c *Config) { c.Telemetry.WarnInterval = 0 }, "telemetry: warn_interval must be positive, got 0s"},
+		{"negative summary", func(c *Config) { c.Telemetry.SummaryInterval = -1 }, "telemetry: summary_interval must not be negative"},
+		{"negative nested max_bytes", func(c *Config) { c.Traces.Nested.MaxBytes = -1 }, "traces::nested: max_bytes -1: must not be negative"},
 		{"split", func(c *Config) { c.Metrics.Overlap = OverlapSplit }, ""},
 		{"fixed failover", func(c *Config) { c.Metrics.FailoverAfter = time.Minute }, ""},
-		{"zero max_streams", func(c *Config) { c.Metrics.MaxStreams = 0 }, "metrics.max_streams must be between 1 and"},
-		{"huge max_streams", func(c *Config) { c.Metrics.MaxStreams = 1 << 40 }, "metrics.max_streams must be between 1 and"},
-		{"zero max_stale", func(c *Config) { c.Metrics.MaxStale = 0 }, "metrics.max_stale must be positive, got 0s"},
-		{"negative failover_after", func(c *Config) { c.Metrics.FailoverAfter = -time.Second }, "metrics.failover_after must not be negative"},
-		{"bad overlap", func(c *Config) { c.Metrics.Overlap = "merge" }, `metrics.overlap must be "keep_one" or "split", got "merge"`},
-		{"empty split_attribute", func(c *Config) { c.Metrics.SplitAttribute = "" }, "metrics.split_attribute must not be empty"},
+		{"zero max_streams", func(c *Config) { c.Metrics.MaxStreams = 0 }, "metrics: max_streams must be between 1 and"},
+		{"huge max_streams", func(c *Config) { c.Metrics.MaxStreams = 1 << 40 }, "metrics: max_streams must be between 1 and"},
+		{"zero max_stale", func(c *Config) { c.Metrics.MaxStale = 0 }, "metrics: max_stale must be positive, got 0s"},
+		{"negative failover_after", func(c *Config) { c.Metrics.FailoverAfter = -time.Second }, "metrics: failover_after must not be negative"},
+		{"bad overlap", func(c *Config) { c.Metrics.Overlap = "merge" }, `metrics: overlap must be "keep_one" or "split", got "merge"`},
+		{"empty split_attribute", func(c *Config) { c.Metrics.SplitAttribute = "" }, "metrics: split_attribute must not be empty"},
+		{"negative memory limit", func(c *Config) { c.MemorySoftLimitMiB = -1 }, "memory_soft_limit_mib must not be negative, got -1"},
+		{"zero checkpoint", func(c *Config) { c.CheckpointInterval = 0 }, "checkpoint_interval must be positive, got 0s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := createDefaultConfig()
 			tc.mutate(c)
-			err := c.Validate()
+			err := confmap.Validate(c)
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("unexpected error: %v", err)
-			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-				t.Fatalf("error %v, want it to contain %q", err, tc.want)
+			case tc.want != "" && err == nil:
+				t.Fatalf("no error, want %q", tc.want)
+			case tc.want != "" && strings.Count(err.Error(), tc.want) != 1:
+				t.Fatalf("error %q, want %q in it exactly once", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestConfigNestedErrorOnce loads a config with a bad
+// traces.nested.min_coverage as the collector does (confmap unmarshal, then
+// confmap.Validate): the error is reported once, under traces::nested.
+// Before each section validated itself, Config.Validate also called the
+// nested section's validator and the walk met it twice more (traces.nested:,
+// traces::nested:, traces::nested::options:).
+func TestConfigNestedErrorOnce(t *testing.T) {
+	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := cm.Sub(component.NewIDWithName(Type, "bad_nested").String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := createDefaultConfig()
+	if err := sub.Unmarshal(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Traces.Nested.MinCoverage != 2 {
+		t.Fatalf("min_coverage %v, want 2 as written", cfg.Traces.Nested.MinCoverage)
+	}
+	err = confmap.Validate(cfg)
+	if err == nil {
+		t.Fatal("min_coverage 2 accepted")
+	}
+	const want = "traces::nested: min_coverage 2: want a number in (0, 1], or 0 for the default 0.9"
+	if err.Error() != want {
+		t.Fatalf("error %q\nwant    %q", err, want)
+	}
+	if n := strings.Count(err.Error(), "min_coverage"); n != 1 {
+		t.Fatalf("min_coverage reported %d times: %q", n, err)
 	}
 }
 

@@ -1,3 +1,5 @@
+//go:generate ../../scripts/generate.sh
+
 // Package dedupprocessor is an OpenTelemetry Collector processor (type
 // "dedup") that makes telemetry arrive exactly once.
 //

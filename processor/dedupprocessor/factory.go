@@ -7,12 +7,13 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/processor"
+
+	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/metadata"
 )
 
-// Type is the processor's component type in collector configs.
-var Type = component.MustNewType("dedup")
-
-const stability = component.StabilityLevelAlpha
+// Type is the processor's component type in collector configs
+// (metadata.yaml).
+var Type = metadata.Type
 
 // NewFactory returns the dedup processor's factory. Processors made by one
 // factory for one component ID share their windows, whatever pipelines and
@@ -26,9 +27,9 @@ func (f *factory) processorFactory() processor.Factory {
 	return processor.NewFactory(
 		Type,
 		func() component.Config { return createDefaultConfig() },
-		processor.WithTraces(f.createTraces, stability),
-		processor.WithLogs(f.createLogs, stability),
-		processor.WithMetrics(f.createMetrics, stability),
+		processor.WithTraces(f.createTraces, metadata.TracesStability),
+		processor.WithLogs(f.createLogs, metadata.LogsStability),
+		processor.WithMetrics(f.createMetrics, metadata.MetricsStability),
 	)
 }
 

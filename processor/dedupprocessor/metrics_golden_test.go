@@ -144,7 +144,7 @@ type metricsHarness struct {
 
 func newMetricsHarness(t *testing.T, cfg *Config) *metricsHarness {
 	t.Helper()
-	if err := cfg.Validate(); err != nil {
+	if err := confmap.Validate(cfg); err != nil {
 		t.Fatalf("config: %v", err)
 	}
 	core, logs := observer.New(zapcore.InfoLevel)

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/otel/attribute"
@@ -86,7 +87,7 @@ func TestCollapseNeedsDetect(t *testing.T) {
 	c := createDefaultConfig()
 	c.Traces.CollapseNested = true
 	c.Traces.Nested.Detect = false
-	if err := c.Validate(); err == nil {
+	if err := confmap.Validate(c); err == nil {
 		t.Fatal("collapse_nested without detect accepted")
 	}
 }

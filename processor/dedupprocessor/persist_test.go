@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/filestorage"
+	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/storagetest"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
@@ -23,16 +24,10 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 )
 
-// storageHost is a host with one file_storage extension, as the collector
-// gives a processor whose config names it.
-type storageHost struct {
-	component.Host
-	exts map[component.ID]component.Component
-}
-
-func (h storageHost) GetExtensions() map[component.ID]component.Component { return h.exts }
-
-func startFileStorage(t *testing.T, dir string) (storageHost, extension.Extension) {
+// startFileStorage starts a real file_storage extension on dir and returns
+// a host (storagetest's) that holds it, as the collector gives a processor
+// whose config names it.
+func startFileStorage(t *testing.T, dir string) (*storagetest.StorageHost, extension.Extension) {
 	t.Helper()
 	f := filestorage.NewFactory()
 	cfg := f.CreateDefaultConfig().(*filestorage.Config)
@@ -44,8 +39,7 @@ func startFileStorage(t *testing.T, dir string) (storageHost, extension.Extensio
 	if err := ext.Start(context.Background(), componenttest.NewNopHost()); err != nil {
 		t.Fatal(err)
 	}
-	id := component.NewID(f.Type())
-	return storageHost{Host: componenttest.NewNopHost(), exts: map[component.ID]component.Component{id: ext}}, ext
+	return storagetest.NewStorageHost().WithExtension(component.NewID(f.Type()), ext), ext
 }
 
 // TestWindowsSurviveARestart: span ids and log digests stored by one
@@ -112,6 +106,24 @@ func TestStorageMustExist(t *testing.T) {
 	err = p.Start(context.Background(), componenttest.NewNopHost())
 	if err == nil || !containsStr(err.Error(), `no extension "file_storage"`) {
 		t.Fatalf("Start without the extension: %v, want a message naming it", err)
+	}
+	_ = p.Shutdown(context.Background())
+}
+
+// TestStorageMustBeStorage: storage naming an extension that is not a
+// storage extension fails Start with a message naming it.
+func TestStorageMustBeStorage(t *testing.T) {
+	cfg := createDefaultConfig()
+	id := storagetest.NewNonStorageID("other")
+	cfg.Storage = &id
+	p, err := NewFactory().CreateTraces(context.Background(), processortest.NewNopSettings(Type), cfg, consumertest.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := storagetest.NewStorageHost().WithNonStorageExtension("other")
+	err = p.Start(context.Background(), host)
+	if err == nil || !containsStr(err.Error(), `extension "`+id.String()+`" is not a storage extension`) {
+		t.Fatalf("Start with a non-storage extension: %v, want a message naming it", err)
 	}
 	_ = p.Shutdown(context.Background())
 }

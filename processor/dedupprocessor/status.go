@@ -133,14 +133,11 @@ type streamEntry struct {
 	first, last     time.Time
 }
 
-func newStreamBook(max int, set component.TelemetrySettings) (*streamBook, error) {
-	c, err := set.MeterProvider.Meter(scopeName).Int64Counter("otelcol_processor_dedup_status_refused_events",
-		metric.WithDescription("Events (a second writer's points, an election) of metric streams the status page did not remember because it held status.max_streams streams already."),
-		metric.WithUnit("{event}"))
+func newStreamBook(max int, refused metric.Int64Counter) (*streamBook, error) {
 	return &streamBook{
-		max: max, refused: c, entries: make(map[streamKey]*streamEntry),
+		max: max, refused: refused, entries: make(map[streamKey]*streamEntry),
 		opt: metric.WithAttributeSet(attribute.NewSet(attribute.String("signal", "metrics"))),
-	}, err
+	}, nil
 }
 
 // note records one request's notable event for one service's stream. A nil
@@ -293,7 +290,7 @@ func newStatusServer(st *state, set component.TelemetrySettings) (*statusServer,
 	if !st.cfg.Status.enabled() {
 		return nil, nil
 	}
-	book, err := newStreamBook(st.cfg.Status.MaxStreams, set)
+	book, err := newStreamBook(st.cfg.Status.MaxStreams, st.tel.statusRefused)
 	if err != nil {
 		return nil, err
 	}

@@ -4,24 +4,29 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/embedded"
 	"go.uber.org/zap"
 
 	"github.com/doubletake/doubletake/internal/sanitize"
+	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/metadata"
 )
-
-const scopeName = "github.com/doubletake/doubletake/processor/dedupprocessor"
 
 // otherService is the service.name label for services past the cap.
 const otherService = "_other"
 
-// telemetry holds the processor's instruments.
+// telemetry holds the processor's instruments: the generated
+// TelemetryBuilder's (metadata.yaml declares them, with their attributes),
+// under the names the processor's code records to.
 type telemetry struct {
+	builder *metadata.TelemetryBuilder
+
 	received   metric.Int64Counter
 	duplicates metric.Int64Counter
 	conflicts  metric.Int64Counter
@@ -29,7 +34,6 @@ type telemetry struct {
 	evicted    metric.Int64Counter
 	rolledBack metric.Int64Counter
 	lost       metric.Int64Counter
-	reg        metric.Registration
 
 	// Metrics only (metrics.go).
 	metricPoints    metric.Int64Counter
@@ -39,97 +43,113 @@ type telemetry struct {
 	// Nested duplicates (nested.go).
 	nestedSpans metric.Int64Counter
 
-	// The stored journals (persist.go), observed while storage is open.
-	meter           metric.Meter
-	journalSegments metric.Int64ObservableGauge
-	journalLimit    metric.Int64ObservableGauge
+	// The status page's streams it did not remember (status.go).
+	statusRefused metric.Int64Counter
+
+	// The stored journals (persist.go) the journal gauges observe; nil
+	// while storage is closed, and then they observe nothing.
+	journals atomic.Pointer[journalLens]
 }
 
 func newTelemetry(set component.TelemetrySettings) (*telemetry, error) {
-	m := set.MeterProvider.Meter(scopeName)
-	t := &telemetry{meter: m}
-	var errs error
-	counter := func(dst *metric.Int64Counter, name, unit, description string) {
-		c, err := m.Int64Counter(name, metric.WithDescription(description), metric.WithUnit(unit))
-		*dst, errs = c, errors.Join(errs, err)
+	tb, err := metadata.NewTelemetryBuilder(set)
+	if err != nil {
+		return nil, err
 	}
-	counter(&t.received, "otelcol_processor_dedup_received_items", "{item}",
-		"Items (spans, log records, metric points) the processor judged.")
-	counter(&t.duplicates, "otelcol_processor_dedup_duplicate_items", "{item}",
-		"Exact copies of items already seen within the window; action says whether they were dropped or passed.")
-	counter(&t.conflicts, "otelcol_processor_dedup_conflict_items", "{item}",
-		"Spans whose ids were seen before with different content; action follows traces.on_conflict.")
-	counter(&t.invalid, "otelcol_processor_dedup_invalid_id_items", "{item}",
-		"Spans with an all-zero trace or span id, passed through untouched.")
-	counter(&t.evicted, "otelcol_processor_dedup_evicted_entries", "{entry}",
-		"Window entries removed before their window ended: the window was full (reason=capacity) or memory ran short (reason=shrink); spans the nested detector forgot for traces.nested.max_spans (reason=nested_capacity) or max_bytes (reason=nested_bytes).")
-	counter(&t.rolledBack, "otelcol_processor_dedup_rolled_back_entries", "{entry}",
-		"Window entries taken back because the next component refused their data, so that a retry is not taken for a duplicate.")
-	counter(&t.lost, "otelcol_processor_dedup_lost_items", "{item}",
-		"Items a component after dedup accepted and then lost for good (a permanent error from its backend); their window entries were taken back, so that a re-send passes.")
-	counter(&t.metricPoints, "otelcol_processor_dedup_metric_points", "{point}",
-		"Metric points that broke the single-writer rule, by reason (duplicate, overlap, out_of_order, decrease, suspected_writer); action says whether they were dropped, passed, or split into their writer's own series.")
-	counter(&t.metricElections, "otelcol_processor_dedup_metric_elections", "{election}",
-		"Changes of a metric stream's elected writer, by reason: earlier_start (a live writer with an earlier start took over), restart (a writer that started at or after the elected writer's newest point), failover (the elected writer sent nothing for metrics.failover_after).")
-	counter(&t.unjudged, "otelcol_processor_dedup_unjudged_points", "{point}",
-		"Metric points of new streams passed unjudged because metrics.max_streams streams were tracked already.")
-	counter(&t.nestedSpans, "otelcol_processor_dedup_nested_spans", "{span}",
-		"Nested duplicates (double instrumentation: one operation recorded as two spans) by service and scope pair; action is counted, or collapsed with traces.collapse_nested.")
-	var err error
-	t.journalSegments, err = m.Int64ObservableGauge("otelcol_processor_dedup_journal_segments",
-		metric.WithDescription("Segments the stored window (storage) holds now: one per delivered request within the window."), metric.WithUnit("{segment}"))
-	errs = errors.Join(errs, err)
-	t.journalLimit, err = m.Int64ObservableGauge("otelcol_processor_dedup_journal_segments_limit",
-		metric.WithDescription("The most segments a stored window holds; past it the oldest go, and a restart restores less than the window held."), metric.WithUnit("{segment}"))
-	errs = errors.Join(errs, err)
-	return t, errs
+	t := &telemetry{
+		builder:         tb,
+		received:        tb.ProcessorDedupReceivedItems,
+		duplicates:      tb.ProcessorDedupDuplicateItems,
+		conflicts:       tb.ProcessorDedupConflictItems,
+		invalid:         tb.ProcessorDedupInvalidIDItems,
+		evicted:         tb.ProcessorDedupEvictedEntries,
+		rolledBack:      tb.ProcessorDedupRolledBackEntries,
+		lost:            tb.ProcessorDedupLostItems,
+		metricPoints:    tb.ProcessorDedupMetricPoints,
+		metricElections: tb.ProcessorDedupMetricElections,
+		unjudged:        tb.ProcessorDedupUnjudgedPoints,
+		nestedSpans:     tb.ProcessorDedupNestedSpans,
+		statusRefused:   tb.ProcessorDedupStatusRefusedEvents,
+	}
+	tracesOpt := metric.WithAttributeSet(attribute.NewSet(attribute.String("signal", "traces")))
+	logsOpt := metric.WithAttributeSet(attribute.NewSet(attribute.String("signal", "logs")))
+	err = errors.Join(
+		tb.RegisterProcessorDedupJournalSegmentsCallback(func(_ context.Context, o metric.Int64Observer) error {
+			if j := t.journals.Load(); j != nil {
+				o.Observe(int64(j.spans.Len()), tracesOpt)
+				o.Observe(int64(j.logs.Len()), logsOpt)
+			}
+			return nil
+		}),
+		tb.RegisterProcessorDedupJournalSegmentsLimitCallback(func(_ context.Context, o metric.Int64Observer) error {
+			if t.journals.Load() != nil {
+				o.Observe(maxSegments, tracesOpt)
+				o.Observe(maxSegments, logsOpt)
+			}
+			return nil
+		}),
+	)
+	if err != nil {
+		tb.Shutdown()
+		return nil, err
+	}
+	return t, nil
+}
+
+// journalLens is what the journal gauges read: the stored span and log
+// journals' lengths.
+type journalLens struct {
+	spans, logs interface{ Len() int }
+}
+
+// journalGauges ends the journal gauges' observation of one pair of
+// journals.
+type journalGauges struct {
+	embedded.Registration
+	t *telemetry
+	j *journalLens
+}
+
+func (g *journalGauges) Unregister() error {
+	g.t.journals.CompareAndSwap(g.j, nil)
+	return nil
 }
 
 // observeJournals reports the stored journals' segments against their
 // bound until the registration is unregistered (when storage closes).
 func (t *telemetry) observeJournals(spans, logs interface{ Len() int }) (metric.Registration, error) {
-	tracesOpt := metric.WithAttributeSet(attribute.NewSet(attribute.String("signal", "traces")))
-	logsOpt := metric.WithAttributeSet(attribute.NewSet(attribute.String("signal", "logs")))
-	return t.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		o.ObserveInt64(t.journalSegments, int64(spans.Len()), tracesOpt)
-		o.ObserveInt64(t.journalSegments, int64(logs.Len()), logsOpt)
-		o.ObserveInt64(t.journalLimit, maxSegments, tracesOpt)
-		o.ObserveInt64(t.journalLimit, maxSegments, logsOpt)
-		return nil
-	}, t.journalSegments, t.journalLimit)
+	j := &journalLens{spans: spans, logs: logs}
+	t.journals.Store(j)
+	return &journalGauges{t: t, j: j}, nil
 }
 
 // observe registers the gauges, read from the windows at collection time.
-func (t *telemetry) observe(set component.TelemetrySettings, windows []*signalWindow) error {
-	m := set.MeterProvider.Meter(scopeName)
-	entries, err1 := m.Int64ObservableGauge("otelcol_processor_dedup_entries",
-		metric.WithDescription("Entries held in the window now."), metric.WithUnit("{entry}"))
-	limit, err2 := m.Int64ObservableGauge("otelcol_processor_dedup_entries_limit",
-		metric.WithDescription("The most entries the window holds."), metric.WithUnit("{entry}"))
-	eff, err3 := m.Float64ObservableGauge("otelcol_processor_dedup_effective_window",
-		metric.WithDescription("How far back the window reaches now; shorter than configured when the window is full."), metric.WithUnit("s"))
-	if err := errors.Join(err1, err2, err3); err != nil {
-		return err
-	}
-	reg, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+func (t *telemetry) observe(_ component.TelemetrySettings, windows []*signalWindow) error {
+	snapshots := func(f func(s windowSnapshot, attrs metric.ObserveOption)) {
 		now := time.Now().UnixNano()
 		for _, w := range windows {
-			s := w.snapshot(now)
-			attrs := metric.WithAttributeSet(w.signalAttrs)
-			o.ObserveInt64(entries, int64(s.entries), attrs)
-			o.ObserveInt64(limit, int64(s.limit), attrs)
-			o.ObserveFloat64(eff, s.effective.Seconds(), attrs)
+			f(w.snapshot(now), metric.WithAttributeSet(w.signalAttrs))
 		}
-		return nil
-	}, entries, limit, eff)
-	t.reg = reg
-	return err
+	}
+	return errors.Join(
+		t.builder.RegisterProcessorDedupEntriesCallback(func(_ context.Context, o metric.Int64Observer) error {
+			snapshots(func(s windowSnapshot, attrs metric.ObserveOption) { o.Observe(int64(s.entries), attrs) })
+			return nil
+		}),
+		t.builder.RegisterProcessorDedupEntriesLimitCallback(func(_ context.Context, o metric.Int64Observer) error {
+			snapshots(func(s windowSnapshot, attrs metric.ObserveOption) { o.Observe(int64(s.limit), attrs) })
+			return nil
+		}),
+		t.builder.RegisterProcessorDedupEffectiveWindowCallback(func(_ context.Context, o metric.Float64Observer) error {
+			snapshots(func(s windowSnapshot, attrs metric.ObserveOption) { o.Observe(s.effective.Seconds(), attrs) })
+			return nil
+		}),
+	)
 }
 
+// shutdown unregisters the gauges' callbacks.
 func (t *telemetry) shutdown() error {
-	if t.reg != nil {
-		return t.reg.Unregister()
-	}
+	t.builder.Shutdown()
 	return nil
 }
 
