@@ -70,6 +70,64 @@ func TestCheckProtoAtTheLimit(t *testing.T) {
 	}
 }
 
+// The walk skips a message too short to nest past the limit (two bytes a
+// level at the least). Here every level takes exactly two bytes, the
+// tightest a decoder takes, so a bound one level too optimistic would pass
+// a request one level too deep: at every limit the check refuses exactly
+// the requests deeper than it, whether the deep value is the first or the
+// last attribute of a long span.
+func TestCheckProtoSkipsOnlyWhatCannotBeTooDeep(t *testing.T) {
+	field := func(f int, inner []byte) []byte {
+		if len(inner) > 127 {
+			t.Fatalf("inner message of %d bytes: the lengths must stay one byte", len(inner))
+		}
+		return append([]byte{byte(f<<3 | 2), byte(len(inner))}, inner...)
+	}
+	filler := field(1, bytes.Repeat([]byte{'k'}, 100)) // a KeyValue with a long key
+	for levels := 0; levels <= 28; levels++ {
+		var v []byte // the innermost AnyValue, empty
+		for range levels {
+			v = field(5, field(1, v)) // AnyValue{array_value: ArrayValue{values: v}}
+		}
+		kv := field(2, v) // KeyValue{value: v}
+		for _, last := range []bool{false, true} {
+			var sp []byte
+			if last {
+				sp = append(append(sp, field(9, filler)...), field(9, kv)...)
+			} else {
+				sp = append(append(sp, field(9, kv)...), field(9, filler)...)
+			}
+			ss := append(binaryLen(2, len(sp)), sp...) // ScopeSpans{spans: sp}
+			rs := append(binaryLen(2, len(ss)), ss...) // ResourceSpans{scope_spans: ss}
+			b := append(binaryLen(1, len(rs)), rs...)  // the request
+			req := ptraceotlp.NewExportRequest()
+			if err := req.UnmarshalProto(b); err != nil {
+				t.Fatalf("%d levels: pdata cannot decode the request: %v", levels, err)
+			}
+			depth := guard.ProtoDepth(b, guard.TracesRequest)
+			if want := 6 + 2*levels; depth != want {
+				t.Fatalf("%d levels: depth %d, want %d", levels, depth, want)
+			}
+			for limit := 8; limit <= 70; limit++ {
+				err := guard.CheckProto(b, guard.TracesRequest, limit)
+				if refused := errors.Is(err, guard.ErrTooDeep); refused != (depth > limit) {
+					t.Fatalf("depth %d (deep value last: %v) at limit %d: %v", depth, last, limit, err)
+				}
+			}
+		}
+	}
+}
+
+// binaryLen is a length-delimited field's tag and length.
+func binaryLen(f, n int) []byte {
+	b := []byte{byte(f<<3 | 2)}
+	for n >= 0x80 {
+		b = append(b, byte(n)|0x80)
+		n >>= 7
+	}
+	return append(b, byte(n))
+}
+
 // The request that ends the process with a stack overflow in pdata's
 // decoder today: refused at once, without allocating.
 func TestCheckProtoRefusesAMillionLevels(t *testing.T) {

@@ -233,7 +233,8 @@ type frame struct {
 // nests deeper than maxDepth messages (the root is depth 1). It allocates
 // nothing and does not recurse. Bytes that are not well-formed protobuf end
 // the walk without error: the decoder refuses them itself, and nothing
-// before them nests too deep.
+// before them nests too deep. A message too short to hold maxDepth levels
+// is skipped unread (see mayExceed).
 func CheckProto(b []byte, root Message, maxDepth int) error {
 	if maxDepth <= 0 || maxDepth > MaxDepthLimit {
 		maxDepth = DefaultMaxDepth
@@ -259,7 +260,7 @@ func CheckProto(b []byte, root Message, maxDepth int) error {
 // being 1, as far as b is well-formed; it is at most MaxDepthLimit+1.
 func ProtoDepth(b []byte, root Message) int {
 	var stack [MaxDepthLimit]frame
-	w := protoWalker{limit: MaxDepthLimit, stack: stack[:]}
+	w := protoWalker{limit: MaxDepthLimit, stack: stack[:], exact: true}
 	w.reset(root, len(b))
 	if !w.feed(b) {
 		return MaxDepthLimit + 1
@@ -293,6 +294,20 @@ type protoWalker struct {
 	group   int // groups open inside the current message
 	deepAt  int // where the limit was exceeded, when tooDeep
 	tooDeep bool
+	// exact: descend into every message, to measure the depth (deepest);
+	// otherwise a message too short to nest past the limit is skipped.
+	exact bool
+}
+
+// mayExceed says whether a message of length bytes opened in the current
+// one must be walked: whether it can nest past the limit. Every level
+// inside it takes at least two bytes (a tag and a length), so it reaches
+// at most its own depth (w.sp+2) plus length/2; a shorter one is skipped
+// whole, which is most of an OTLP request (attributes, events, and spans
+// themselves when the limit is the default). The walker answers the same
+// either way for every input the decoder takes.
+func (w *protoWalker) mayExceed(length int) bool {
+	return w.exact || w.sp+2+length/2 > w.limit
 }
 
 func (w *protoWalker) reset(root Message, size int) {
@@ -388,7 +403,7 @@ func (w *protoWalker) feed(p []byte) bool {
 				break
 			}
 			if w.group == 0 {
-				if k := child(top.kind, w.field); k != none {
+				if k := child(top.kind, w.field); k != none && w.mayExceed(length) {
 					if w.sp+2 > w.limit {
 						w.tooDeep, w.deepAt = true, w.pos
 						return false
@@ -444,7 +459,7 @@ func (w *protoWalker) fastField(p []byte, i int, top *frame) (int, bool) {
 			return i, true
 		}
 		if w.group == 0 {
-			if k := child(top.kind, w.field); k != none {
+			if k := child(top.kind, w.field); k != none && w.mayExceed(length) {
 				if w.sp+2 > w.limit {
 					w.tooDeep, w.deepAt = true, w.pos
 					return i, false

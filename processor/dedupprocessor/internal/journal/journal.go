@@ -18,6 +18,16 @@
 // A forget segment takes entries back (the component after dedup lost them
 // after accepting them): replayed, it removes them from the window again,
 // so that the sender's re-send passes after a restart too.
+//
+// A segment is stored as a small header record and its payload cut into
+// parts of partBytes. file_storage is a bbolt B+tree that keeps values in
+// its leaf pages and rewrites a whole leaf, two to four values, whenever
+// one key in it changes: a 32 KB segment (a request of 1000 spans) in one
+// value made every append rewrite the neighbouring segments too (about
+// 250 KB allocated and written per append); in parts of 8 KiB it rewrites
+// a few parts. Smaller parts cost more in tree operations than they save
+// (BenchmarkAppend). Segments written whole by earlier versions are still
+// read and deleted.
 package journal
 
 import (
@@ -61,25 +71,85 @@ type Options struct {
 // times are positive Unix nanoseconds).
 const forgetBit = uint64(1) << 63
 
+const (
+	// partBytes is the most payload bytes one stored part holds.
+	partBytes = 8192
+	// maxParts bounds the parts of one segment (128 MiB of payload, far
+	// more than the entries of a 16 MiB request): a larger append is
+	// refused, and a stored header claiming more is corrupt.
+	maxParts = 1 << 14
+	// headerLen is a segment header: the stamp and the number of parts.
+	headerLen = 12
+)
+
 // Journal is an append-only log of window segments in a storage client.
 // It is safe for concurrent use.
 type Journal struct {
 	client storage.Client
 	opt    Options
 
-	mu      sync.Mutex
-	first   uint64  // oldest segment held
-	next    uint64  // number the next segment gets
-	times   []int64 // arrival time of segments first..next-1
-	counts  []int   // entries inserted by segments first..next-1 (0 for forget segments)
-	entries int     // sum of counts
-	stats   Stats
+	mu    sync.Mutex
+	first uint64 // oldest segment held
+	next  uint64 // number the next segment gets
+	// partsFrom is the first segment stored in parts; the ones before it
+	// were written whole by an earlier version (one key each).
+	partsFrom uint64
+	times     []int64 // arrival time of segments first..next-1
+	counts    []int   // entries inserted by segments first..next-1 (0 for forget segments)
+	parts     []int   // stored parts of segments first..next-1 (whole ones: 0)
+	entries   int     // sum of counts
+	stats     Stats
 }
 
-// metaKey holds first and next, 16 bytes.
+// metaKey holds first, next and partsFrom, 24 bytes (earlier versions: 16,
+// without partsFrom).
 func (j *Journal) metaKey() string { return j.opt.Prefix + "meta" }
 
+// segKey is where an earlier version stored segment n whole.
 func (j *Journal) segKey(n uint64) string { return fmt.Sprintf("%sseg/%020d", j.opt.Prefix, n) }
+
+// headKey is segment n's header; partKey its part i. They sort before
+// metaKey and in segment order.
+func (j *Journal) headKey(n uint64) string { return string(j.appendHeadKey(nil, n)) }
+
+func (j *Journal) appendHeadKey(b []byte, n uint64) []byte {
+	b = append(b, j.opt.Prefix...)
+	b = append(b, "c/"...)
+	return appendPadded(b, n, 20)
+}
+
+func (j *Journal) partKey(n uint64, i int) string {
+	var buf [64]byte
+	b := append(j.appendHeadKey(buf[:0], n), '/')
+	return string(appendPadded(b, uint64(i), 6))
+}
+
+// appendPadded appends v in decimal, zero-padded to width digits.
+func appendPadded(b []byte, v uint64, width int) []byte {
+	var d [20]byte
+	i := len(d)
+	for v > 0 || i == len(d) {
+		i--
+		d[i] = byte('0' + v%10)
+		v /= 10
+	}
+	for k := len(d) - i; k < width; k++ {
+		b = append(b, '0')
+	}
+	return append(b, d[i:]...)
+}
+
+// deleteOps appends the deletion of held segment idx (its number n).
+func (j *Journal) deleteOps(ops []*storage.Operation, idx int, n uint64) []*storage.Operation {
+	if n < j.partsFrom {
+		return append(ops, storage.DeleteOperation(j.segKey(n)))
+	}
+	ops = append(ops, storage.DeleteOperation(j.headKey(n)))
+	for i := range j.parts[idx] {
+		ops = append(ops, storage.DeleteOperation(j.partKey(n, i)))
+	}
+	return ops
+}
 
 // Open reads the journal under opt.Prefix and replays every segment still
 // held, oldest first.
@@ -98,10 +168,16 @@ func Open(ctx context.Context, client storage.Client, opt Options) (*Journal, er
 	if err != nil {
 		return nil, fmt.Errorf("reading journal meta: %w", err)
 	}
-	if len(meta) == 16 {
+	switch len(meta) {
+	case 16, 24:
 		j.first = binary.LittleEndian.Uint64(meta[0:])
 		j.next = binary.LittleEndian.Uint64(meta[8:])
-	} else if meta != nil {
+		j.partsFrom = j.next // 16 bytes: every segment held is whole
+		if len(meta) == 24 {
+			j.partsFrom = binary.LittleEndian.Uint64(meta[16:])
+		}
+	case 0:
+	default:
 		j.stats.Corrupted++ // start afresh; old segments are unreachable
 	}
 	if j.next < j.first || j.next-j.first > uint64(opt.MaxSegments) {
@@ -110,11 +186,15 @@ func Open(ctx context.Context, client storage.Client, opt Options) (*Journal, er
 			j.first = j.next - uint64(opt.MaxSegments)
 		}
 	}
+	j.partsFrom = min(j.partsFrom, j.next)
+	var buf []byte
 	for n := j.first; n < j.next; n++ {
-		v, err := client.Get(ctx, j.segKey(n))
+		v, parts, err := j.read(ctx, n, buf[:0])
 		if err != nil {
-			return nil, fmt.Errorf("reading journal segment %d: %w", n, err)
+			return nil, err
 		}
+		buf = v[:0]
+		j.parts = append(j.parts, parts)
 		if len(v) < 8 {
 			j.stats.Corrupted++
 			j.times = append(j.times, 0)
@@ -142,7 +222,49 @@ func Open(ctx context.Context, client storage.Client, opt Options) (*Journal, er
 	return j, nil
 }
 
-// Append writes one insert segment. The payload is copied.
+// read returns segment n as the stamp followed by its payload, appended to
+// buf (nil or short of 8 bytes when it is not readable), and the number of
+// parts stored for it.
+func (j *Journal) read(ctx context.Context, n uint64, buf []byte) ([]byte, int, error) {
+	if n < j.partsFrom {
+		v, err := j.client.Get(ctx, j.segKey(n))
+		if err != nil {
+			return nil, 0, fmt.Errorf("reading journal segment %d: %w", n, err)
+		}
+		return v, 0, nil
+	}
+	h, err := j.client.Get(ctx, j.headKey(n))
+	if err != nil {
+		return nil, 0, fmt.Errorf("reading journal segment %d: %w", n, err)
+	}
+	if len(h) != headerLen {
+		return nil, 0, nil
+	}
+	parts := int(binary.LittleEndian.Uint32(h[8:]))
+	if parts > maxParts {
+		return nil, 0, nil
+	}
+	ops := make([]*storage.Operation, parts)
+	for i := range ops {
+		ops[i] = storage.GetOperation(j.partKey(n, i))
+	}
+	if parts > 0 {
+		if err := j.client.Batch(ctx, ops...); err != nil {
+			return nil, parts, fmt.Errorf("reading journal segment %d: %w", n, err)
+		}
+	}
+	buf = append(buf, h[:8]...)
+	for _, op := range ops {
+		if op.Value == nil {
+			return nil, parts, nil
+		}
+		buf = append(buf, op.Value...)
+	}
+	return buf, parts, nil
+}
+
+// Append writes one insert segment. The payload is not kept after Append
+// returns.
 func (j *Journal) Append(ctx context.Context, at int64, payload []byte) error {
 	return j.append(ctx, uint64(at), at, payload, len(payload)/j.opt.RecordSize)
 }
@@ -154,12 +276,25 @@ func (j *Journal) AppendForget(ctx context.Context, at int64, payload []byte) er
 }
 
 func (j *Journal) append(ctx context.Context, stamp uint64, at int64, payload []byte, count int) error {
-	buf := make([]byte, 8+len(payload))
-	binary.LittleEndian.PutUint64(buf, stamp)
-	copy(buf[8:], payload)
+	parts := (len(payload) + partBytes - 1) / partBytes
+	if parts > maxParts {
+		j.mu.Lock()
+		j.stats.Failed++
+		j.mu.Unlock()
+		return fmt.Errorf("appending journal segment: %d bytes of entries, more than the %d a segment holds", len(payload), maxParts*partBytes)
+	}
+	head := make([]byte, headerLen)
+	binary.LittleEndian.PutUint64(head, stamp)
+	binary.LittleEndian.PutUint32(head[8:], uint32(parts))
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	ops := []*storage.Operation{storage.SetOperation(j.segKey(j.next), buf)}
+	// The parts are slices of payload: the storage writes them before
+	// Batch returns and keeps no reference.
+	ops := make([]*storage.Operation, 0, 2*parts+4)
+	ops = append(ops, storage.SetOperation(j.headKey(j.next), head))
+	for i := range parts {
+		ops = append(ops, storage.SetOperation(j.partKey(j.next, i), payload[i*partBytes:min(len(payload), (i+1)*partBytes)]))
+	}
 	// Drop the oldest segments while the MaxSegments bound is reached, or
 	// while the newer segments (this one included) alone hold MaxEntries:
 	// the window has evicted the oldest segment's entries by then.
@@ -170,7 +305,7 @@ func (j *Journal) append(ctx context.Context, stamp uint64, at int64, payload []
 		if !full && !covered {
 			break
 		}
-		ops = append(ops, storage.DeleteOperation(j.segKey(j.first+uint64(drop))))
+		ops = j.deleteOps(ops, drop, j.first+uint64(drop))
 		entries -= j.counts[drop]
 		drop++
 	}
@@ -183,6 +318,7 @@ func (j *Journal) append(ctx context.Context, stamp uint64, at int64, payload []
 	j.first = first
 	j.times = append(j.times[drop:], at)
 	j.counts = append(j.counts[drop:], count)
+	j.parts = append(j.parts[drop:], parts)
 	j.entries = entries
 	j.stats.Dropped += uint64(drop)
 	j.next++
@@ -203,7 +339,7 @@ func (j *Journal) Trim(ctx context.Context, cutoff int64) error {
 	}
 	ops := make([]*storage.Operation, 0, n+1)
 	for i := range n {
-		ops = append(ops, storage.DeleteOperation(j.segKey(j.first+uint64(i))))
+		ops = j.deleteOps(ops, i, j.first+uint64(i))
 	}
 	ops = append(ops, storage.SetOperation(j.metaKey(), j.meta(j.first+uint64(n), j.next)))
 	if err := j.client.Batch(ctx, ops...); err != nil {
@@ -215,14 +351,16 @@ func (j *Journal) Trim(ctx context.Context, cutoff int64) error {
 	j.first += uint64(n)
 	j.times = j.times[n:]
 	j.counts = j.counts[n:]
+	j.parts = j.parts[n:]
 	j.stats.Trimmed += uint64(n)
 	return nil
 }
 
 func (j *Journal) meta(first, next uint64) []byte {
-	b := make([]byte, 16)
+	b := make([]byte, 24)
 	binary.LittleEndian.PutUint64(b[0:], first)
 	binary.LittleEndian.PutUint64(b[8:], next)
+	binary.LittleEndian.PutUint64(b[16:], j.partsFrom)
 	return b
 }
 

@@ -1,8 +1,10 @@
 package journal
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"testing"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/filestorage"
@@ -18,7 +20,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // fileStorage starts a real file_storage extension on dir and returns a
 // client, as a processor would get it.
-func fileStorage(t *testing.T, dir string) (storage.Client, func()) {
+func fileStorage(t testing.TB, dir string) (storage.Client, func()) {
 	t.Helper()
 	f := filestorage.NewFactory()
 	cfg := f.CreateDefaultConfig().(*filestorage.Config)
@@ -113,8 +115,148 @@ func TestMaxSegmentsDropsOldest(t *testing.T) {
 	if len(got) != 3 || got[0] != 2 {
 		t.Fatalf("replayed %v, want [2 3 4]", got)
 	}
-	if v, _ := c.Get(ctx, "p/seg/00000000000000000000"); v != nil {
-		t.Fatal("the dropped segment is still stored")
+	for _, k := range []string{"p/c/00000000000000000000", "p/c/00000000000000000000/000000"} {
+		if v, _ := c.Get(ctx, k); v != nil {
+			t.Fatalf("the dropped segment is still stored (%s)", k)
+		}
+	}
+	if v, _ := c.Get(ctx, "p/c/00000000000000000004/000000"); v == nil {
+		t.Fatal("the newest segment's part is not where it is expected")
+	}
+}
+
+// TestLargeSegmentsInParts: a segment larger than one part is stored in
+// parts, replayed byte for byte, and every part is deleted with it.
+func TestLargeSegmentsInParts(t *testing.T) {
+	dir := t.TempDir()
+	c, closeFn := fileStorage(t, dir)
+	ctx := context.Background()
+	j, err := Open(ctx, c, Options{Prefix: "l/", MaxSegments: 2, RecordSize: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seg := func(i int) []byte {
+		b := make([]byte, 3*partBytes+8*i) // 4 parts, the last one short
+		for k := range b {
+			b[k] = byte(k*31 + i)
+		}
+		return b
+	}
+	for i := range 3 { // the first is dropped (MaxSegments 2)
+		if err := j.Append(ctx, int64(i+1), seg(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := j.AppendForget(ctx, 4, seg(3)[:partBytes]); err != nil { // exactly one part
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		if v, _ := c.Get(ctx, j.partKey(0, i)); v != nil {
+			t.Fatalf("part %d of the dropped segment is still stored", i)
+		}
+	}
+	if v, _ := c.Get(ctx, j.partKey(2, 3)); len(v) != 16 {
+		t.Fatalf("the last part of segment 2 holds %d bytes, want 16", len(v))
+	}
+	closeFn()
+
+	c, closeFn = fileStorage(t, dir)
+	defer closeFn()
+	var got [][]byte
+	var forgot []byte
+	j, err = Open(ctx, c, Options{Prefix: "l/", MaxSegments: 2, RecordSize: 8,
+		Insert: func(_ int64, p []byte) { got = append(got, bytes.Clone(p)) },
+		Forget: func(p []byte) { forgot = bytes.Clone(p) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || !bytes.Equal(got[0], seg(2)) || !bytes.Equal(forgot, seg(3)[:partBytes]) {
+		t.Fatalf("replayed %d inserts and a forget of %d bytes, want segment 2 and one part of 3 byte for byte", len(got), len(forgot))
+	}
+	if j.Entries() != len(seg(2))/8 || j.Stats().Corrupted != 0 {
+		t.Fatalf("Entries=%d Corrupted=%d, want %d and 0", j.Entries(), j.Stats().Corrupted, len(seg(2))/8)
+	}
+}
+
+// TestMissingPartIsCorrupt: a segment with a part gone is skipped and
+// counted, the others replay.
+func TestMissingPartIsCorrupt(t *testing.T) {
+	c, closeFn := fileStorage(t, t.TempDir())
+	defer closeFn()
+	ctx := context.Background()
+	j, err := Open(ctx, c, Options{Prefix: "m/", MaxSegments: 10, RecordSize: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := j.Append(ctx, int64(i+1), make([]byte, 2*partBytes)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Delete(ctx, j.partKey(1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set(ctx, j.headKey(2), []byte("bad")); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	j, err = Open(ctx, c, Options{Prefix: "m/", MaxSegments: 10, RecordSize: 8, Insert: func(int64, []byte) { n++ }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 || j.Stats().Corrupted != 2 || j.Len() != 3 {
+		t.Fatalf("replayed %d, Corrupted=%d, Len=%d; want 1, 2, 3", n, j.Stats().Corrupted, j.Len())
+	}
+}
+
+// TestReadsWholeSegmentsOfEarlierVersions: a journal written before
+// segments were stored in parts (a 16-byte meta, one key per segment) is
+// replayed, continued in parts, and its segments deleted as they age.
+func TestReadsWholeSegmentsOfEarlierVersions(t *testing.T) {
+	c, closeFn := fileStorage(t, t.TempDir())
+	defer closeFn()
+	ctx := context.Background()
+	for n := uint64(3); n < 5; n++ {
+		v := binary.LittleEndian.AppendUint64(nil, 10*n)
+		v = binary.LittleEndian.AppendUint64(v, n)
+		if err := c.Set(ctx, fmt.Sprintf("o/seg/%020d", n), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	meta := binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, 3), 5)
+	if err := c.Set(ctx, "o/meta", meta); err != nil {
+		t.Fatal(err)
+	}
+	var got []uint64
+	insert := func(_ int64, p []byte) { got = append(got, binary.LittleEndian.Uint64(p)) }
+	j, err := Open(ctx, c, Options{Prefix: "o/", MaxSegments: 10, RecordSize: 8, Insert: insert})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0] != 3 || got[1] != 4 {
+		t.Fatalf("replayed %v, want [3 4]", got)
+	}
+	if err := j.Append(ctx, 50, payload(5)); err != nil {
+		t.Fatal(err)
+	}
+	got = nil
+	if j, err = Open(ctx, c, Options{Prefix: "o/", MaxSegments: 10, RecordSize: 8, Insert: insert}); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got[2] != 5 {
+		t.Fatalf("replayed %v after an append, want [3 4 5]", got)
+	}
+	if err := j.Trim(ctx, 45); err != nil { // drops the two old segments
+		t.Fatal(err)
+	}
+	for n := 3; n < 5; n++ {
+		if v, _ := c.Get(ctx, fmt.Sprintf("o/seg/%020d", n)); v != nil {
+			t.Fatalf("old segment %d is still stored after the trim", n)
+		}
+	}
+	if j.Len() != 1 {
+		t.Fatalf("Len = %d, want 1", j.Len())
 	}
 }
 
