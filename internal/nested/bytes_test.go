@@ -130,10 +130,15 @@ func TestDetectorBoundsRandom(t *testing.T) {
 					t.Fatalf("seed %d: byKey names slot %d outside the held ones", seed, slot)
 				}
 			}
-			for _, m := range []map[spanKey]slotList{d.listMap(t, waitingKind), d.listMap(t, sibsKind)} {
+			for _, m := range []map[spanKey][]int32{d.listMap(t, waitingKind), d.listMap(t, sibsKind)} {
 				for _, l := range m {
-					if _, ok := byKey[d.recs[l.head].key]; !ok || l.n < 1 {
-						t.Fatalf("seed %d: a list starts at a span no longer held", seed)
+					if len(l) == 0 {
+						t.Fatalf("seed %d: a live list of no held span", seed)
+					}
+					for _, slot := range l {
+						if byKey[d.recs[slot].key] != slot {
+							t.Fatalf("seed %d: a list names a span no longer held", seed)
+						}
 					}
 				}
 			}

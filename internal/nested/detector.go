@@ -136,18 +136,21 @@ func Detect(td ptrace.Traces, opts Options) Report {
 }
 
 type rec struct {
-	key       spanKey
-	parent    spanKey
-	hasParent bool
-	waiting   bool // listed in Detector.waiting under parent
-	inSibs    bool // listed in Detector.sibs under parent
-	// The next slot in the same list of Detector.waiting and
-	// Detector.sibs, or -1: the lists run through the records, so that
-	// listing a span allocates nothing.
-	nextWaiting, nextSib int32
-	info                 spanInfo
-	innerF               int32 // the finding this span is the inner span of, -1, or unlisted; a span is the inner span of one pair at most
-	outerF               int32 // the last finding this span was the outer span of, or -1
+	key    spanKey
+	parent spanKey
+	info   spanInfo
+	// The arrival number (Detector.seq) of the span before this one in
+	// the same list of children waiting for their parent, or of SERVER
+	// siblings, unless it is the list's first: the lists run from their
+	// newest span back through the records, so that listing a span
+	// allocates nothing and evicting one (always the oldest) needs no
+	// unlisting: a list ends at its first span no longer held.
+	prevWaiting, prevSib   uint32
+	innerF                 int32 // the finding this span is the inner span of, -1, or unlisted; a span is the inner span of one pair at most
+	outerF                 int32 // the last finding this span was the outer span of, or -1
+	hasParent              bool
+	waiting                bool // listed under parent among the children waiting for it
+	firstWaiting, firstSib bool // first in its list: prevWaiting or prevSib names no span
 }
 
 // recSize is the size of a record: the ring holds MaxSpans of them.
@@ -185,11 +188,16 @@ type Detector struct {
 	o       Options
 	recs    []rec // a ring of MaxSpans slots: n held from head on
 	head, n int32
-	bytes   int // what the held spans take, as spanInfo.bytes counts it
+	// seq0 is the arrival number of the span at head: the spans held are
+	// numbered seq0 to seq0+n-1, in arrival order (modulo 2^32: the sweep
+	// removes an index entry long before its number comes round again).
+	seq0  uint32
+	bytes int // what the held spans take, as spanInfo.bytes counts it
 	// The indexes over the ring, allocated with it: no Go map on the
 	// per-span path.
-	idx     index // key -> slot of the span held under it; parent key -> its lists of children
+	idx     index // key -> the span held under it; parent key -> its lists of children
 	hash    keyHash
+	scratch []int32 // one list's slots, oldest first: reused
 	finds   []*findingAcc
 	findIdx map[Key]int32
 	marks   *fifo[traceMark, struct{}]
@@ -238,7 +246,7 @@ func (d *Detector) Add(td ptrace.Traces) []Pair {
 				}
 				k := keyOf(tid, sid)
 				hk := d.hash.of(&k)
-				if d.idx.find(d.recs, heldKind, &k, hk) != nil {
+				if d.find(heldKind, &k, hk) >= 0 {
 					d.st.Duplicates++
 					continue
 				}
@@ -247,35 +255,34 @@ func (d *Detector) Add(td ptrace.Traces) []Pair {
 				if psid := sp.ParentSpanID(); !psid.IsEmpty() && psid != sid {
 					r.parent, r.hasParent = keyOf(tid, psid), true
 				}
-				slot := d.insert(&r, hk)
+				slot, seq := d.insert(&r, hk)
 				if r.hasParent {
 					hp := d.hash.of(&r.parent)
-					if pe := d.idx.find(d.recs, heldKind, &r.parent, hp); pe != nil {
-						out = d.eval(pe.head-1, slot, out)
+					if pi := d.find(heldKind, &r.parent, hp); pi >= 0 {
+						out = d.eval(d.slotOf(d.idx.e[pi].seq), slot, out)
 					} else {
-						d.push(waitingKind, hp, slot, waitingLinks)
+						d.push(waitingKind, hp, slot, seq)
 						d.recs[slot].waiting = true
 					}
 					if r.info.kind == ptrace.SpanKindServer {
-						var sibs slotList
-						if e := d.idx.find(d.recs, sibsKind, &r.parent, hp); e != nil {
-							sibs = slotList{head: e.head - 1, tail: e.tail, n: e.n}
+						var sibs []int32
+						if si := d.find(sibsKind, &r.parent, hp); si >= 0 {
+							sibs = d.list(d.idx.e[si].seq, sibLinks)
 						}
-						for ss := sibs.head; sibs.n > 0 && ss >= 0; ss = d.recs[ss].nextSib {
+						for _, ss := range sibs {
 							out = d.evalSibling(ss, slot, out)
 						}
-						if sibs.n < MaxSiblings {
-							d.push(sibsKind, hp, slot, sibLinks)
-							d.recs[slot].inSibs = true
+						if len(sibs) < MaxSiblings {
+							d.push(sibsKind, hp, slot, seq)
 						} else {
 							d.st.SiblingOverflow++
 						}
 					}
 				}
-				if e := d.idx.find(d.recs, waitingKind, &k, hk); e != nil {
-					kids := e.head - 1
-					d.idx.remove(e)
-					for cs := kids; cs >= 0; cs = d.recs[cs].nextWaiting {
+				if wi := d.find(waitingKind, &k, hk); wi >= 0 {
+					kids := d.list(d.idx.e[wi].seq, waitingLinks)
+					d.idx.removeAt(uint32(wi))
+					for _, cs := range kids {
 						d.recs[cs].waiting = false
 						out = d.eval(slot, cs, out)
 					}
@@ -283,7 +290,7 @@ func (d *Detector) Add(td ptrace.Traces) []Pair {
 			}
 		}
 	}
-	d.st.Held = d.idx.n[heldKind]
+	d.st.Held = int(d.n)
 	d.st.Bytes = d.bytes
 	return out
 }
@@ -332,8 +339,8 @@ func (d *Detector) alloc() {
 }
 
 // insert holds r, whose key's hash is hk, evicting the oldest spans as the
-// bounds require, and returns its slot.
-func (d *Detector) insert(r *rec, hk uint32) int32 {
+// bounds require, and returns its slot and arrival number.
+func (d *Detector) insert(r *rec, hk uint64) (int32, uint32) {
 	cost := r.info.bytes()
 	for d.n > 0 && (d.n == int32(len(d.recs)) || d.bytes+cost > d.o.MaxBytes) {
 		full := d.n == int32(len(d.recs))
@@ -349,30 +356,22 @@ func (d *Detector) insert(r *rec, hk uint32) int32 {
 	if slot >= int32(len(d.recs)) {
 		slot -= int32(len(d.recs))
 	}
+	seq := d.seq0 + uint32(d.n)
 	d.n++
 	d.bytes += cost
 	d.recs[slot] = *r
-	d.idx.add(heldKind, hk).head = slot + 1
-	return slot
+	d.idx.add(tagOf(hk, heldKind)).seq = seq
+	d.sweep()
+	return slot, seq
 }
 
 // evictOldest forgets the oldest held span and, with clear, clears its
-// slot, so that its strings are not kept alive.
+// slot, so that its strings are not kept alive. Its index entries go stale
+// (their numbers are no longer held) and the sweep removes them.
 func (d *Detector) evictOldest(clear bool) {
-	slot := d.head
-	old := &d.recs[slot]
-	if e := d.idx.find(d.recs, heldKind, &old.key, d.hash.of(&old.key)); e != nil {
-		d.idx.remove(e)
-	}
-	if old.waiting || old.inSibs {
-		hp := d.hash.of(&old.parent)
-		if old.waiting {
-			d.st.EvictedWaiting++
-			d.unlist(waitingKind, hp, slot, waitingLinks)
-		}
-		if old.inSibs {
-			d.unlist(sibsKind, hp, slot, sibLinks)
-		}
+	old := &d.recs[d.head]
+	if old.waiting {
+		d.st.EvictedWaiting++
 	}
 	d.bytes -= old.info.bytes()
 	if clear {
@@ -381,14 +380,57 @@ func (d *Detector) evictOldest(clear bool) {
 	if d.head++; d.head == int32(len(d.recs)) {
 		d.head = 0
 	}
+	d.seq0++
 	d.n--
 }
 
-// slotList is a list of record slots in arrival order, linked through one
-// of the records' next fields.
-type slotList struct{ head, tail, n int32 }
+// held reports whether the span numbered seq is held.
+func (d *Detector) held(seq uint32) bool { return seq-d.seq0 < uint32(d.n) }
 
-// links says which next field a list runs through.
+// slotOf is the slot of the held span numbered seq.
+func (d *Detector) slotOf(seq uint32) int32 {
+	slot := d.head + int32(seq-d.seq0)
+	if slot >= int32(len(d.recs)) {
+		slot -= int32(len(d.recs))
+	}
+	return slot
+}
+
+// find returns the position in the index of the live entry of kind for k,
+// whose hash is h, or -1.
+func (d *Detector) find(kind ikind, k *spanKey, h uint64) int32 {
+	x := &d.idx
+	tag := tagOf(h, kind)
+	for i := x.home(tag); ; i = (i + 1) & x.mask {
+		e := x.e[i]
+		if e.tag == 0 {
+			return -1
+		}
+		if e.tag != tag || !d.held(e.seq) {
+			continue
+		}
+		r := &d.recs[d.slotOf(e.seq)]
+		if kind == heldKind && r.key == *k || kind != heldKind && r.parent == *k {
+			return int32(i)
+		}
+	}
+}
+
+// sweep looks at the next idx.step entries of the index in table order and
+// removes the stale ones.
+func (d *Detector) sweep() {
+	x := &d.idx
+	for range x.step {
+		i := x.sweep
+		if e := x.e[i]; e.tag != 0 && !d.held(e.seq) {
+			x.removeAt(i) // and look at what moved into i next
+			continue
+		}
+		x.sweep = (i + 1) & x.mask
+	}
+}
+
+// links says which list a record's prev field is for.
 type links bool
 
 const (
@@ -396,59 +438,48 @@ const (
 	sibLinks     links = true
 )
 
-func (d *Detector) next(slot int32, l links) *int32 {
-	if l == sibLinks {
-		return &d.recs[slot].nextSib
-	}
-	return &d.recs[slot].nextWaiting
-}
-
-// push appends slot to the list of kind under the parent key of slot,
-// whose hash is hp.
-func (d *Detector) push(kind ikind, hp uint32, slot int32, l links) {
-	*d.next(slot, l) = -1
-	e := d.idx.find(d.recs, kind, &d.recs[slot].parent, hp)
-	if e == nil {
-		e = d.idx.add(kind, hp)
-		e.head, e.tail, e.n = slot+1, slot, 1
-		return
-	}
-	*d.next(e.tail, l) = slot
-	e.tail = slot
-	e.n++
-}
-
-// unlist removes slot from the list of kind under its parent key, whose
-// hash is hp (lists are short: the children of one span), and the list
-// when it is left empty.
-func (d *Detector) unlist(kind ikind, hp uint32, slot int32, l links) {
-	e := d.idx.find(d.recs, kind, &d.recs[slot].parent, hp)
-	if e == nil {
-		return
-	}
-	lst := slotList{head: e.head - 1, tail: e.tail, n: e.n}
-	prev := int32(-1)
-	for cur := lst.head; cur >= 0; prev, cur = cur, *d.next(cur, l) {
-		if cur != slot {
-			continue
-		}
-		nx := *d.next(cur, l)
-		if prev < 0 {
-			lst.head = nx
-		} else {
-			*d.next(prev, l) = nx
-		}
-		if lst.tail == slot {
-			lst.tail = prev
-		}
-		lst.n--
-		break
-	}
-	if lst.n == 0 {
-		d.idx.remove(e)
+// push appends the span numbered seq, in slot, to the list of kind under
+// its parent key, whose hash is hp.
+func (d *Detector) push(kind ikind, hp uint64, slot int32, seq uint32) {
+	r := &d.recs[slot]
+	i := d.find(kind, &r.parent, hp)
+	var e *ientry
+	if i < 0 {
+		e = d.idx.add(tagOf(hp, kind))
 	} else {
-		e.head, e.tail, e.n = lst.head+1, lst.tail, lst.n
+		e = &d.idx.e[i]
 	}
+	if kind == sibsKind {
+		r.prevSib, r.firstSib = e.seq, i < 0
+	} else {
+		r.prevWaiting, r.firstWaiting = e.seq, i < 0
+	}
+	e.seq = seq
+}
+
+// list returns the slots of the held spans of the list whose newest span
+// is numbered last, oldest first, in d.scratch.
+func (d *Detector) list(last uint32, l links) []int32 {
+	out := d.scratch[:0]
+	for seq := last; d.held(seq); {
+		slot := d.slotOf(seq)
+		out = append(out, slot)
+		r := &d.recs[slot]
+		if l == sibLinks {
+			if r.firstSib {
+				break
+			}
+			seq = r.prevSib
+		} else {
+			if r.firstWaiting {
+				break
+			}
+			seq = r.prevWaiting
+		}
+	}
+	slices.Reverse(out)
+	d.scratch = out
+	return out
 }
 
 func (d *Detector) eval(ps, cs int32, out []Pair) []Pair {
@@ -554,7 +585,7 @@ func (d *Detector) Report() Report {
 
 func (d *Detector) stats() Stats {
 	s := d.st
-	s.Held = d.idx.n[heldKind]
+	s.Held = int(d.n)
 	s.Bytes = d.bytes
 	s.TraceMarksEvicted = int(d.marks.evicted)
 	return s

@@ -390,40 +390,54 @@ func TestOptionsValidate(t *testing.T) {
 }
 
 // checkLists verifies that the waiting and sibling lists run through the
-// records exactly as the records' flags say: every listed slot is held,
-// flagged and a child of the list's key, counts match, and every flagged
-// record is in its parent's list.
+// records as the records' flags say: every listed slot is held, a child of
+// the list's key, listed once, in arrival order; every waiting record is in
+// its parent's waiting list; sibling lists hold SERVER spans, at most
+// MaxSiblings; and the index has room (see sweepStep).
 func checkLists(t *testing.T, d *Detector) {
 	t.Helper()
 	for _, c := range []struct {
 		name string
-		m    map[spanKey]slotList
-		l    links
+		m    map[spanKey][]int32
 		flag func(*rec) bool
 	}{
-		{"waiting", d.listMap(t, waitingKind), waitingLinks, func(r *rec) bool { return r.waiting }},
-		{"sibs", d.listMap(t, sibsKind), sibLinks, func(r *rec) bool { return r.inSibs }},
+		{"waiting", d.listMap(t, waitingKind), func(r *rec) bool { return r.waiting }},
+		{"sibs", d.listMap(t, sibsKind), func(r *rec) bool { return r.info.kind == ptrace.SpanKindServer }},
 	} {
 		listed := map[int32]bool{}
 		for k, lst := range c.m {
-			n, last := int32(0), int32(-1)
-			for cur := lst.head; cur >= 0; cur = *d.next(cur, c.l) {
+			if len(lst) == 0 || c.name == "sibs" && len(lst) > MaxSiblings {
+				t.Fatalf("%s: a live list of %d spans", c.name, len(lst))
+			}
+			prev := -1
+			for _, cur := range lst {
 				r := &d.recs[cur]
-				if !c.flag(r) || r.parent != k || listed[cur] {
-					t.Fatalf("%s: slot %d listed under the wrong parent, unflagged or twice", c.name, cur)
+				age := int((cur - d.head + int32(len(d.recs))) % int32(len(d.recs)))
+				if !c.flag(r) || !r.hasParent || r.parent != k || listed[cur] || age >= int(d.n) || age <= prev {
+					t.Fatalf("%s: slot %d listed under the wrong parent, unflagged, not held, out of order or twice", c.name, cur)
 				}
 				listed[cur] = true
-				n, last = n+1, cur
-			}
-			if n != lst.n || last != lst.tail || n == 0 {
-				t.Fatalf("%s: list of %d (tail %d) says n=%d tail=%d", c.name, n, last, lst.n, lst.tail)
+				prev = age
 			}
 		}
-		for i := range d.recs {
-			if c.flag(&d.recs[i]) && !listed[int32(i)] {
-				t.Fatalf("%s: slot %d flagged but in no list", c.name, i)
+		if c.name != "waiting" {
+			continue
+		}
+		for i := range d.n {
+			slot := (d.head + i) % int32(len(d.recs))
+			if d.recs[slot].waiting && !listed[slot] {
+				t.Fatalf("%s: slot %d flagged but in no list", c.name, slot)
 			}
 		}
+	}
+	used := 0
+	for _, e := range d.idx.e {
+		if e.tag != 0 {
+			used++
+		}
+	}
+	if d.recs != nil && 4*used > 3*len(d.idx.e) {
+		t.Fatalf("index: %d of %d entries used, live and stale", used, len(d.idx.e))
 	}
 }
 
