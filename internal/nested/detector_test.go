@@ -3,6 +3,7 @@ package nested
 import (
 	"encoding/json"
 	"go.opentelemetry.io/collector/pdata/pcommon"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -486,6 +487,39 @@ func TestRouteAndMethodAsStrAttr(t *testing.T) {
 		wantRoute, wantMethod := strAttr(m, "http.route", "url.template"), strAttr(m, "http.request.method", "http.method")
 		if route != wantRoute || method != wantMethod {
 			t.Fatalf("%v: got (%q, %q), want (%q, %q)", m.AsRaw(), route, method, wantRoute, wantMethod)
+		}
+	}
+}
+
+// TestArrivalNumbersWrap: a detector whose arrival numbers pass 2^32
+// finds the same pairs, batch by batch, as one whose numbers do not.
+func TestArrivalNumbersWrap(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, max := range []int{3, 17, 64} {
+		a, b := NewDetector(Options{MaxSpans: max}), NewDetector(Options{MaxSpans: max})
+		b.seq0 = math.MaxUint32 - 40
+		for range 200 {
+			var spans []s
+			for range 1 + r.IntN(8) {
+				kind := ptrace.SpanKindInternal
+				if r.IntN(2) == 0 {
+					kind = ptrace.SpanKindServer
+				}
+				spans = append(spans, s{svc: "api", scope: []string{"a", "b"}[r.IntN(2)], trace: byte(1 + r.IntN(3)), id: byte(1 + r.IntN(20)),
+					parent: byte(r.IntN(6)), name: "GET /x", kind: kind, start: 0, end: 10})
+			}
+			td := build(spans...)
+			pa, pb := a.Add(td), b.Add(td)
+			if !reflect.DeepEqual(pa, pb) {
+				t.Fatalf("max %d: pairs %+v, with wrapped numbers %+v", max, pa, pb)
+			}
+			checkLists(t, b)
+		}
+		if b.seq0 > math.MaxUint32-40 {
+			t.Fatalf("max %d: numbers did not wrap (seq0 %d)", max, b.seq0)
+		}
+		if ra, rb := a.Report(), b.Report(); !reflect.DeepEqual(ra, rb) {
+			t.Fatalf("max %d: report %+v, with wrapped numbers %+v", max, ra, rb)
 		}
 	}
 }
