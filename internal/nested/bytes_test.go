@@ -120,7 +120,7 @@ func TestDetectorBoundsRandom(t *testing.T) {
 			byKey := d.byKeyMap(t)
 			sum := 0
 			for i := range d.n {
-				sum += d.recs[(d.head+i)%int32(len(d.recs))].info.bytes()
+				sum += d.recs[(d.head+i)%int32(len(d.recs))].bytes()
 			}
 			if st.Held > o.MaxSpans || (st.Bytes > o.MaxBytes && st.Held > 1) || st.Bytes != sum || int(d.n) != len(byKey) || st.Held != len(byKey) {
 				t.Fatalf("seed %d, options %+v: stats %+v, %d held in the ring, %d bytes summed", seed, o, st, d.n, sum)

@@ -138,7 +138,13 @@ func Detect(td ptrace.Traces, opts Options) Report {
 type rec struct {
 	key    spanKey
 	parent spanKey
-	info   spanInfo
+	// What the rule looks at (spanInfo), in 88 rather than 120 bytes:
+	// the service and scope, shared by the spans of one resource and
+	// scope, behind one pointer.
+	start, end          uint64
+	name, route, method string
+	src                 *source
+	kind                ptrace.SpanKind
 	// The arrival number (Detector.seq) of the span before this one in
 	// the same list of children waiting for their parent, or of SERVER
 	// siblings, unless it is the list's first: the lists run from their
@@ -151,6 +157,41 @@ type rec struct {
 	hasParent              bool
 	waiting                bool // listed under parent among the children waiting for it
 	firstWaiting, firstSib bool // first in its list: prevWaiting or prevSib names no span
+}
+
+// source is a service and scope that held spans share.
+type source struct {
+	service string
+	scope   Scope
+}
+
+// info is what the rule looks at in r.
+func (r *rec) info() spanInfo {
+	return spanInfo{service: r.src.service, scope: r.src.scope, name: r.name, kind: r.kind,
+		route: r.route, method: r.method, start: r.start, end: r.end}
+}
+
+// bytes is what r counts against MaxBytes, as spanInfo.bytes counts it.
+func (r *rec) bytes() int {
+	return SpanOverhead + len(r.src.service) + len(r.src.scope.Name) + len(r.src.scope.Version) +
+		len(r.name) + len(r.route) + len(r.method)
+}
+
+// srcCacheLen is the number of sources a Detector keeps for reuse: one is
+// made when a batch's resource and scope are not among them.
+const srcCacheLen = 64
+
+// sourceOf returns a source for service and scope (interned strings),
+// made once while it stays in d.srcs, so that a batch allocates at most one
+// per resource and scope and none per span.
+func (d *Detector) sourceOf(service string, scope Scope) *source {
+	i := (strHome(service) ^ strHome(scope.Name)*31 ^ strHome(scope.Version)*17) % srcCacheLen
+	if c := d.srcs[i]; c != nil && c.service == service && c.scope == scope {
+		return c
+	}
+	c := &source{service: service, scope: scope}
+	d.srcs[i] = c
+	return c
 }
 
 // recSize is the size of a record: the ring holds MaxSpans of them.
@@ -198,6 +239,7 @@ type Detector struct {
 	idx     index // key -> the span held under it; parent key -> its lists of children
 	hash    keyHash
 	scratch []int32 // one list's slots, oldest first: reused
+	srcs    [srcCacheLen]*source
 	finds   []*findingAcc
 	findIdx map[Key]int32
 	marks   *fifo[traceMark, struct{}]
@@ -233,6 +275,7 @@ func (d *Detector) Add(td ptrace.Traces) []Pair {
 		kc := kindCache{svc: svc}
 		for _, ss := range rs.ScopeSpans().All() {
 			scope := Scope{Name: d.in.str(ss.Scope().Name()), Version: d.in.str(ss.Scope().Version())}
+			var src *source // made on the first span held
 			for _, sp := range ss.Spans().All() {
 				d.st.Spans++
 				tid, sid := sp.TraceID(), sp.SpanID()
@@ -251,7 +294,11 @@ func (d *Detector) Add(td ptrace.Traces) []Pair {
 					continue
 				}
 				d.countKind(&kc, sp.Kind())
-				r := rec{key: k, info: readSpan(svc, scope, sp, &d.in), innerF: -1, outerF: -1}
+				if src == nil {
+					src = d.sourceOf(svc, scope)
+				}
+				r := rec{key: k, src: src, innerF: -1, outerF: -1}
+				d.read(&r, sp)
 				if psid := sp.ParentSpanID(); !psid.IsEmpty() && psid != sid {
 					r.parent, r.hasParent = keyOf(tid, psid), true
 				}
@@ -264,7 +311,7 @@ func (d *Detector) Add(td ptrace.Traces) []Pair {
 						d.push(waitingKind, hp, slot, seq)
 						d.recs[slot].waiting = true
 					}
-					if r.info.kind == ptrace.SpanKindServer {
+					if r.kind == ptrace.SpanKindServer {
 						var sibs []int32
 						if si := d.find(sibsKind, &r.parent, hp); si >= 0 {
 							sibs = d.list(d.idx.e[si].seq, sibLinks)
@@ -293,6 +340,17 @@ func (d *Detector) Add(td ptrace.Traces) []Pair {
 	d.st.Held = int(d.n)
 	d.st.Bytes = d.bytes
 	return out
+}
+
+// read fills in what the rule looks at in sp, as readSpan does.
+func (d *Detector) read(r *rec, sp ptrace.Span) {
+	route, method := routeAndMethod(sp.Attributes())
+	r.name = d.in.str(sp.Name())
+	r.kind = kindOf(sp.Kind())
+	r.route = d.in.str(route)
+	r.method = d.in.str(method)
+	r.start = uint64(sp.StartTimestamp())
+	r.end = uint64(sp.EndTimestamp())
 }
 
 // kindCache is one resource's (service, kind) counters, so that the map of
@@ -341,7 +399,7 @@ func (d *Detector) alloc() {
 // insert holds r, whose key's hash is hk, evicting the oldest spans as the
 // bounds require, and returns its slot and arrival number.
 func (d *Detector) insert(r *rec, hk uint64) (int32, uint32) {
-	cost := r.info.bytes()
+	cost := r.bytes()
 	for d.n > 0 && (d.n == int32(len(d.recs)) || d.bytes+cost > d.o.MaxBytes) {
 		full := d.n == int32(len(d.recs))
 		if full {
@@ -373,7 +431,7 @@ func (d *Detector) evictOldest(clear bool) {
 	if old.waiting {
 		d.st.EvictedWaiting++
 	}
-	d.bytes -= old.info.bytes()
+	d.bytes -= old.bytes()
 	if clear {
 		*old = rec{}
 	}
@@ -487,7 +545,8 @@ func (d *Detector) eval(ps, cs int32, out []Pair) []Pair {
 	if c.innerF != -1 {
 		return out
 	}
-	by, ok := d.o.match(&p.info, &c.info)
+	pi, ci := p.info(), c.info()
+	by, ok := d.o.match(&pi, &ci)
 	if !ok {
 		return out
 	}
@@ -497,7 +556,8 @@ func (d *Detector) eval(ps, cs int32, out []Pair) []Pair {
 // evalSibling compares a held SERVER span with a new sibling.
 func (d *Detector) evalSibling(held, added int32, out []Pair) []Pair {
 	a, b := &d.recs[held], &d.recs[added]
-	outerIsA, by, ok := d.o.matchSibling(&a.info, &b.info)
+	ai, bi := a.info(), b.info()
+	outerIsA, by, ok := d.o.matchSibling(&ai, &bi)
 	if !ok {
 		return out
 	}
@@ -513,14 +573,14 @@ func (d *Detector) evalSibling(held, added int32, out []Pair) []Pair {
 func (d *Detector) record(p, c *rec, by string, sibling bool, out []Pair) []Pair {
 	d.st.Pairs++
 	key := Key{
-		Service:    p.info.service,
-		Kind:       kindName(p.info.kind),
-		Name:       p.info.name,
-		OuterScope: p.info.scope,
-		InnerScope: c.info.scope,
+		Service:    p.src.service,
+		Kind:       kindName(p.kind),
+		Name:       p.name,
+		OuterScope: p.src.scope,
+		InnerScope: c.src.scope,
 	}
 	tid := c.key.traceID()
-	pair := Pair{Key: key, InnerName: c.info.name, MatchedBy: by, Sibling: sibling, TraceID: tid, Outer: p.key.spanID(), Inner: c.key.spanID()}
+	pair := Pair{Key: key, InnerName: c.name, MatchedBy: by, Sibling: sibling, TraceID: tid, Outer: p.key.spanID(), Inner: c.key.spanID()}
 	fi, ok := d.findIdx[key]
 	if !ok && len(d.finds) >= MaxFindings {
 		d.st.UnlistedPairs++
@@ -531,8 +591,8 @@ func (d *Detector) record(p, c *rec, by string, sibling bool, out []Pair) []Pair
 		fi = int32(len(d.finds))
 		d.findIdx[key] = fi
 		f := &findingAcc{key: key, by: by}
-		if c.info.name != p.info.name {
-			f.innerName = c.info.name
+		if c.name != p.name {
+			f.innerName = c.name
 		}
 		d.finds = append(d.finds, f)
 	}
@@ -544,7 +604,7 @@ func (d *Detector) record(p, c *rec, by string, sibling bool, out []Pair) []Pair
 	if d.marks.put(traceMark{tid, fi}, struct{}{}) {
 		f.traces++
 	}
-	if c.info.kind == p.info.kind {
+	if c.kind == p.kind {
 		f.affected++
 	}
 	c.innerF = fi

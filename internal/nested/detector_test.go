@@ -403,7 +403,7 @@ func checkLists(t *testing.T, d *Detector) {
 		flag func(*rec) bool
 	}{
 		{"waiting", d.listMap(t, waitingKind), func(r *rec) bool { return r.waiting }},
-		{"sibs", d.listMap(t, sibsKind), func(r *rec) bool { return r.info.kind == ptrace.SpanKindServer }},
+		{"sibs", d.listMap(t, sibsKind), func(r *rec) bool { return r.kind == ptrace.SpanKindServer }},
 	} {
 		listed := map[int32]bool{}
 		for k, lst := range c.m {
@@ -521,5 +521,14 @@ func TestArrivalNumbersWrap(t *testing.T) {
 		if ra, rb := a.Report(), b.Report(); !reflect.DeepEqual(ra, rb) {
 			t.Fatalf("max %d: report %+v, with wrapped numbers %+v", max, ra, rb)
 		}
+	}
+}
+
+// TestRecordSizes: a held span costs its record (under two and a half
+// cache lines) and its index entries (8 bytes each), which SpanOverhead
+// covers with room.
+func TestRecordSizes(t *testing.T) {
+	if recSize > 144 || ientrySize != 8 || recSize+3*ientrySize*2 > SpanOverhead {
+		t.Fatalf("record %d bytes, index entry %d bytes, SpanOverhead %d", recSize, ientrySize, SpanOverhead)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"math/bits"
+	"unsafe"
 )
 
 // index finds records by span key without a Go map: open addressing with
@@ -46,7 +47,7 @@ type ientry struct {
 }
 
 // ientrySize is the size of an index entry.
-const ientrySize = 8
+const ientrySize = int(unsafe.Sizeof(ientry{}))
 
 // tagOf is the tag of kind for a key whose hash is h.
 func tagOf(h uint64, kind ikind) uint32 {
