@@ -240,6 +240,8 @@ type Detector struct {
 	hash    keyHash
 	scratch []int32 // one list's slots, oldest first: reused
 	srcs    [srcCacheLen]*source
+	hs      [prefetchSpans]uint64 // the key hashes of the spans Add is judging
+	sink    uint32                // what prefetch loaded, so that its loads are kept
 	finds   []*findingAcc
 	findIdx map[Key]int32
 	marks   *fifo[traceMark, struct{}]
@@ -271,74 +273,107 @@ func (d *Detector) Add(td ptrace.Traces) []Pair {
 	defer d.mu.Unlock()
 	var out []Pair
 	for _, rs := range td.ResourceSpans().All() {
-		svc := d.in.str(serviceName(rs.Resource()))
-		kc := kindCache{svc: svc}
+		kc := kindCache{svc: d.in.str(serviceName(rs.Resource()))}
 		for _, ss := range rs.ScopeSpans().All() {
 			scope := Scope{Name: d.in.str(ss.Scope().Name()), Version: d.in.str(ss.Scope().Version())}
 			var src *source // made on the first span held
-			for _, sp := range ss.Spans().All() {
-				d.st.Spans++
-				tid, sid := sp.TraceID(), sp.SpanID()
-				if tid.IsEmpty() || sid.IsEmpty() {
-					d.st.InvalidIDs++
-					d.countKind(&kc, sp.Kind())
-					continue
-				}
-				if d.recs == nil {
-					d.alloc()
-				}
-				k := keyOf(tid, sid)
-				hk := d.hash.of(&k)
-				if d.find(heldKind, &k, hk) >= 0 {
-					d.st.Duplicates++
-					continue
-				}
-				d.countKind(&kc, sp.Kind())
-				if src == nil {
-					src = d.sourceOf(svc, scope)
-				}
-				r := rec{key: k, src: src, innerF: -1, outerF: -1}
-				d.read(&r, sp)
-				if psid := sp.ParentSpanID(); !psid.IsEmpty() && psid != sid {
-					r.parent, r.hasParent = keyOf(tid, psid), true
-				}
-				slot, seq := d.insert(&r, hk)
-				if r.hasParent {
-					hp := d.hash.of(&r.parent)
-					if pi := d.find(heldKind, &r.parent, hp); pi >= 0 {
-						out = d.eval(d.slotOf(d.idx.e[pi].seq), slot, out)
-					} else {
-						d.push(waitingKind, hp, slot, seq)
-						d.recs[slot].waiting = true
-					}
-					if r.kind == ptrace.SpanKindServer {
-						var sibs []int32
-						if si := d.find(sibsKind, &r.parent, hp); si >= 0 {
-							sibs = d.list(d.idx.e[si].seq, sibLinks)
-						}
-						for _, ss := range sibs {
-							out = d.evalSibling(ss, slot, out)
-						}
-						if len(sibs) < MaxSiblings {
-							d.push(sibsKind, hp, slot, seq)
-						} else {
-							d.st.SiblingOverflow++
-						}
-					}
-				}
-				if wi := d.find(waitingKind, &k, hk); wi >= 0 {
-					kids := d.list(d.idx.e[wi].seq, waitingLinks)
-					d.idx.removeAt(uint32(wi))
-					for _, cs := range kids {
-						d.recs[cs].waiting = false
-						out = d.eval(slot, cs, out)
-					}
+			spans := ss.Spans()
+			for j0 := 0; j0 < spans.Len(); j0 += len(d.hs) {
+				j1 := min(j0+len(d.hs), spans.Len())
+				d.prefetch(spans, j0, j1)
+				for j := j0; j < j1; j++ {
+					out = d.addSpan(spans.At(j), d.hs[j-j0], &kc, scope, &src, out)
 				}
 			}
 		}
 	}
 	d.st.Held = int(d.n)
 	d.st.Bytes = d.bytes
+	return out
+}
+
+// prefetchSpans is how many spans of a scope Add hashes, and whose index
+// homes it loads, before it judges them: the loads do not depend on each
+// other, so their cache misses overlap.
+const prefetchSpans = 256
+
+// prefetch hashes the keys of spans[j0:j1] into d.hs and loads each one's
+// home in the index, changing nothing.
+func (d *Detector) prefetch(spans ptrace.SpanSlice, j0, j1 int) {
+	var sink uint32
+	for j := j0; j < j1; j++ {
+		sp := spans.At(j)
+		tid, sid := sp.TraceID(), sp.SpanID()
+		if tid.IsEmpty() || sid.IsEmpty() {
+			continue
+		}
+		if d.recs == nil {
+			d.alloc()
+		}
+		k := keyOf(tid, sid)
+		h := d.hash.of(&k)
+		d.hs[j-j0] = h
+		sink += d.idx.e[d.idx.home(tagOf(h, heldKind))].tag
+	}
+	d.sink += sink
+}
+
+// addSpan judges sp, whose key's hash is hk (unless its ids are invalid),
+// and holds it.
+func (d *Detector) addSpan(sp ptrace.Span, hk uint64, kc *kindCache, scope Scope, src **source, out []Pair) []Pair {
+	d.st.Spans++
+	tid, sid := sp.TraceID(), sp.SpanID()
+	if tid.IsEmpty() || sid.IsEmpty() {
+		d.st.InvalidIDs++
+		d.countKind(kc, sp.Kind())
+		return out
+	}
+	k := keyOf(tid, sid)
+	if d.find(heldKind, &k, hk) >= 0 {
+		d.st.Duplicates++
+		return out
+	}
+	d.countKind(kc, sp.Kind())
+	if *src == nil {
+		*src = d.sourceOf(kc.svc, scope)
+	}
+	r := rec{key: k, src: *src, innerF: -1, outerF: -1}
+	d.read(&r, sp)
+	if psid := sp.ParentSpanID(); !psid.IsEmpty() && psid != sid {
+		r.parent, r.hasParent = keyOf(tid, psid), true
+	}
+	slot, seq := d.insert(&r, hk)
+	if r.hasParent {
+		hp := d.hash.of(&r.parent)
+		if pi := d.find(heldKind, &r.parent, hp); pi >= 0 {
+			out = d.eval(d.slotOf(d.idx.e[pi].seq), slot, out)
+		} else {
+			d.push(waitingKind, hp, slot, seq)
+			d.recs[slot].waiting = true
+		}
+		if r.kind == ptrace.SpanKindServer {
+			var sibs []int32
+			if si := d.find(sibsKind, &r.parent, hp); si >= 0 {
+				sibs = d.list(d.idx.e[si].seq, sibLinks)
+			}
+			for _, ss := range sibs {
+				out = d.evalSibling(ss, slot, out)
+			}
+			if len(sibs) < MaxSiblings {
+				d.push(sibsKind, hp, slot, seq)
+			} else {
+				d.st.SiblingOverflow++
+			}
+		}
+	}
+	if wi := d.find(waitingKind, &k, hk); wi >= 0 {
+		kids := d.list(d.idx.e[wi].seq, waitingLinks)
+		d.idx.removeAt(uint32(wi))
+		for _, cs := range kids {
+			d.recs[cs].waiting = false
+			out = d.eval(slot, cs, out)
+		}
+	}
 	return out
 }
 
@@ -474,17 +509,25 @@ func (d *Detector) find(kind ikind, k *spanKey, h uint64) int32 {
 	}
 }
 
-// sweep looks at the next idx.step entries of the index in table order and
-// removes the stale ones.
+// sweep moves on by one entry of the index in table order (burst while
+// the table is more than 5/8 full), removing the stale entries it meets:
+// removing one does not count as moving on, so that the sweep goes round
+// the table at least once every len(idx.e) spans added, and removes no
+// more entries, over time, than go stale.
 func (d *Detector) sweep() {
 	x := &d.idx
-	for range x.step {
+	n := 1
+	if x.used > x.high {
+		n = burst
+	}
+	for n > 0 {
 		i := x.sweep
 		if e := x.e[i]; e.tag != 0 && !d.held(e.seq) {
 			x.removeAt(i) // and look at what moved into i next
 			continue
 		}
 		x.sweep = (i + 1) & x.mask
+		n--
 	}
 }
 

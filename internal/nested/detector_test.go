@@ -437,7 +437,7 @@ func checkLists(t *testing.T, d *Detector) {
 			used++
 		}
 	}
-	if d.recs != nil && 4*used > 3*len(d.idx.e) {
+	if used != d.idx.used || d.recs != nil && 4*used > 3*len(d.idx.e) {
 		t.Fatalf("index: %d of %d entries used, live and stale", used, len(d.idx.e))
 	}
 }

@@ -20,14 +20,15 @@ import (
 // is compared in the record that number names (its own key, or for a list
 // its parent key), all 24 bytes. An entry whose number is no longer held
 // is stale: lookups pass over it as if it were another key's, and the
-// detector's sweep, a few entries per span added in table order, removes
-// it. So evicting a span touches neither its key's home nor its parent's:
-// its entries go stale as it leaves the ring.
+// detector's sweep, going round the table in order, removes it. So
+// evicting a span touches neither its key's home nor its parent's: its
+// entries go stale as it leaves the ring.
 type index struct {
 	e     []ientry
 	mask  uint32
+	used  int    // entries in use, live or stale
+	high  int    // above this many in use, the sweep looks at burst entries per span added
 	sweep uint32 // the next entry the sweep looks at
-	step  int    // entries the sweep looks at per span added
 }
 
 // ikind is what an index entry stands for.
@@ -62,25 +63,25 @@ func (x *index) home(tag uint32) uint32 { return tag >> 2 & x.mask }
 // indexLen is the table size for a ring of n records: a power of two at
 // least twice the most live entries (n held spans, and at most as many
 // lists of each kind, since every list has a held span), so that the table
-// is at most half full of live entries, and the stale ones the sweep has
-// not reached yet (at most a quarter of it, see sweepStep) leave it at
-// least a quarter empty.
+// is at most half full of live entries.
 func indexLen(n int) int {
 	return 1 << bits.Len(uint(2*int(kinds)*n-1))
 }
 
-// sweepStep is how many entries the sweep looks at per span added to a
-// ring of n: it goes round the table at least once every n/2 spans added,
-// so that at most 3n/2 entries (three per span) are stale at any time,
-// besides the up to 3n live ones: under 3/4 of the table. The three more
-// are for the entries it removes rather than passes.
-func sweepStep(n, l int) int {
-	return (2*l+n-1)/n + int(kinds)
-}
+// The sweep looks at one entry per span added, so that it goes round the
+// table at least once every len(e) spans (at most 2^27, so that no stale
+// entry's number is held again: that takes 2^32 spans less MaxMaxSpans);
+// and at burst entries per span added while more than 5/8 of the table is
+// in use. Live entries take at most half of it, so at least a fifth of
+// those in use are then stale, and the sweep removes several per span
+// added (at most three go stale per span): the table stays about 5/8 full
+// at most, and in the common case (few lists) the sweep costs about two
+// entries per span.
+const burst = 32
 
 func newIndex(n int) index {
 	l := indexLen(n)
-	return index{e: make([]ientry, l), mask: uint32(l - 1), step: sweepStep(n, l)}
+	return index{e: make([]ientry, l), mask: uint32(l - 1), high: l * 5 / 8}
 }
 
 // add returns a new entry for tag, which the caller fills with its seq;
@@ -91,6 +92,7 @@ func (x *index) add(tag uint32) *ientry {
 	for i := x.home(tag); ; i = (i + 1) & x.mask {
 		if e := &x.e[i]; e.tag == 0 {
 			e.tag = tag
+			x.used++
 			return e
 		}
 	}
@@ -100,6 +102,7 @@ func (x *index) add(tag uint32) *ientry {
 // keeps them reachable from their homes, so that lookups never meet
 // tombstones.
 func (x *index) removeAt(i uint32) {
+	x.used--
 	for j := (i + 1) & x.mask; x.e[j].tag != 0; j = (j + 1) & x.mask {
 		home := x.home(x.e[j].tag)
 		if (j-home)&x.mask >= (j-i)&x.mask {
