@@ -284,6 +284,10 @@ func (d *Detector) Add(td ptrace.Traces) []Pair {
 				for j := j0; j < j1; j++ {
 					out = d.addSpan(spans.At(j), d.hs[j-j0], &kc, scope, &src, out)
 				}
+				// One tight pass over the table, which the hardware
+				// prefetches, rather than a few entries per span.
+				d.sweep(d.idx.debt)
+				d.idx.debt = 0
 			}
 		}
 	}
@@ -454,7 +458,10 @@ func (d *Detector) insert(r *rec, hk uint64) (int32, uint32) {
 	d.bytes += cost
 	d.recs[slot] = *r
 	d.idx.add(tagOf(hk, heldKind)).seq = seq
-	d.sweep()
+	if d.idx.used > d.idx.high {
+		d.sweep(burst + d.idx.debt)
+		d.idx.debt = 0
+	}
 	return slot, seq
 }
 
@@ -463,8 +470,13 @@ func (d *Detector) insert(r *rec, hk uint64) (int32, uint32) {
 // (their numbers are no longer held) and the sweep removes them.
 func (d *Detector) evictOldest(clear bool) {
 	old := &d.recs[d.head]
+	d.idx.debt += perStale
 	if old.waiting {
 		d.st.EvictedWaiting++
+		d.idx.debt += perStale
+	}
+	if old.hasParent && old.kind == ptrace.SpanKindServer {
+		d.idx.debt += perStale
 	}
 	d.bytes -= old.bytes()
 	if clear {
@@ -509,17 +521,11 @@ func (d *Detector) find(kind ikind, k *spanKey, h uint64) int32 {
 	}
 }
 
-// sweep moves on by one entry of the index in table order (burst while
-// the table is more than 5/8 full), removing the stale entries it meets:
-// removing one does not count as moving on, so that the sweep goes round
-// the table at least once every len(idx.e) spans added, and removes no
-// more entries, over time, than go stale.
-func (d *Detector) sweep() {
+// sweep moves the sweep on by n entries of the index in table order,
+// removing the stale entries it meets (removing one does not count as
+// moving on).
+func (d *Detector) sweep(n int) {
 	x := &d.idx
-	n := 1
-	if x.used > x.high {
-		n = burst
-	}
 	for n > 0 {
 		i := x.sweep
 		if e := x.e[i]; e.tag != 0 && !d.held(e.seq) {

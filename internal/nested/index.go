@@ -27,8 +27,9 @@ type index struct {
 	e     []ientry
 	mask  uint32
 	used  int    // entries in use, live or stale
-	high  int    // above this many in use, the sweep looks at burst entries per span added
+	high  int    // above this many in use, the sweep moves on burst entries per span added
 	sweep uint32 // the next entry the sweep looks at
+	debt  int    // entries the sweep is to move on by at the end of the chunk of spans
 }
 
 // ikind is what an index entry stands for.
@@ -68,20 +69,27 @@ func indexLen(n int) int {
 	return 1 << bits.Len(uint(2*int(kinds)*n-1))
 }
 
-// The sweep looks at one entry per span added, so that it goes round the
-// table at least once every len(e) spans (at most 2^27, so that no stale
-// entry's number is held again: that takes 2^32 spans less MaxMaxSpans);
-// and at burst entries per span added while more than 5/8 of the table is
-// in use. Live entries take at most half of it, so at least a fifth of
-// those in use are then stale, and the sweep removes several per span
-// added (at most three go stale per span): the table stays about 5/8 full
-// at most, and in the common case (few lists) the sweep costs about two
-// entries per span.
-const burst = 32
+// The sweep goes round the table in order. Stale entries, left alone,
+// would fill the table just ahead of it (the part it has not seen for
+// longest), so it must move on faster than they appear: by perStale
+// entries for each entry that may have gone stale (an evicted span's own,
+// and those of the lists it may have been the newest of), which keeps the
+// table ahead of it at most about a quarter fuller than behind it; and,
+// while more than half of the table is in use, by burst entries per span
+// added as well, at once. Live entries take at most half of the table
+// (see indexLen), and three go stale per span at most, so then the sweep
+// removes more entries than go stale. It moves on at least perStale
+// entries per span evicted, so a stale entry is removed long before its
+// number could be held again (that takes 2^32 spans less MaxMaxSpans; the
+// table has at most 2^27 entries).
+const (
+	perStale = 4
+	burst    = 32
+)
 
 func newIndex(n int) index {
 	l := indexLen(n)
-	return index{e: make([]ientry, l), mask: uint32(l - 1), high: l * 5 / 8}
+	return index{e: make([]ientry, l), mask: uint32(l - 1), high: l / 2}
 }
 
 // add returns a new entry for tag, which the caller fills with its seq;
