@@ -240,8 +240,9 @@ type Detector struct {
 	hash    keyHash
 	scratch []int32 // one list's slots, oldest first: reused
 	srcs    [srcCacheLen]*source
-	hs      [prefetchSpans]uint64 // the key hashes of the spans Add is judging
-	sink    uint32                // what prefetch loaded, so that its loads are kept
+	keys    [prefetchSpans]spanKey // the keys of the spans Add is judging
+	hs      [prefetchSpans]uint64  // and their hashes
+	sink    uint32                 // what prefetch loaded, so that its loads are kept
 	finds   []*findingAcc
 	findIdx map[Key]int32
 	marks   *fifo[traceMark, struct{}]
@@ -282,7 +283,7 @@ func (d *Detector) Add(td ptrace.Traces) []Pair {
 				j1 := min(j0+len(d.hs), spans.Len())
 				d.prefetch(spans, j0, j1)
 				for j := j0; j < j1; j++ {
-					out = d.addSpan(spans.At(j), d.hs[j-j0], &kc, scope, &src, out)
+					out = d.addSpan(spans.At(j), &d.keys[j-j0], d.hs[j-j0], &kc, scope, &src, out)
 				}
 				// One tight pass over the table, which the hardware
 				// prefetches, rather than a few entries per span.
@@ -301,39 +302,47 @@ func (d *Detector) Add(td ptrace.Traces) []Pair {
 // other, so their cache misses overlap.
 const prefetchSpans = 256
 
-// prefetch hashes the keys of spans[j0:j1] into d.hs and loads each one's
-// home in the index, changing nothing.
+// prefetch reads the keys of spans[j0:j1] into d.keys (a zero key for
+// invalid ids), hashes them into d.hs, and then loads each one's home in
+// the index, changing nothing: a loop of loads alone, so that as many of
+// their misses as the CPU can follow are in flight at once.
 func (d *Detector) prefetch(spans ptrace.SpanSlice, j0, j1 int) {
-	var sink uint32
-	for j := j0; j < j1; j++ {
-		sp := spans.At(j)
+	n := j1 - j0
+	valid := false
+	for j := range n {
+		sp := spans.At(j0 + j)
 		tid, sid := sp.TraceID(), sp.SpanID()
 		if tid.IsEmpty() || sid.IsEmpty() {
+			d.keys[j] = spanKey{}
 			continue
 		}
-		if d.recs == nil {
-			d.alloc()
-		}
-		k := keyOf(tid, sid)
-		h := d.hash.of(&k)
-		d.hs[j-j0] = h
+		valid = true
+		d.keys[j] = keyOf(tid, sid)
+		d.hs[j] = d.hash.of(&d.keys[j])
+	}
+	if !valid {
+		return
+	}
+	if d.recs == nil {
+		d.alloc()
+	}
+	var sink uint32
+	for _, h := range d.hs[:n] {
 		sink += d.idx.e[d.idx.home(tagOf(h, heldKind))].tag
 	}
 	d.sink += sink
 }
 
-// addSpan judges sp, whose key's hash is hk (unless its ids are invalid),
-// and holds it.
-func (d *Detector) addSpan(sp ptrace.Span, hk uint64, kc *kindCache, scope Scope, src **source, out []Pair) []Pair {
+// addSpan judges sp, whose key prefetch read as *k (zero for invalid ids)
+// and hashed as hk, and holds it.
+func (d *Detector) addSpan(sp ptrace.Span, k *spanKey, hk uint64, kc *kindCache, scope Scope, src **source, out []Pair) []Pair {
 	d.st.Spans++
-	tid, sid := sp.TraceID(), sp.SpanID()
-	if tid.IsEmpty() || sid.IsEmpty() {
+	if *k == (spanKey{}) {
 		d.st.InvalidIDs++
 		d.countKind(kc, sp.Kind())
 		return out
 	}
-	k := keyOf(tid, sid)
-	if d.find(heldKind, &k, hk) >= 0 {
+	if d.find(heldKind, k, hk) >= 0 {
 		d.st.Duplicates++
 		return out
 	}
@@ -341,10 +350,10 @@ func (d *Detector) addSpan(sp ptrace.Span, hk uint64, kc *kindCache, scope Scope
 	if *src == nil {
 		*src = d.sourceOf(kc.svc, scope)
 	}
-	r := rec{key: k, src: *src, innerF: -1, outerF: -1}
+	r := rec{key: *k, src: *src, innerF: -1, outerF: -1}
 	d.read(&r, sp)
-	if psid := sp.ParentSpanID(); !psid.IsEmpty() && psid != sid {
-		r.parent, r.hasParent = keyOf(tid, psid), true
+	if psid := sp.ParentSpanID(); !psid.IsEmpty() && psid != k.spanID() {
+		r.parent, r.hasParent = keyOf(k.traceID(), psid), true
 	}
 	slot, seq := d.insert(&r, hk)
 	if r.hasParent {
@@ -370,7 +379,7 @@ func (d *Detector) addSpan(sp ptrace.Span, hk uint64, kc *kindCache, scope Scope
 			}
 		}
 	}
-	if wi := d.find(waitingKind, &k, hk); wi >= 0 {
+	if wi := d.find(waitingKind, k, hk); wi >= 0 {
 		kids := d.list(d.idx.e[wi].seq, waitingLinks)
 		d.idx.removeAt(uint32(wi))
 		for _, cs := range kids {
