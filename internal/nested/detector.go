@@ -304,7 +304,7 @@ const prefetchSpans = 256
 
 // prefetch reads the keys of spans[j0:j1] into d.keys (a zero key for
 // invalid ids), hashes them into d.hs, and then loads each one's home in
-// the index, changing nothing: a loop of loads alone, so that as many of
+// the index and the lines the sweep will look at, changing nothing: a loop of loads alone, so that as many of
 // their misses as the CPU can follow are in flight at once.
 func (d *Detector) prefetch(spans ptrace.SpanSlice, j0, j1 int) {
 	n := j1 - j0
@@ -329,6 +329,22 @@ func (d *Detector) prefetch(spans ptrace.SpanSlice, j0, j1 int) {
 	var sink uint32
 	for _, h := range d.hs[:n] {
 		sink += d.idx.e[d.idx.home(tagOf(h, heldKind))].tag
+	}
+	// And the lines the sweep will most likely look at after this chunk
+	// (a full ring evicts a span per span added), and the ring's slots the
+	// chunk's spans will take.
+	x := &d.idx
+	for i := 0; i < perStale*n; i += 64 / ientrySize {
+		sink += x.e[(x.sweep+uint32(i))&x.mask].tag
+	}
+	slot := d.head + d.n
+	for range n {
+		if slot >= int32(len(d.recs)) {
+			slot -= int32(len(d.recs))
+		}
+		r := &d.recs[slot] // its first, middle and last bytes: every line it spans
+		sink += uint32(r.key[0]) + uint32(len(r.name)) + uint32(r.outerF)
+		slot++
 	}
 	d.sink += sink
 }
@@ -535,15 +551,17 @@ func (d *Detector) find(kind ikind, k *spanKey, h uint64) int32 {
 // moving on).
 func (d *Detector) sweep(n int) {
 	x := &d.idx
+	e, mask, i := x.e, x.mask, x.sweep
+	seq0, held := d.seq0, uint32(d.n)
 	for n > 0 {
-		i := x.sweep
-		if e := x.e[i]; e.tag != 0 && !d.held(e.seq) {
+		if en := e[i]; en.tag != 0 && en.seq-seq0 >= held {
 			x.removeAt(i) // and look at what moved into i next
 			continue
 		}
-		x.sweep = (i + 1) & x.mask
+		i = (i + 1) & mask
 		n--
 	}
+	x.sweep = i
 }
 
 // links says which list a record's prev field is for.
