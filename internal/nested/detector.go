@@ -482,7 +482,7 @@ func (d *Detector) insert(r *rec, hk uint64) (int32, uint32) {
 	d.n++
 	d.bytes += cost
 	d.recs[slot] = *r
-	d.idx.add(tagOf(hk, heldKind)).seq = seq
+	d.idx.add(tagOf(hk, heldKind), d.seq0, uint32(d.n)).seq = seq
 	if d.idx.used > d.idx.high {
 		d.sweep(burst + d.idx.debt)
 		d.idx.debt = 0
@@ -579,7 +579,7 @@ func (d *Detector) push(kind ikind, hp uint64, slot int32, seq uint32) {
 	i := d.find(kind, &r.parent, hp)
 	var e *ientry
 	if i < 0 {
-		e = d.idx.add(tagOf(hp, kind))
+		e = d.idx.add(tagOf(hp, kind), d.seq0, uint32(d.n))
 	} else {
 		e = &d.idx.e[i]
 	}

@@ -94,13 +94,19 @@ func newIndex(n int) index {
 
 // add returns a new entry for tag, which the caller fills with its seq;
 // the key must not be in the index with that kind (stale entries of it may
-// be). It takes the first empty entry of the run: a stale one is not
-// reused, since the sweep's bound on them is what keeps runs short.
-func (x *index) add(tag uint32) *ientry {
+// be). It takes the first entry of the run from tag's home that is empty
+// or stale (its number not held: seq-seq0 ≥ held): a stale entry carries
+// nothing, and taking it saves the sweep a removal.
+func (x *index) add(tag, seq0, held uint32) *ientry {
 	for i := x.home(tag); ; i = (i + 1) & x.mask {
-		if e := &x.e[i]; e.tag == 0 {
+		e := &x.e[i]
+		if e.tag == 0 {
 			e.tag = tag
 			x.used++
+			return e
+		}
+		if e.seq-seq0 >= held {
+			e.tag = tag
 			return e
 		}
 	}
