@@ -120,7 +120,7 @@ func TestDetectorBoundsRandom(t *testing.T) {
 			byKey := d.byKeyMap(t)
 			sum := 0
 			for i := range d.n {
-				sum += d.recs[(d.head+i)%int32(len(d.recs))].info.bytes()
+				sum += d.recs[(d.head+i)%int32(len(d.recs))].bytes()
 			}
 			if st.Held > o.MaxSpans || (st.Bytes > o.MaxBytes && st.Held > 1) || st.Bytes != sum || int(d.n) != len(byKey) || st.Held != len(byKey) {
 				t.Fatalf("seed %d, options %+v: stats %+v, %d held in the ring, %d bytes summed", seed, o, st, d.n, sum)
@@ -130,10 +130,15 @@ func TestDetectorBoundsRandom(t *testing.T) {
 					t.Fatalf("seed %d: byKey names slot %d outside the held ones", seed, slot)
 				}
 			}
-			for _, m := range []map[spanKey]slotList{d.listMap(t, waitingKind), d.listMap(t, sibsKind)} {
+			for _, m := range []map[spanKey][]int32{d.listMap(t, waitingKind), d.listMap(t, sibsKind)} {
 				for _, l := range m {
-					if _, ok := byKey[d.recs[l.head].key]; !ok || l.n < 1 {
-						t.Fatalf("seed %d: a list starts at a span no longer held", seed)
+					if len(l) == 0 {
+						t.Fatalf("seed %d: a live list of no held span", seed)
+					}
+					for _, slot := range l {
+						if byKey[d.recs[slot].key] != slot {
+							t.Fatalf("seed %d: a list names a span no longer held", seed)
+						}
 					}
 				}
 			}

@@ -136,18 +136,62 @@ func Detect(td ptrace.Traces, opts Options) Report {
 }
 
 type rec struct {
-	key       spanKey
-	parent    spanKey
-	hasParent bool
-	waiting   bool // listed in Detector.waiting under parent
-	inSibs    bool // listed in Detector.sibs under parent
-	// The next slot in the same list of Detector.waiting and
-	// Detector.sibs, or -1: the lists run through the records, so that
-	// listing a span allocates nothing.
-	nextWaiting, nextSib int32
-	info                 spanInfo
-	innerF               int32 // the finding this span is the inner span of, -1, or unlisted; a span is the inner span of one pair at most
-	outerF               int32 // the last finding this span was the outer span of, or -1
+	key    spanKey
+	parent spanKey
+	// What the rule looks at (spanInfo), in 88 rather than 120 bytes:
+	// the service and scope, shared by the spans of one resource and
+	// scope, behind one pointer.
+	start, end          uint64
+	name, route, method string
+	src                 *source
+	kind                ptrace.SpanKind
+	// The arrival number (Detector.seq) of the span before this one in
+	// the same list of children waiting for their parent, or of SERVER
+	// siblings, unless it is the list's first: the lists run from their
+	// newest span back through the records, so that listing a span
+	// allocates nothing and evicting one (always the oldest) needs no
+	// unlisting: a list ends at its first span no longer held.
+	prevWaiting, prevSib   uint32
+	innerF                 int32 // the finding this span is the inner span of, -1, or unlisted; a span is the inner span of one pair at most
+	outerF                 int32 // the last finding this span was the outer span of, or -1
+	hasParent              bool
+	waiting                bool // listed under parent among the children waiting for it
+	firstWaiting, firstSib bool // first in its list: prevWaiting or prevSib names no span
+}
+
+// source is a service and scope that held spans share.
+type source struct {
+	service string
+	scope   Scope
+}
+
+// info is what the rule looks at in r.
+func (r *rec) info() spanInfo {
+	return spanInfo{service: r.src.service, scope: r.src.scope, name: r.name, kind: r.kind,
+		route: r.route, method: r.method, start: r.start, end: r.end}
+}
+
+// bytes is what r counts against MaxBytes, as spanInfo.bytes counts it.
+func (r *rec) bytes() int {
+	return SpanOverhead + len(r.src.service) + len(r.src.scope.Name) + len(r.src.scope.Version) +
+		len(r.name) + len(r.route) + len(r.method)
+}
+
+// srcCacheLen is the number of sources a Detector keeps for reuse: one is
+// made when a batch's resource and scope are not among them.
+const srcCacheLen = 64
+
+// sourceOf returns a source for service and scope (interned strings),
+// made once while it stays in d.srcs, so that a batch allocates at most one
+// per resource and scope and none per span.
+func (d *Detector) sourceOf(service string, scope Scope) *source {
+	i := (strHome(service) ^ strHome(scope.Name)*31 ^ strHome(scope.Version)*17) % srcCacheLen
+	if c := d.srcs[i]; c != nil && c.service == service && c.scope == scope {
+		return c
+	}
+	c := &source{service: service, scope: scope}
+	d.srcs[i] = c
+	return c
 }
 
 // recSize is the size of a record: the ring holds MaxSpans of them.
@@ -185,11 +229,20 @@ type Detector struct {
 	o       Options
 	recs    []rec // a ring of MaxSpans slots: n held from head on
 	head, n int32
-	bytes   int // what the held spans take, as spanInfo.bytes counts it
+	// seq0 is the arrival number of the span at head: the spans held are
+	// numbered seq0 to seq0+n-1, in arrival order (modulo 2^32: the sweep
+	// removes an index entry long before its number comes round again).
+	seq0  uint32
+	bytes int // what the held spans take, as spanInfo.bytes counts it
 	// The indexes over the ring, allocated with it: no Go map on the
 	// per-span path.
-	idx     index // key -> slot of the span held under it; parent key -> its lists of children
+	idx     index // key -> the span held under it; parent key -> its lists of children
 	hash    keyHash
+	scratch []int32 // one list's slots, oldest first: reused
+	srcs    [srcCacheLen]*source
+	keys    [prefetchSpans]spanKey // the keys of the spans Add is judging
+	hs      [prefetchSpans]uint64  // and their hashes
+	sink    uint32                 // what prefetch loaded, so that its loads are kept
 	finds   []*findingAcc
 	findIdx map[Key]int32
 	marks   *fifo[traceMark, struct{}]
@@ -221,71 +274,147 @@ func (d *Detector) Add(td ptrace.Traces) []Pair {
 	defer d.mu.Unlock()
 	var out []Pair
 	for _, rs := range td.ResourceSpans().All() {
-		svc := d.in.str(serviceName(rs.Resource()))
-		kc := kindCache{svc: svc}
+		kc := kindCache{svc: d.in.str(serviceName(rs.Resource()))}
 		for _, ss := range rs.ScopeSpans().All() {
 			scope := Scope{Name: d.in.str(ss.Scope().Name()), Version: d.in.str(ss.Scope().Version())}
-			for _, sp := range ss.Spans().All() {
-				d.st.Spans++
-				tid, sid := sp.TraceID(), sp.SpanID()
-				if tid.IsEmpty() || sid.IsEmpty() {
-					d.st.InvalidIDs++
-					d.countKind(&kc, sp.Kind())
-					continue
+			var src *source // made on the first span held
+			spans := ss.Spans()
+			for j0 := 0; j0 < spans.Len(); j0 += len(d.hs) {
+				j1 := min(j0+len(d.hs), spans.Len())
+				d.prefetch(spans, j0, j1)
+				for j := j0; j < j1; j++ {
+					out = d.addSpan(spans.At(j), &d.keys[j-j0], d.hs[j-j0], &kc, scope, &src, out)
 				}
-				if d.recs == nil {
-					d.alloc()
-				}
-				k := keyOf(tid, sid)
-				hk := d.hash.of(&k)
-				if d.idx.find(d.recs, heldKind, &k, hk) != nil {
-					d.st.Duplicates++
-					continue
-				}
-				d.countKind(&kc, sp.Kind())
-				r := rec{key: k, info: readSpan(svc, scope, sp, &d.in), innerF: -1, outerF: -1}
-				if psid := sp.ParentSpanID(); !psid.IsEmpty() && psid != sid {
-					r.parent, r.hasParent = keyOf(tid, psid), true
-				}
-				slot := d.insert(&r, hk)
-				if r.hasParent {
-					hp := d.hash.of(&r.parent)
-					if pe := d.idx.find(d.recs, heldKind, &r.parent, hp); pe != nil {
-						out = d.eval(pe.head-1, slot, out)
-					} else {
-						d.push(waitingKind, hp, slot, waitingLinks)
-						d.recs[slot].waiting = true
-					}
-					if r.info.kind == ptrace.SpanKindServer {
-						var sibs slotList
-						if e := d.idx.find(d.recs, sibsKind, &r.parent, hp); e != nil {
-							sibs = slotList{head: e.head - 1, tail: e.tail, n: e.n}
-						}
-						for ss := sibs.head; sibs.n > 0 && ss >= 0; ss = d.recs[ss].nextSib {
-							out = d.evalSibling(ss, slot, out)
-						}
-						if sibs.n < MaxSiblings {
-							d.push(sibsKind, hp, slot, sibLinks)
-							d.recs[slot].inSibs = true
-						} else {
-							d.st.SiblingOverflow++
-						}
-					}
-				}
-				if e := d.idx.find(d.recs, waitingKind, &k, hk); e != nil {
-					kids := e.head - 1
-					d.idx.remove(e)
-					for cs := kids; cs >= 0; cs = d.recs[cs].nextWaiting {
-						d.recs[cs].waiting = false
-						out = d.eval(slot, cs, out)
-					}
-				}
+				// One tight pass over the table, which the hardware
+				// prefetches, rather than a few entries per span.
+				d.sweep(d.idx.debt)
+				d.idx.debt = 0
 			}
 		}
 	}
-	d.st.Held = d.idx.n[heldKind]
+	d.st.Held = int(d.n)
 	d.st.Bytes = d.bytes
 	return out
+}
+
+// prefetchSpans is how many spans of a scope Add hashes, and whose index
+// homes it loads, before it judges them: the loads do not depend on each
+// other, so their cache misses overlap.
+const prefetchSpans = 256
+
+// prefetch reads the keys of spans[j0:j1] into d.keys (a zero key for
+// invalid ids), hashes them into d.hs, and then loads each one's home in
+// the index and the lines the sweep will look at, changing nothing: a loop of loads alone, so that as many of
+// their misses as the CPU can follow are in flight at once.
+func (d *Detector) prefetch(spans ptrace.SpanSlice, j0, j1 int) {
+	n := j1 - j0
+	valid := false
+	for j := range n {
+		sp := spans.At(j0 + j)
+		tid, sid := sp.TraceID(), sp.SpanID()
+		if tid.IsEmpty() || sid.IsEmpty() {
+			d.keys[j] = spanKey{}
+			continue
+		}
+		valid = true
+		d.keys[j] = keyOf(tid, sid)
+		d.hs[j] = d.hash.of(&d.keys[j])
+	}
+	if !valid {
+		return
+	}
+	if d.recs == nil {
+		d.alloc()
+	}
+	var sink uint32
+	for _, h := range d.hs[:n] {
+		sink += d.idx.e[d.idx.home(tagOf(h, heldKind))].tag
+	}
+	// And the lines the sweep will most likely look at after this chunk
+	// (a full ring evicts a span per span added), and the ring's slots the
+	// chunk's spans will take.
+	x := &d.idx
+	for i := 0; i < perStale*n; i += 64 / ientrySize {
+		sink += x.e[(x.sweep+uint32(i))&x.mask].tag
+	}
+	slot := d.head + d.n
+	for range n {
+		if slot >= int32(len(d.recs)) {
+			slot -= int32(len(d.recs))
+		}
+		r := &d.recs[slot] // its first, middle and last bytes: every line it spans
+		sink += uint32(r.key[0]) + uint32(len(r.name)) + uint32(r.outerF)
+		slot++
+	}
+	d.sink += sink
+}
+
+// addSpan judges sp, whose key prefetch read as *k (zero for invalid ids)
+// and hashed as hk, and holds it.
+func (d *Detector) addSpan(sp ptrace.Span, k *spanKey, hk uint64, kc *kindCache, scope Scope, src **source, out []Pair) []Pair {
+	d.st.Spans++
+	if *k == (spanKey{}) {
+		d.st.InvalidIDs++
+		d.countKind(kc, sp.Kind())
+		return out
+	}
+	if d.find(heldKind, k, hk) >= 0 {
+		d.st.Duplicates++
+		return out
+	}
+	d.countKind(kc, sp.Kind())
+	if *src == nil {
+		*src = d.sourceOf(kc.svc, scope)
+	}
+	r := rec{key: *k, src: *src, innerF: -1, outerF: -1}
+	d.read(&r, sp)
+	if psid := sp.ParentSpanID(); !psid.IsEmpty() && psid != k.spanID() {
+		r.parent, r.hasParent = keyOf(k.traceID(), psid), true
+	}
+	slot, seq := d.insert(&r, hk)
+	if r.hasParent {
+		hp := d.hash.of(&r.parent)
+		if pi := d.find(heldKind, &r.parent, hp); pi >= 0 {
+			out = d.eval(d.slotOf(d.idx.e[pi].seq), slot, out)
+		} else {
+			d.push(waitingKind, hp, slot, seq)
+			d.recs[slot].waiting = true
+		}
+		if r.kind == ptrace.SpanKindServer {
+			var sibs []int32
+			if si := d.find(sibsKind, &r.parent, hp); si >= 0 {
+				sibs = d.list(d.idx.e[si].seq, sibLinks)
+			}
+			for _, ss := range sibs {
+				out = d.evalSibling(ss, slot, out)
+			}
+			if len(sibs) < MaxSiblings {
+				d.push(sibsKind, hp, slot, seq)
+			} else {
+				d.st.SiblingOverflow++
+			}
+		}
+	}
+	if wi := d.find(waitingKind, k, hk); wi >= 0 {
+		kids := d.list(d.idx.e[wi].seq, waitingLinks)
+		d.idx.removeAt(uint32(wi))
+		for _, cs := range kids {
+			d.recs[cs].waiting = false
+			out = d.eval(slot, cs, out)
+		}
+	}
+	return out
+}
+
+// read fills in what the rule looks at in sp, as readSpan does.
+func (d *Detector) read(r *rec, sp ptrace.Span) {
+	route, method := routeAndMethod(sp.Attributes())
+	r.name = d.in.str(sp.Name())
+	r.kind = kindOf(sp.Kind())
+	r.route = d.in.str(route)
+	r.method = d.in.str(method)
+	r.start = uint64(sp.StartTimestamp())
+	r.end = uint64(sp.EndTimestamp())
 }
 
 // kindCache is one resource's (service, kind) counters, so that the map of
@@ -332,9 +461,9 @@ func (d *Detector) alloc() {
 }
 
 // insert holds r, whose key's hash is hk, evicting the oldest spans as the
-// bounds require, and returns its slot.
-func (d *Detector) insert(r *rec, hk uint32) int32 {
-	cost := r.info.bytes()
+// bounds require, and returns its slot and arrival number.
+func (d *Detector) insert(r *rec, hk uint64) (int32, uint32) {
+	cost := r.bytes()
 	for d.n > 0 && (d.n == int32(len(d.recs)) || d.bytes+cost > d.o.MaxBytes) {
 		full := d.n == int32(len(d.recs))
 		if full {
@@ -349,46 +478,93 @@ func (d *Detector) insert(r *rec, hk uint32) int32 {
 	if slot >= int32(len(d.recs)) {
 		slot -= int32(len(d.recs))
 	}
+	seq := d.seq0 + uint32(d.n)
 	d.n++
 	d.bytes += cost
 	d.recs[slot] = *r
-	d.idx.add(heldKind, hk).head = slot + 1
-	return slot
+	d.idx.add(tagOf(hk, heldKind), d.seq0, uint32(d.n)).seq = seq
+	if d.idx.used > d.idx.high {
+		d.sweep(burst + d.idx.debt)
+		d.idx.debt = 0
+	}
+	return slot, seq
 }
 
 // evictOldest forgets the oldest held span and, with clear, clears its
-// slot, so that its strings are not kept alive.
+// slot, so that its strings are not kept alive. Its index entries go stale
+// (their numbers are no longer held) and the sweep removes them.
 func (d *Detector) evictOldest(clear bool) {
-	slot := d.head
-	old := &d.recs[slot]
-	if e := d.idx.find(d.recs, heldKind, &old.key, d.hash.of(&old.key)); e != nil {
-		d.idx.remove(e)
+	old := &d.recs[d.head]
+	d.idx.debt += perStale
+	if old.waiting {
+		d.st.EvictedWaiting++
+		d.idx.debt += perStale
 	}
-	if old.waiting || old.inSibs {
-		hp := d.hash.of(&old.parent)
-		if old.waiting {
-			d.st.EvictedWaiting++
-			d.unlist(waitingKind, hp, slot, waitingLinks)
-		}
-		if old.inSibs {
-			d.unlist(sibsKind, hp, slot, sibLinks)
-		}
+	if old.hasParent && old.kind == ptrace.SpanKindServer {
+		d.idx.debt += perStale
 	}
-	d.bytes -= old.info.bytes()
+	d.bytes -= old.bytes()
 	if clear {
 		*old = rec{}
 	}
 	if d.head++; d.head == int32(len(d.recs)) {
 		d.head = 0
 	}
+	d.seq0++
 	d.n--
 }
 
-// slotList is a list of record slots in arrival order, linked through one
-// of the records' next fields.
-type slotList struct{ head, tail, n int32 }
+// held reports whether the span numbered seq is held.
+func (d *Detector) held(seq uint32) bool { return seq-d.seq0 < uint32(d.n) }
 
-// links says which next field a list runs through.
+// slotOf is the slot of the held span numbered seq.
+func (d *Detector) slotOf(seq uint32) int32 {
+	slot := d.head + int32(seq-d.seq0)
+	if slot >= int32(len(d.recs)) {
+		slot -= int32(len(d.recs))
+	}
+	return slot
+}
+
+// find returns the position in the index of the live entry of kind for k,
+// whose hash is h, or -1.
+func (d *Detector) find(kind ikind, k *spanKey, h uint64) int32 {
+	x := &d.idx
+	tag := tagOf(h, kind)
+	for i := x.home(tag); ; i = (i + 1) & x.mask {
+		e := x.e[i]
+		if e.tag == 0 {
+			return -1
+		}
+		if e.tag != tag || !d.held(e.seq) {
+			continue
+		}
+		r := &d.recs[d.slotOf(e.seq)]
+		if kind == heldKind && r.key == *k || kind != heldKind && r.parent == *k {
+			return int32(i)
+		}
+	}
+}
+
+// sweep moves the sweep on by n entries of the index in table order,
+// removing the stale entries it meets (removing one does not count as
+// moving on).
+func (d *Detector) sweep(n int) {
+	x := &d.idx
+	e, mask, i := x.e, x.mask, x.sweep
+	seq0, held := d.seq0, uint32(d.n)
+	for n > 0 {
+		if en := e[i]; en.tag != 0 && en.seq-seq0 >= held {
+			x.removeAt(i) // and look at what moved into i next
+			continue
+		}
+		i = (i + 1) & mask
+		n--
+	}
+	x.sweep = i
+}
+
+// links says which list a record's prev field is for.
 type links bool
 
 const (
@@ -396,59 +572,48 @@ const (
 	sibLinks     links = true
 )
 
-func (d *Detector) next(slot int32, l links) *int32 {
-	if l == sibLinks {
-		return &d.recs[slot].nextSib
-	}
-	return &d.recs[slot].nextWaiting
-}
-
-// push appends slot to the list of kind under the parent key of slot,
-// whose hash is hp.
-func (d *Detector) push(kind ikind, hp uint32, slot int32, l links) {
-	*d.next(slot, l) = -1
-	e := d.idx.find(d.recs, kind, &d.recs[slot].parent, hp)
-	if e == nil {
-		e = d.idx.add(kind, hp)
-		e.head, e.tail, e.n = slot+1, slot, 1
-		return
-	}
-	*d.next(e.tail, l) = slot
-	e.tail = slot
-	e.n++
-}
-
-// unlist removes slot from the list of kind under its parent key, whose
-// hash is hp (lists are short: the children of one span), and the list
-// when it is left empty.
-func (d *Detector) unlist(kind ikind, hp uint32, slot int32, l links) {
-	e := d.idx.find(d.recs, kind, &d.recs[slot].parent, hp)
-	if e == nil {
-		return
-	}
-	lst := slotList{head: e.head - 1, tail: e.tail, n: e.n}
-	prev := int32(-1)
-	for cur := lst.head; cur >= 0; prev, cur = cur, *d.next(cur, l) {
-		if cur != slot {
-			continue
-		}
-		nx := *d.next(cur, l)
-		if prev < 0 {
-			lst.head = nx
-		} else {
-			*d.next(prev, l) = nx
-		}
-		if lst.tail == slot {
-			lst.tail = prev
-		}
-		lst.n--
-		break
-	}
-	if lst.n == 0 {
-		d.idx.remove(e)
+// push appends the span numbered seq, in slot, to the list of kind under
+// its parent key, whose hash is hp.
+func (d *Detector) push(kind ikind, hp uint64, slot int32, seq uint32) {
+	r := &d.recs[slot]
+	i := d.find(kind, &r.parent, hp)
+	var e *ientry
+	if i < 0 {
+		e = d.idx.add(tagOf(hp, kind), d.seq0, uint32(d.n))
 	} else {
-		e.head, e.tail, e.n = lst.head+1, lst.tail, lst.n
+		e = &d.idx.e[i]
 	}
+	if kind == sibsKind {
+		r.prevSib, r.firstSib = e.seq, i < 0
+	} else {
+		r.prevWaiting, r.firstWaiting = e.seq, i < 0
+	}
+	e.seq = seq
+}
+
+// list returns the slots of the held spans of the list whose newest span
+// is numbered last, oldest first, in d.scratch.
+func (d *Detector) list(last uint32, l links) []int32 {
+	out := d.scratch[:0]
+	for seq := last; d.held(seq); {
+		slot := d.slotOf(seq)
+		out = append(out, slot)
+		r := &d.recs[slot]
+		if l == sibLinks {
+			if r.firstSib {
+				break
+			}
+			seq = r.prevSib
+		} else {
+			if r.firstWaiting {
+				break
+			}
+			seq = r.prevWaiting
+		}
+	}
+	slices.Reverse(out)
+	d.scratch = out
+	return out
 }
 
 func (d *Detector) eval(ps, cs int32, out []Pair) []Pair {
@@ -456,7 +621,8 @@ func (d *Detector) eval(ps, cs int32, out []Pair) []Pair {
 	if c.innerF != -1 {
 		return out
 	}
-	by, ok := d.o.match(&p.info, &c.info)
+	pi, ci := p.info(), c.info()
+	by, ok := d.o.match(&pi, &ci)
 	if !ok {
 		return out
 	}
@@ -466,7 +632,8 @@ func (d *Detector) eval(ps, cs int32, out []Pair) []Pair {
 // evalSibling compares a held SERVER span with a new sibling.
 func (d *Detector) evalSibling(held, added int32, out []Pair) []Pair {
 	a, b := &d.recs[held], &d.recs[added]
-	outerIsA, by, ok := d.o.matchSibling(&a.info, &b.info)
+	ai, bi := a.info(), b.info()
+	outerIsA, by, ok := d.o.matchSibling(&ai, &bi)
 	if !ok {
 		return out
 	}
@@ -482,14 +649,14 @@ func (d *Detector) evalSibling(held, added int32, out []Pair) []Pair {
 func (d *Detector) record(p, c *rec, by string, sibling bool, out []Pair) []Pair {
 	d.st.Pairs++
 	key := Key{
-		Service:    p.info.service,
-		Kind:       kindName(p.info.kind),
-		Name:       p.info.name,
-		OuterScope: p.info.scope,
-		InnerScope: c.info.scope,
+		Service:    p.src.service,
+		Kind:       kindName(p.kind),
+		Name:       p.name,
+		OuterScope: p.src.scope,
+		InnerScope: c.src.scope,
 	}
 	tid := c.key.traceID()
-	pair := Pair{Key: key, InnerName: c.info.name, MatchedBy: by, Sibling: sibling, TraceID: tid, Outer: p.key.spanID(), Inner: c.key.spanID()}
+	pair := Pair{Key: key, InnerName: c.name, MatchedBy: by, Sibling: sibling, TraceID: tid, Outer: p.key.spanID(), Inner: c.key.spanID()}
 	fi, ok := d.findIdx[key]
 	if !ok && len(d.finds) >= MaxFindings {
 		d.st.UnlistedPairs++
@@ -500,8 +667,8 @@ func (d *Detector) record(p, c *rec, by string, sibling bool, out []Pair) []Pair
 		fi = int32(len(d.finds))
 		d.findIdx[key] = fi
 		f := &findingAcc{key: key, by: by}
-		if c.info.name != p.info.name {
-			f.innerName = c.info.name
+		if c.name != p.name {
+			f.innerName = c.name
 		}
 		d.finds = append(d.finds, f)
 	}
@@ -513,7 +680,7 @@ func (d *Detector) record(p, c *rec, by string, sibling bool, out []Pair) []Pair
 	if d.marks.put(traceMark{tid, fi}, struct{}{}) {
 		f.traces++
 	}
-	if c.info.kind == p.info.kind {
+	if c.kind == p.kind {
 		f.affected++
 	}
 	c.innerF = fi
@@ -554,7 +721,7 @@ func (d *Detector) Report() Report {
 
 func (d *Detector) stats() Stats {
 	s := d.st
-	s.Held = d.idx.n[heldKind]
+	s.Held = int(d.n)
 	s.Bytes = d.bytes
 	s.TraceMarksEvicted = int(d.marks.evicted)
 	return s

@@ -3,6 +3,7 @@ package nested
 import (
 	"encoding/json"
 	"go.opentelemetry.io/collector/pdata/pcommon"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -390,40 +391,54 @@ func TestOptionsValidate(t *testing.T) {
 }
 
 // checkLists verifies that the waiting and sibling lists run through the
-// records exactly as the records' flags say: every listed slot is held,
-// flagged and a child of the list's key, counts match, and every flagged
-// record is in its parent's list.
+// records as the records' flags say: every listed slot is held, a child of
+// the list's key, listed once, in arrival order; every waiting record is in
+// its parent's waiting list; sibling lists hold SERVER spans, at most
+// MaxSiblings; and the index has room (see sweepStep).
 func checkLists(t *testing.T, d *Detector) {
 	t.Helper()
 	for _, c := range []struct {
 		name string
-		m    map[spanKey]slotList
-		l    links
+		m    map[spanKey][]int32
 		flag func(*rec) bool
 	}{
-		{"waiting", d.listMap(t, waitingKind), waitingLinks, func(r *rec) bool { return r.waiting }},
-		{"sibs", d.listMap(t, sibsKind), sibLinks, func(r *rec) bool { return r.inSibs }},
+		{"waiting", d.listMap(t, waitingKind), func(r *rec) bool { return r.waiting }},
+		{"sibs", d.listMap(t, sibsKind), func(r *rec) bool { return r.kind == ptrace.SpanKindServer }},
 	} {
 		listed := map[int32]bool{}
 		for k, lst := range c.m {
-			n, last := int32(0), int32(-1)
-			for cur := lst.head; cur >= 0; cur = *d.next(cur, c.l) {
+			if len(lst) == 0 || c.name == "sibs" && len(lst) > MaxSiblings {
+				t.Fatalf("%s: a live list of %d spans", c.name, len(lst))
+			}
+			prev := -1
+			for _, cur := range lst {
 				r := &d.recs[cur]
-				if !c.flag(r) || r.parent != k || listed[cur] {
-					t.Fatalf("%s: slot %d listed under the wrong parent, unflagged or twice", c.name, cur)
+				age := int((cur - d.head + int32(len(d.recs))) % int32(len(d.recs)))
+				if !c.flag(r) || !r.hasParent || r.parent != k || listed[cur] || age >= int(d.n) || age <= prev {
+					t.Fatalf("%s: slot %d listed under the wrong parent, unflagged, not held, out of order or twice", c.name, cur)
 				}
 				listed[cur] = true
-				n, last = n+1, cur
-			}
-			if n != lst.n || last != lst.tail || n == 0 {
-				t.Fatalf("%s: list of %d (tail %d) says n=%d tail=%d", c.name, n, last, lst.n, lst.tail)
+				prev = age
 			}
 		}
-		for i := range d.recs {
-			if c.flag(&d.recs[i]) && !listed[int32(i)] {
-				t.Fatalf("%s: slot %d flagged but in no list", c.name, i)
+		if c.name != "waiting" {
+			continue
+		}
+		for i := range d.n {
+			slot := (d.head + i) % int32(len(d.recs))
+			if d.recs[slot].waiting && !listed[slot] {
+				t.Fatalf("%s: slot %d flagged but in no list", c.name, slot)
 			}
 		}
+	}
+	used := 0
+	for _, e := range d.idx.e {
+		if e.tag != 0 {
+			used++
+		}
+	}
+	if used != d.idx.used || d.recs != nil && 4*used > 3*len(d.idx.e) {
+		t.Fatalf("index: %d of %d entries used, live and stale", used, len(d.idx.e))
 	}
 }
 
@@ -473,5 +488,47 @@ func TestRouteAndMethodAsStrAttr(t *testing.T) {
 		if route != wantRoute || method != wantMethod {
 			t.Fatalf("%v: got (%q, %q), want (%q, %q)", m.AsRaw(), route, method, wantRoute, wantMethod)
 		}
+	}
+}
+
+// TestArrivalNumbersWrap: a detector whose arrival numbers pass 2^32
+// finds the same pairs, batch by batch, as one whose numbers do not.
+func TestArrivalNumbersWrap(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, max := range []int{3, 17, 64} {
+		a, b := NewDetector(Options{MaxSpans: max}), NewDetector(Options{MaxSpans: max})
+		b.seq0 = math.MaxUint32 - 40
+		for range 200 {
+			var spans []s
+			for range 1 + r.IntN(8) {
+				kind := ptrace.SpanKindInternal
+				if r.IntN(2) == 0 {
+					kind = ptrace.SpanKindServer
+				}
+				spans = append(spans, s{svc: "api", scope: []string{"a", "b"}[r.IntN(2)], trace: byte(1 + r.IntN(3)), id: byte(1 + r.IntN(20)),
+					parent: byte(r.IntN(6)), name: "GET /x", kind: kind, start: 0, end: 10})
+			}
+			td := build(spans...)
+			pa, pb := a.Add(td), b.Add(td)
+			if !reflect.DeepEqual(pa, pb) {
+				t.Fatalf("max %d: pairs %+v, with wrapped numbers %+v", max, pa, pb)
+			}
+			checkLists(t, b)
+		}
+		if b.seq0 > math.MaxUint32-40 {
+			t.Fatalf("max %d: numbers did not wrap (seq0 %d)", max, b.seq0)
+		}
+		if ra, rb := a.Report(), b.Report(); !reflect.DeepEqual(ra, rb) {
+			t.Fatalf("max %d: report %+v, with wrapped numbers %+v", max, ra, rb)
+		}
+	}
+}
+
+// TestRecordSizes: a held span costs its record (under two and a half
+// cache lines) and its index entries (8 bytes each), which SpanOverhead
+// covers with room.
+func TestRecordSizes(t *testing.T) {
+	if recSize > 144 || ientrySize != 8 || recSize+3*ientrySize*2 > SpanOverhead {
+		t.Fatalf("record %d bytes, index entry %d bytes, SpanOverhead %d", recSize, ientrySize, SpanOverhead)
 	}
 }

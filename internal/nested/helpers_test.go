@@ -1,6 +1,7 @@
 package nested
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -109,45 +110,52 @@ func heldBytes(spans ...s) int {
 }
 
 // byKeyMap is the held spans of d's index as a map, for tests; it fails t
-// when an entry cannot be found from its key's hash.
+// when a live entry cannot be found from its key's hash, or when the held
+// spans and the live held entries differ.
 func (d *Detector) byKeyMap(t testing.TB) map[spanKey]int32 {
 	t.Helper()
 	m := map[spanKey]int32{}
 	for i := range d.idx.e {
-		e := &d.idx.e[i]
-		if e.head == 0 || e.kind != heldKind {
+		e := d.idx.e[i]
+		if e.tag == 0 || e.kind() != heldKind || !d.held(e.seq) {
 			continue
 		}
-		k := d.recs[e.head-1].key
-		if d.idx.find(d.recs, heldKind, &k, d.hash.of(&k)) != e {
+		slot := d.slotOf(e.seq)
+		k := d.recs[slot].key
+		if d.find(heldKind, &k, d.hash.of(&k)) != int32(i) {
 			t.Fatalf("index: held entry %d not found from its key", i)
 		}
-		m[k] = e.head - 1
+		m[k] = slot
 	}
-	if len(m) != d.idx.n[heldKind] {
-		t.Fatalf("index: %d held entries, counted %d", len(m), d.idx.n[heldKind])
+	if len(m) != int(d.n) {
+		t.Fatalf("index: %d live held entries, %d spans held", len(m), d.n)
 	}
 	return m
 }
 
-// listMap is the lists of kind in d's index as a map, for tests; it fails
-// t when an entry cannot be found from its key's hash.
-func (d *Detector) listMap(t testing.TB, kind ikind) map[spanKey]slotList {
+// listMap is the live lists of kind in d's index as a map from the parent
+// key to the held slots listed, oldest first, for tests; it fails t when an
+// entry cannot be found from its key's hash.
+func (d *Detector) listMap(t testing.TB, kind ikind) map[spanKey][]int32 {
 	t.Helper()
-	m := map[spanKey]slotList{}
+	m := map[spanKey][]int32{}
 	for i := range d.idx.e {
-		e := &d.idx.e[i]
-		if e.head == 0 || e.kind != kind {
+		e := d.idx.e[i]
+		if e.tag == 0 || e.kind() != kind || !d.held(e.seq) {
 			continue
 		}
-		k := d.recs[e.head-1].parent
-		if d.idx.find(d.recs, kind, &k, d.hash.of(&k)) != e {
+		k := d.recs[d.slotOf(e.seq)].parent
+		if d.find(kind, &k, d.hash.of(&k)) != int32(i) {
 			t.Fatalf("index: list entry %d not found from its key", i)
 		}
-		m[k] = slotList{head: e.head - 1, tail: e.tail, n: e.n}
-	}
-	if len(m) != d.idx.n[kind] {
-		t.Fatalf("index: %d lists of kind %d, counted %d", len(m), kind, d.idx.n[kind])
+		if _, ok := m[k]; ok {
+			t.Fatalf("index: two live lists of kind %d for one key", kind)
+		}
+		links := waitingLinks
+		if kind == sibsKind {
+			links = sibLinks
+		}
+		m[k] = slices.Clone(d.list(e.seq, links))
 	}
 	return m
 }
