@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/zeebo/xxh3"
-	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.uber.org/zap"
@@ -83,17 +81,6 @@ func (w *logUnit) digest(e *pdataenc.Encoder, prefix [16]byte, r plog.LogRecord)
 func (w *logUnit) hash(b []byte) [16]byte {
 	return xxh3.Hash128Seed(b, w.seed).Bytes()
 }
-
-type logsProcessor struct {
-	component.StartFunc
-	component.ShutdownFunc
-	st           *state
-	next         consumer.Logs
-	drop         bool
-	capabilities consumer.Capabilities
-}
-
-func (p *logsProcessor) Capabilities() consumer.Capabilities { return p.capabilities }
 
 // begin takes a request's scratch; end gives it back.
 func (u *logUnit) begin() *logScratch {
@@ -201,16 +188,6 @@ func (sc *logScratch) rollback(ctx context.Context, tel *telemetry) {
 	}
 	u.mu.Unlock()
 	tel.rolledBack.Add(ctx, n, u.signalOpt)
-}
-
-func (p *logsProcessor) ConsumeLogs(ctx context.Context, ld plog.Logs) error {
-	u := p.st.logs
-	sc := u.begin()
-	defer u.end(sc)
-	if !u.judge(ctx, ld, sc, p.st.tel, p.drop) {
-		return nil
-	}
-	return settle(ctx, sc, p.st.tel, p.next.ConsumeLogs(ctx, ld))
 }
 
 // takeBack forgets the records of ld that the window holds and returns

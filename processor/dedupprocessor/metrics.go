@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
@@ -83,18 +81,6 @@ type metricScratch struct {
 	counts  []metricCounts  // per resource
 	j       judging
 }
-
-type metricsProcessor struct {
-	component.StartFunc
-	component.ShutdownFunc
-	st           *state
-	next         consumer.Metrics
-	drop         bool   // mode drop
-	splitAttr    string // metrics.split_attribute
-	capabilities consumer.Capabilities
-}
-
-func (p *metricsProcessor) Capabilities() consumer.Capabilities { return p.capabilities }
 
 // judging carries one request's context into the per-point closures.
 type judging struct {
@@ -310,19 +296,6 @@ func (sc *metricScratch) rollback(ctx context.Context, tel *telemetry) {
 	if n > 0 {
 		tel.rolledBack.Add(ctx, int64(n), u.signalOpt)
 	}
-}
-
-// ConsumeMetrics judges every point, forwards the rest without holding the
-// lock, and takes the request's judgements back if the next consumer
-// refuses it.
-func (p *metricsProcessor) ConsumeMetrics(ctx context.Context, md pmetric.Metrics) error {
-	u := p.st.metrics
-	sc := u.begin()
-	defer u.end(sc)
-	if !u.judge(ctx, md, sc, p.st.tel, p.drop, p.splitAttr) {
-		return nil
-	}
-	return settle(ctx, sc, p.st.tel, p.next.ConsumeMetrics(ctx, md))
 }
 
 // metricsSnapshotKey holds the metric streams' elections, rewritten every

@@ -14,12 +14,6 @@ import (
 	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/window"
 )
 
-// maxSegments bounds each signal's journal: one segment per accepted
-// request within the window. Past it the oldest segments go (counted), as
-// if the window were full. Besides, a journal keeps no segment whose
-// entries the window has evicted by capacity (journal.Options.MaxEntries).
-const maxSegments = 200_000
-
 // persistence keeps the span and log windows in a storage extension, so
 // that a copy re-sent after a restart (kill -9 included) is still caught,
 // and checkpoints the metric streams' elections, so that a restart of the
@@ -138,9 +132,3 @@ func (p *persistence) close(units [3]unit, logger *zap.Logger) {
 		logger.Warn("closing the dedup storage client", zap.Error(err))
 	}
 }
-
-// newSegmentBuf makes a pooled buffer for journal segments and snapshots.
-func newSegmentBuf() any { b := make([]byte, 0, 64<<10); return &b }
-
-func logSeed(s window.Seed) uint64    { return s[2] ^ s[3] }
-func metricSeed(s window.Seed) uint64 { return s[0] ^ s[3] }

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/zeebo/xxh3"
-	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
@@ -60,18 +58,6 @@ func newSpanUnit(cfg *Config, seed window.Seed, svcs *services) (*spanUnit, erro
 	u.bufs.New = newSegmentBuf
 	return u, nil
 }
-
-type tracesProcessor struct {
-	component.StartFunc
-	component.ShutdownFunc
-	st           *state
-	next         consumer.Traces
-	drop         bool // mode drop
-	keepFirst    bool // on_conflict keep_first
-	capabilities consumer.Capabilities
-}
-
-func (p *tracesProcessor) Capabilities() consumer.Capabilities { return p.capabilities }
 
 // verdict is what happens to one span.
 type verdict uint8
@@ -226,19 +212,6 @@ func (sc *spanScratch) rollback(ctx context.Context, tel *telemetry) {
 	}
 	u.mu.Unlock()
 	tel.rolledBack.Add(ctx, n, u.signalOpt)
-}
-
-func (p *tracesProcessor) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
-	u := p.st.traces
-	sc := u.begin()
-	defer u.end(sc)
-	if !u.judge(ctx, td, sc, p.st.tel, p.drop, p.keepFirst) {
-		return nil
-	}
-	if p.st.nested != nil {
-		p.st.nested.process(ctx, td, p.st.tel)
-	}
-	return settle(ctx, sc, p.st.tel, p.next.ConsumeTraces(ctx, td))
 }
 
 // takeBack forgets the spans of td that the window holds and returns
