@@ -249,6 +249,14 @@ func (u *logUnit) forgetKeys(ctx context.Context, keys [][16]byte) error {
 	return u.appendSegment(ctx, j, u.now(), keys, true)
 }
 
+// segments is how many segments the journal holds; 0 without storage.
+func (u *logUnit) segments() int {
+	if j := u.journal.Load(); j != nil {
+		return j.Len()
+	}
+	return 0
+}
+
 // reseed keys the digests with the stored seed, so that this run's
 // digests match the journal's.
 func (u *logUnit) reseed(seed window.Seed) {

@@ -503,8 +503,8 @@ func (s *statusServer) snapshot(now time.Time) Status {
 
 	if s.persist != nil {
 		out.Journals = []JournalStatus{
-			{Signal: "traces", Segments: s.st.traces.journal.Load().Len(), Limit: maxSegments},
-			{Signal: "logs", Segments: s.st.logs.journal.Load().Len(), Limit: maxSegments},
+			{Signal: "traces", Segments: s.st.traces.segments(), Limit: maxSegments},
+			{Signal: "logs", Segments: s.st.logs.segments(), Limit: maxSegments},
 		}
 	}
 	if s.queues != nil {

@@ -277,6 +277,14 @@ func (u *spanUnit) forgetKeys(ctx context.Context, keys [][24]byte) error {
 	return err
 }
 
+// segments is how many segments the journal holds; 0 without storage.
+func (u *spanUnit) segments() int {
+	if j := u.journal.Load(); j != nil {
+		return j.Len()
+	}
+	return 0
+}
+
 func (u *spanUnit) reseed(window.Seed) {} // span ids are stored as they are
 
 // restore opens the span journal and replays it into the window.
