@@ -61,56 +61,29 @@ func (f *factory) stateFor(set processor.Settings, cfg *Config) (*state, error) 
 	return st, nil
 }
 
-// release is called once by every processor at Shutdown; started says
-// whether that processor had been started.
-func (f *factory) release(id component.ID, st *state, started bool) error {
-	if started {
-		st.shutdown()
-	}
+// release lets go of st for one processor; the last one stops its
+// background work and drops it.
+func (f *factory) release(st *state) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	st.users--
 	if st.users > 0 {
 		return nil
 	}
-	if f.states[id] == st {
-		delete(f.states, id)
+	if f.states[st.id] == st {
+		delete(f.states, st.id)
 	}
+	st.stop()
 	return st.tel.shutdown()
 }
 
-// lifecycle gives each processor a Start and an idempotent Shutdown that is
-// safe without Start.
-type lifecycle struct {
-	f  *factory
-	id component.ID
-	st *state
-
-	mu       sync.Mutex
-	started  bool
-	released bool
-}
-
-func (l *lifecycle) Start(ctx context.Context, host component.Host) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.started && !l.released {
-		if err := l.st.start(ctx, host); err != nil {
-			return err
-		}
-		l.started = true
-	}
-	return nil
-}
-
-func (l *lifecycle) Shutdown(context.Context) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.released {
-		return nil
-	}
-	l.released = true
-	return l.f.release(l.id, l.st, l.started)
+// lifecycle gives one processor its Start and Shutdown. The processors
+// sharing a state start its background work once, whichever starts first;
+// the last to shut down stops it. Shutdown releases the state once, with or
+// without Start; a Start after it does nothing.
+func (f *factory) lifecycle(st *state) (component.StartFunc, component.ShutdownFunc) {
+	release := sync.OnceValue(func() error { return f.release(st) })
+	return st.start, func(context.Context) error { return release() }
 }
 
 func capabilities(cfg *Config) consumer.Capabilities {
@@ -126,11 +99,11 @@ func (f *factory) createTraces(_ context.Context, set processor.Settings, cfg co
 	// The state is shared by every pipeline; span warnings carry the
 	// logger of the pipeline spans come through, not of whichever
 	// pipeline made the state first.
-	st.spanSvcs.setLogger(set.Logger)
-	l := &lifecycle{f: f, id: set.ID, st: st}
+	st.traces.svcs.setLogger(set.Logger)
+	start, shutdown := f.lifecycle(st)
 	return &tracesProcessor{
-		StartFunc:    l.Start,
-		ShutdownFunc: l.Shutdown,
+		StartFunc:    start,
+		ShutdownFunc: shutdown,
 		st:           st,
 		next:         next,
 		drop:         c.Mode == ModeDrop,
@@ -145,11 +118,11 @@ func (f *factory) createLogs(_ context.Context, set processor.Settings, cfg comp
 	if err != nil {
 		return nil, err
 	}
-	st.logSvcs.setLogger(set.Logger)
-	l := &lifecycle{f: f, id: set.ID, st: st}
+	st.logs.svcs.setLogger(set.Logger)
+	start, shutdown := f.lifecycle(st)
 	return &logsProcessor{
-		StartFunc:    l.Start,
-		ShutdownFunc: l.Shutdown,
+		StartFunc:    start,
+		ShutdownFunc: shutdown,
 		st:           st,
 		next:         next,
 		drop:         c.Mode == ModeDrop,
@@ -164,10 +137,10 @@ func (f *factory) createMetrics(_ context.Context, set processor.Settings, cfg c
 		return nil, err
 	}
 	st.metrics.svcs.setLogger(set.Logger)
-	l := &lifecycle{f: f, id: set.ID, st: st}
+	start, shutdown := f.lifecycle(st)
 	return &metricsProcessor{
-		StartFunc:    l.Start,
-		ShutdownFunc: l.Shutdown,
+		StartFunc:    start,
+		ShutdownFunc: shutdown,
 		st:           st,
 		next:         next,
 		drop:         c.Mode == ModeDrop,

@@ -3,50 +3,64 @@ package dedupprocessor
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/zeebo/xxh3"
-	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/pdata/plog"
+	"go.uber.org/zap"
 
 	"github.com/doubletake/doubletake/internal/pdataenc"
+	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/journal"
 	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/window"
 )
 
-// logWindow remembers 128-bit digests of log records.
-type logWindow struct {
+// logUnit is the log signal: a window of 128-bit digests of log records,
+// its services and totals, and with storage its journal.
+type logUnit struct {
 	signalWindow
 	records *window.Set[[16]byte, struct{}]
-	seed    uint64 // keys the digest, so that no client can aim a collision
+	max     int           // logs.max_records
+	length  time.Duration // logs.window
+	seed    uint64        // keys the digest, so that no client can aim a collision; guarded by mu
+	svcs    *services
 	totals  atomicTotals
+	journal atomic.Pointer[journal.Journal] // nil unless storage is open
 
 	now func() int64 // the clock, in Unix nanoseconds; tests replace it
 
 	scratch sync.Pool // *logScratch
+	bufs    sync.Pool // *[]byte, journal segments
 }
 
+// logScratch is one request's working memory and its pending change of
+// the unit.
 type logScratch struct {
+	u        *logUnit
+	now      int64
 	enc      pdataenc.Encoder
 	inserted [][16]byte
 	counts   []counts
 }
 
-func newLogWindow(cfg *Config, seed window.Seed) (*logWindow, error) {
+func newLogUnit(cfg *Config, seed window.Seed, svcs *services) (*logUnit, error) {
 	set, err := window.New[[16]byte, struct{}](cfg.Logs.MaxRecords, int64(cfg.Logs.Window), seed.Hash16)
 	if err != nil {
 		return nil, err
 	}
-	w := &logWindow{signalWindow: *newSignalWindow("logs", set), records: set, seed: logSeed(seed)}
-	w.now = func() int64 { return time.Now().UnixNano() }
-	w.scratch.New = func() any { return &logScratch{} }
-	return w, nil
+	u := &logUnit{signalWindow: *newSignalWindow("logs", set), records: set, seed: logSeed(seed), svcs: svcs,
+		max: cfg.Logs.MaxRecords, length: cfg.Logs.Window}
+	u.now = func() int64 { return time.Now().UnixNano() }
+	u.scratch.New = func() any { return &logScratch{u: u} }
+	u.bufs.New = newSegmentBuf
+	return u, nil
 }
 
 // digest is the seeded XXH3-128 of prefix (the resource and scope digest)
 // followed by the record's canonical encoding: timestamps, severity, body,
 // attributes, event name and trace context.
-func (w *logWindow) digest(e *pdataenc.Encoder, prefix [16]byte, r plog.LogRecord) [16]byte {
+func (w *logUnit) digest(e *pdataenc.Encoder, prefix [16]byte, r plog.LogRecord) [16]byte {
 	e.Reset()
 	e.B = append(e.B, prefix[:]...)
 	e.U64(uint64(r.Timestamp()))
@@ -64,68 +78,72 @@ func (w *logWindow) digest(e *pdataenc.Encoder, prefix [16]byte, r plog.LogRecor
 	return w.hash(e.B)
 }
 
-func (w *logWindow) hash(b []byte) [16]byte {
+func (w *logUnit) hash(b []byte) [16]byte {
 	return xxh3.Hash128Seed(b, w.seed).Bytes()
 }
 
-type logsProcessor struct {
-	component.StartFunc
-	component.ShutdownFunc
-	st           *state
-	next         consumer.Logs
-	drop         bool
-	capabilities consumer.Capabilities
+// begin takes a request's scratch; end gives it back.
+func (u *logUnit) begin() *logScratch {
+	sc := u.scratch.Get().(*logScratch)
+	sc.inserted, sc.counts = sc.inserted[:0], sc.counts[:0]
+	sc.now = u.now()
+	return sc
 }
 
-func (p *logsProcessor) Capabilities() consumer.Capabilities { return p.capabilities }
+func (u *logUnit) end(sc *logScratch) { u.scratch.Put(sc) }
 
-func (p *logsProcessor) ConsumeLogs(ctx context.Context, ld plog.Logs) error {
-	w := p.st.logs
-	sc := w.scratch.Get().(*logScratch)
-	sc.inserted, sc.counts = sc.inserted[:0], sc.counts[:0]
-	defer w.scratch.Put(sc)
+// resourceDigest and scopeDigest are what a resource's and a scope's
+// records are keyed under (digest's prefix).
+func (u *logUnit) resourceDigest(e *pdataenc.Encoder, rl plog.ResourceLogs) [16]byte {
+	e.Reset()
+	e.Resource(rl.Resource())
+	e.Str(rl.SchemaUrl())
+	return u.hash(e.B)
+}
 
-	now := w.now()
+func (u *logUnit) scopeDigest(e *pdataenc.Encoder, res [16]byte, sl plog.ScopeLogs) [16]byte {
+	e.Reset()
+	e.B = append(e.B, res[:]...)
+	e.Scope(sl.Scope())
+	e.Str(sl.SchemaUrl())
+	return u.hash(e.B)
+}
+
+// judge judges every record of ld into the window, counts them and, with
+// drop, removes the duplicates. It says whether anything is left to
+// forward.
+func (u *logUnit) judge(ctx context.Context, ld plog.Logs, sc *logScratch, tel *telemetry, drop bool) bool {
+	now := sc.now
 	var total, kept int64
 	rls := ld.ResourceLogs()
-	w.mu.Lock()
-	w.records.Expire(now)
+	u.mu.Lock()
+	u.records.Expire(now)
 	for i := 0; i < rls.Len(); i++ {
 		rl := rls.At(i)
-		sc.counts = append(sc.counts, counts{svc: p.st.logSvcs.get(rl.Resource())})
+		sc.counts = append(sc.counts, counts{svc: u.svcs.get(rl.Resource())})
 		c := &sc.counts[len(sc.counts)-1]
-		sc.enc.Reset()
-		sc.enc.Resource(rl.Resource())
-		sc.enc.Str(rl.SchemaUrl())
-		resDigest := w.hash(sc.enc.B)
+		resDigest := u.resourceDigest(&sc.enc, rl)
 		var scopeDigest [16]byte
 		keep := func(r plog.LogRecord) bool {
 			c.received++
-			k := w.digest(&sc.enc, scopeDigest, r)
-			if _, seen := w.records.Observe(k, struct{}{}, now); seen {
+			k := u.digest(&sc.enc, scopeDigest, r)
+			if _, seen := u.records.Observe(k, struct{}{}, now); seen {
 				c.duplicates++
-				return !p.drop
+				return !drop
 			}
 			sc.inserted = append(sc.inserted, k)
 			return true
 		}
-		scopeOf := func(sl plog.ScopeLogs) {
-			sc.enc.Reset()
-			sc.enc.B = append(sc.enc.B, resDigest[:]...)
-			sc.enc.Scope(sl.Scope())
-			sc.enc.Str(sl.SchemaUrl())
-			scopeDigest = w.hash(sc.enc.B)
-		}
-		if p.drop {
+		if drop {
 			rl.ScopeLogs().RemoveIf(func(sl plog.ScopeLogs) bool {
-				scopeOf(sl)
+				scopeDigest = u.scopeDigest(&sc.enc, resDigest, sl)
 				sl.LogRecords().RemoveIf(func(r plog.LogRecord) bool { return !keep(r) })
 				return sl.LogRecords().Len() == 0
 			})
 		} else {
 			sls := rl.ScopeLogs()
 			for j := 0; j < sls.Len(); j++ {
-				scopeOf(sls.At(j))
+				scopeDigest = u.scopeDigest(&sc.enc, resDigest, sls.At(j))
 				recs := sls.At(j).LogRecords()
 				for k := 0; k < recs.Len(); k++ {
 					keep(recs.At(k))
@@ -135,33 +153,152 @@ func (p *logsProcessor) ConsumeLogs(ctx context.Context, ld plog.Logs) error {
 		total += c.received
 		kept += c.received - c.duplicates
 	}
-	if p.drop {
+	if drop {
 		rls.RemoveIf(func(rl plog.ResourceLogs) bool { return rl.ScopeLogs().Len() == 0 })
 	}
-	capEv, shrunk := w.evictionsLocked()
-	w.mu.Unlock()
+	capEv, shrunk := u.evictionsLocked()
+	u.mu.Unlock()
 
-	w.reportEvictions(ctx, p.st.tel, capEv, shrunk)
-	w.totals.add(sc.counts)
-	p.st.logSvcs.record(ctx, p.st.tel, sc.counts, p.drop, false, total > 0 && kept == 0, "log records")
+	u.reportEvictions(ctx, tel, capEv, shrunk)
+	u.totals.add(sc.counts)
+	u.svcs.record(ctx, tel, sc.counts, drop, false, total > 0 && kept == 0, "log records")
+	return !drop || rls.Len() > 0
+}
 
-	if p.drop && rls.Len() == 0 {
-		return nil
+func (sc *logScratch) commit(ctx context.Context) {
+	if len(sc.inserted) == 0 {
+		return
 	}
-	err := p.next.ConsumeLogs(ctx, ld)
-	if err == nil && len(sc.inserted) > 0 && p.st.persist != nil {
-		_ = p.st.persist.appendLogs(ctx, now, sc.inserted)
+	if j := sc.u.journal.Load(); j != nil {
+		_ = sc.u.appendSegment(ctx, j, sc.now, sc.inserted, false)
 	}
-	if err != nil && len(sc.inserted) > 0 {
-		w.mu.Lock()
-		var n int64
-		for _, k := range sc.inserted {
-			if w.records.Forget(k) {
-				n++
+}
+
+func (sc *logScratch) rollback(ctx context.Context, tel *telemetry) {
+	if len(sc.inserted) == 0 {
+		return
+	}
+	u := sc.u
+	u.mu.Lock()
+	var n int64
+	for _, k := range sc.inserted {
+		if u.records.Forget(k) {
+			n++
+		}
+	}
+	u.mu.Unlock()
+	tel.rolledBack.Add(ctx, n, u.signalOpt)
+}
+
+// takeBack forgets the records of ld that the window holds and returns
+// their digests.
+func (u *logUnit) takeBack(ld plog.Logs) [][16]byte {
+	sc := u.scratch.Get().(*logScratch)
+	defer u.scratch.Put(sc)
+	var keys [][16]byte
+	rls := ld.ResourceLogs()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for i := 0; i < rls.Len(); i++ {
+		rl := rls.At(i)
+		resDigest := u.resourceDigest(&sc.enc, rl)
+		sls := rl.ScopeLogs()
+		for j := 0; j < sls.Len(); j++ {
+			sl := sls.At(j)
+			scopeDigest := u.scopeDigest(&sc.enc, resDigest, sl)
+			recs := sl.LogRecords()
+			for k := 0; k < recs.Len(); k++ {
+				key := u.digest(&sc.enc, scopeDigest, recs.At(k))
+				if u.records.Forget(key) {
+					keys = append(keys, key)
+				}
 			}
 		}
-		w.mu.Unlock()
-		p.st.tel.rolledBack.Add(ctx, n, w.signalOpt)
 	}
+	return keys
+}
+
+// logRecord is one stored log record: its digest.
+const logRecord = 16
+
+// appendSegment journals digests: stored by a delivered request, or taken
+// back (forget).
+func (u *logUnit) appendSegment(ctx context.Context, j *journal.Journal, at int64, keys [][16]byte, forget bool) error {
+	bp := u.bufs.Get().(*[]byte)
+	b := (*bp)[:0]
+	for _, k := range keys {
+		b = append(b, k[:]...)
+	}
+	var err error
+	if forget {
+		err = j.AppendForget(ctx, at, b)
+	} else {
+		err = j.Append(ctx, at, b)
+	}
+	*bp = b
+	u.bufs.Put(bp)
 	return err
+}
+
+// forgetKeys journals that the given digests were taken back.
+func (u *logUnit) forgetKeys(ctx context.Context, keys [][16]byte) error {
+	j := u.journal.Load()
+	if j == nil {
+		return nil
+	}
+	return u.appendSegment(ctx, j, u.now(), keys, true)
+}
+
+// segments is how many segments the journal holds; 0 without storage.
+func (u *logUnit) segments() int {
+	if j := u.journal.Load(); j != nil {
+		return j.Len()
+	}
+	return 0
+}
+
+// reseed keys the digests with the stored seed, so that this run's
+// digests match the journal's.
+func (u *logUnit) reseed(seed window.Seed) {
+	u.mu.Lock()
+	u.seed = logSeed(seed)
+	u.mu.Unlock()
+}
+
+// restore opens the log journal and replays it into the window.
+func (u *logUnit) restore(ctx context.Context, client storage.Client, _ *zap.Logger) ([]zap.Field, error) {
+	logs := 0
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	j, err := journal.Open(ctx, client, journal.Options{
+		Prefix: "logs/", MaxSegments: maxSegments, MaxEntries: u.max, RecordSize: logRecord,
+		Insert: func(at int64, b []byte) {
+			for ; len(b) >= logRecord; b = b[logRecord:] {
+				u.records.Observe([16]byte(b[:16]), struct{}{}, at)
+				logs++
+			}
+		},
+		Forget: func(b []byte) {
+			for ; len(b) >= logRecord; b = b[logRecord:] {
+				u.records.Forget([16]byte(b[:16]))
+			}
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	u.journal.Store(j)
+	return []zap.Field{zap.Int("log_digests", logs), zap.Int("log_segments", j.Len())}, nil
+}
+
+// checkpoint drops the journal's segments older than the window.
+func (u *logUnit) checkpoint(ctx context.Context, now int64, logger *zap.Logger) {
+	if err := u.journal.Load().Trim(ctx, now-int64(u.length)); err != nil {
+		logger.Warn("trimming the stored log window", zap.Error(err))
+	}
+}
+
+func (u *logUnit) close(context.Context, *zap.Logger) []zap.Field {
+	st := u.journal.Swap(nil).Stats()
+	return []zap.Field{zap.Uint64("log_segments_written", st.Appended), zap.Uint64("log_segments_failed", st.Failed)}
 }

@@ -70,7 +70,7 @@ func TestLogs(t *testing.T) {
 // field get different digests; the encoding is unambiguous where naive
 // concatenation is not.
 func TestLogDigestSeparatesFields(t *testing.T) {
-	w, err := newLogWindow(createDefaultConfig(), [4]uint64{1, 2, 3, 4})
+	w, err := newLogUnit(createDefaultConfig(), [4]uint64{1, 2, 3, 4}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,14 +2,15 @@ package dedupprocessor
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.uber.org/zap"
 
 	"github.com/doubletake/doubletake/internal/streams"
 	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/window"
@@ -20,8 +21,9 @@ import (
 // metrics.max_streams slots takes at most max_streams points of traffic.
 const sweepBase = 64
 
-// metricWindow is the metric signal's state: one writer election per stream.
-type metricWindow struct {
+// metricUnit is the metric signal: one writer election per stream, its
+// services and totals; with storage, its elections are checkpointed whole.
+type metricUnit struct {
 	signalWindow
 	tracker *streams.Tracker // guarded by mu
 	hasher  *streams.Hasher  // guarded by mu
@@ -34,6 +36,11 @@ type metricWindow struct {
 	now func() int64 // the clock, in Unix nanoseconds; tests replace it
 
 	scratch sync.Pool // *metricScratch
+	bufs    sync.Pool // *[]byte, snapshots
+
+	// store is the storage from restore to close; the checkpoint loop
+	// runs in between.
+	store storage.Client
 }
 
 // trackerSet shows a Tracker to the telemetry and lifecycle code that every
@@ -47,12 +54,12 @@ func (s trackerSet) Stats() window.Stats   { return window.Stats{Expired: s.t.St
 func (s trackerSet) Expire(now int64)      { s.t.Expire(now) }
 func (s trackerSet) Shrink(int) int        { return 0 } // state is bounded by max_streams alone
 
-func newMetricWindow(cfg *Config, seed window.Seed, svcs *services) (*metricWindow, error) {
+func newMetricUnit(cfg *Config, seed window.Seed, svcs *services) (*metricUnit, error) {
 	tr, err := streams.NewTracker(cfg.Metrics.policy())
 	if err != nil {
 		return nil, err
 	}
-	w := &metricWindow{
+	u := &metricUnit{
 		signalWindow: *newSignalWindow("metrics", trackerSet{tr}),
 		tracker:      tr,
 		// Keyed per process like the other windows: no client can aim a
@@ -60,30 +67,20 @@ func newMetricWindow(cfg *Config, seed window.Seed, svcs *services) (*metricWind
 		hasher: streams.NewHasher(metricSeed(seed)),
 		svcs:   svcs,
 	}
-	w.now = func() int64 { return time.Now().UnixNano() }
-	w.scratch.New = func() any { return &metricScratch{} }
-	return w, nil
+	u.now = func() int64 { return time.Now().UnixNano() }
+	u.scratch.New = func() any { return &metricScratch{u: u} }
+	u.bufs.New = newSegmentBuf
+	return u, nil
 }
 
 // metricScratch is one request's working memory, pooled so that the steady
-// state allocates nothing.
+// state allocates nothing, and its pending change of the unit.
 type metricScratch struct {
+	u       *metricUnit
 	journal streams.Journal // what the request changed, to take back on failure
 	counts  []metricCounts  // per resource
 	j       judging
 }
-
-type metricsProcessor struct {
-	component.StartFunc
-	component.ShutdownFunc
-	st           *state
-	next         consumer.Metrics
-	drop         bool   // mode drop
-	splitAttr    string // metrics.split_attribute
-	capabilities consumer.Capabilities
-}
-
-func (p *metricsProcessor) Capabilities() consumer.Capabilities { return p.capabilities }
 
 // judging carries one request's context into the per-point closures.
 type judging struct {
@@ -223,32 +220,37 @@ func (j *judging) keepMetric(m pmetric.Metric) bool {
 	return true
 }
 
-// ConsumeMetrics judges every point under one lock, removes what is to be
-// dropped (and the metrics, scopes and resources left empty), forwards the
-// rest without holding the lock, and takes the request's judgements back if
-// the next consumer refuses it.
-func (p *metricsProcessor) ConsumeMetrics(ctx context.Context, md pmetric.Metrics) error {
-	w := p.st.metrics
-	sc := w.scratch.Get().(*metricScratch)
+// begin takes a request's scratch; end gives it back.
+func (u *metricUnit) begin() *metricScratch {
+	sc := u.scratch.Get().(*metricScratch)
 	sc.counts = sc.counts[:0]
 	sc.journal.Reset()
-	defer w.scratch.Put(sc)
+	return sc
+}
 
+func (u *metricUnit) end(sc *metricScratch) { u.scratch.Put(sc) }
+
+// judge judges every point of md under one lock, recording what it
+// changes in sc.journal, and, with drop, removes what is to be dropped
+// (and the metrics, scopes and resources left empty). It says whether
+// anything is left to forward.
+func (u *metricUnit) judge(ctx context.Context, md pmetric.Metrics, sc *metricScratch, tel *telemetry, drop bool, splitAttr string) bool {
 	j := &sc.j
-	*j = judging{tracker: w.tracker, hasher: w.hasher, now: w.now(), mutate: p.drop, splitAttr: p.splitAttr}
+	*j = judging{tracker: u.tracker, now: u.now(), mutate: drop, splitAttr: splitAttr}
 	points := md.DataPointCount()
 	rms := md.ResourceMetrics()
-	w.mu.Lock()
-	w.tracker.Sweep(j.now, sweepBase+points)
-	w.tracker.Record(&sc.journal)
+	u.mu.Lock()
+	j.hasher = u.hasher // reseed replaces it under mu
+	u.tracker.Sweep(j.now, sweepBase+points)
+	u.tracker.Record(&sc.journal)
 	for i := 0; i < rms.Len(); i++ {
 		rm := rms.At(i)
-		sc.counts = append(sc.counts, metricCounts{svc: w.svcs.get(rm.Resource())})
+		sc.counts = append(sc.counts, metricCounts{svc: u.svcs.get(rm.Resource())})
 		j.c = &sc.counts[len(sc.counts)-1]
-		w.hasher.Resource(rm.Resource())
-		if p.drop {
+		j.hasher.Resource(rm.Resource())
+		if drop {
 			rm.ScopeMetrics().RemoveIf(func(sm pmetric.ScopeMetrics) bool {
-				w.hasher.Scope(sm.Scope())
+				j.hasher.Scope(sm.Scope())
 				sm.Metrics().RemoveIf(func(m pmetric.Metric) bool { return !j.keepMetric(m) })
 				return sm.Metrics().Len() == 0
 			})
@@ -257,36 +259,98 @@ func (p *metricsProcessor) ConsumeMetrics(ctx context.Context, md pmetric.Metric
 		sms := rm.ScopeMetrics()
 		for k := 0; k < sms.Len(); k++ {
 			sm := sms.At(k)
-			w.hasher.Scope(sm.Scope())
+			j.hasher.Scope(sm.Scope())
 			ms := sm.Metrics()
 			for n := 0; n < ms.Len(); n++ {
 				j.keepMetric(ms.At(n))
 			}
 		}
 	}
-	if p.drop {
+	if drop {
 		rms.RemoveIf(func(rm pmetric.ResourceMetrics) bool { return rm.ScopeMetrics().Len() == 0 })
 	}
-	w.tracker.Record(nil)
-	w.mu.Unlock()
+	u.tracker.Record(nil)
+	u.mu.Unlock()
 	j.c = nil
 
-	w.record(ctx, p.st.tel, sc.counts)
+	u.record(ctx, tel, sc.counts)
+	// Nothing left: every point was a repeat or another writer's.
+	return !drop || rms.Len() > 0
+}
 
-	if p.drop && rms.Len() == 0 {
-		return nil // nothing left: every point was a repeat or another writer's
+// commit keeps the judgements: the streams are checkpointed whole, every
+// checkpoint_interval, not per request.
+func (sc *metricScratch) commit(context.Context) {}
+
+// rollback takes the judgements back, so that the sender's retry is judged
+// afresh instead of as an exact repeat, and an election the backend never
+// saw is not kept.
+func (sc *metricScratch) rollback(ctx context.Context, tel *telemetry) {
+	if sc.journal.Len() == 0 {
+		return
 	}
-	err := p.next.ConsumeMetrics(ctx, md)
-	if err != nil && sc.journal.Len() > 0 {
-		// Not delivered: take the judgements back, so that the sender's
-		// retry is judged afresh instead of as an exact repeat, and an
-		// election the backend never saw is not kept.
-		w.mu.Lock()
-		n := w.tracker.Undo(&sc.journal)
-		w.mu.Unlock()
-		if n > 0 {
-			p.st.tel.rolledBack.Add(ctx, int64(n), w.signalOpt)
+	u := sc.u
+	u.mu.Lock()
+	n := u.tracker.Undo(&sc.journal)
+	u.mu.Unlock()
+	if n > 0 {
+		tel.rolledBack.Add(ctx, int64(n), u.signalOpt)
+	}
+}
+
+// metricsSnapshotKey holds the metric streams' elections, rewritten every
+// checkpoint_interval and at shutdown.
+const metricsSnapshotKey = "metrics/snapshot"
+
+// reseed keys the stream ids with the stored seed, so that this run's ids
+// match the snapshot's.
+func (u *metricUnit) reseed(seed window.Seed) {
+	u.mu.Lock()
+	u.hasher = streams.NewHasher(metricSeed(seed))
+	u.mu.Unlock()
+}
+
+// restore reads the streams' snapshot into the tracker. A stale or foreign
+// snapshot is ignored: elections start afresh.
+func (u *metricUnit) restore(ctx context.Context, client storage.Client, logger *zap.Logger) ([]zap.Field, error) {
+	snap, err := client.Get(ctx, metricsSnapshotKey)
+	if err != nil {
+		return nil, fmt.Errorf("storage: reading the metric streams: %w", err)
+	}
+	restored := 0
+	if snap != nil {
+		u.mu.Lock()
+		restored, err = u.tracker.Restore(snap)
+		u.mu.Unlock()
+		if err != nil {
+			logger.Warn("ignoring the stored metric streams", zap.Error(err))
 		}
 	}
-	return err
+	u.store = client
+	return []zap.Field{zap.Int("metric_streams", restored)}, nil
+}
+
+// checkpoint stores the streams' state.
+func (u *metricUnit) checkpoint(ctx context.Context, _ int64, logger *zap.Logger) {
+	if err := u.storeSnapshot(ctx, u.store); err != nil {
+		logger.Warn("checkpointing the metric streams", zap.Error(err))
+	}
+}
+
+func (u *metricUnit) close(ctx context.Context, logger *zap.Logger) []zap.Field {
+	u.checkpoint(ctx, 0, logger)
+	u.store = nil
+	return nil
+}
+
+func (u *metricUnit) storeSnapshot(ctx context.Context, client storage.Client) error {
+	bp := u.bufs.Get().(*[]byte)
+	defer u.bufs.Put(bp)
+	u.mu.Lock()
+	*bp = u.tracker.AppendSnapshot((*bp)[:0])
+	u.mu.Unlock()
+	if err := client.Set(ctx, metricsSnapshotKey, *bp); err != nil {
+		return fmt.Errorf("storing the metric streams: %w", err)
+	}
+	return nil
 }

@@ -140,7 +140,7 @@ func (s metricTotalsSnapshot) sub(o metricTotalsSnapshot) metricTotalsSnapshot {
 // record adds one request's counts to the instruments and the totals and,
 // at most once per service per telemetry.warn_interval, warns naming the
 // stream and both writers' start times.
-func (w *metricWindow) record(ctx context.Context, t *telemetry, counts []metricCounts) {
+func (w *metricUnit) record(ctx context.Context, t *telemetry, counts []metricCounts) {
 	var received, elections int64
 	var reasons [streams.NumReasons]int64
 	for i := range counts {
@@ -192,7 +192,7 @@ func (w *metricWindow) record(ctx context.Context, t *telemetry, counts []metric
 // warn logs at most once per service per telemetry.warn_interval. The
 // per-service state is serviceStats' own: lastWarn, and dups counting the
 // points that broke the rule or changed the writer since.
-func (w *metricWindow) warn(counts []metricCounts, unjudged int64) {
+func (w *metricUnit) warn(counts []metricCounts, unjudged int64) {
 	s := w.svcs
 	now := time.Now()
 	s.mu.Lock()

@@ -260,10 +260,10 @@ func TestJournalDiskFollowsTheWindow(t *testing.T) {
 		}
 	}
 	st := tp.(*tracesProcessor).st
-	if got := st.persist.spans.Entries(); got > maxSpans+perReq {
+	if got := st.traces.journal.Load().Entries(); got > maxSpans+perReq {
 		t.Errorf("the span journal holds %d entries, want at most the window's %d plus one request's %d", got, maxSpans, perReq)
 	}
-	if got := st.persist.logs.Entries(); got > maxRecords+perReq {
+	if got := st.logs.journal.Load().Entries(); got > maxRecords+perReq {
 		t.Errorf("the log journal holds %d entries, want at most the window's %d plus one request's %d", got, maxRecords, perReq)
 	}
 	for _, c := range []component.Component{tp, lp} {

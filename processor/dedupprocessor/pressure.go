@@ -30,18 +30,18 @@ func residentBytes() uint64 {
 	return s[0].Value.Uint64() - s[1].Value.Uint64()
 }
 
-// pressureLoop shrinks the span and log windows by a quarter whenever the
+// pressureLoop shrinks every unit's window by a quarter whenever the
 // process's resident memory is above limit, before the memory_limiter (or
 // the kernel) has to act; what it removes is counted as
-// evicted_entries{reason="shrink"}.
-func (s *state) pressureLoop(limit uint64, stop <-chan struct{}, done chan<- struct{}) {
-	defer close(done)
+// evicted_entries{reason="shrink"}. The span and log windows shrink; the
+// metric streams are bounded by metrics.max_streams alone.
+func (s *state) pressureLoop(ctx context.Context, limit uint64) {
 	tick := time.NewTicker(pressureEvery)
 	defer tick.Stop()
 	var lastWarn time.Time
 	for {
 		select {
-		case <-stop:
+		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
@@ -50,12 +50,8 @@ func (s *state) pressureLoop(limit uint64, stop <-chan struct{}, done chan<- str
 			continue
 		}
 		var removed int
-		for _, w := range []*signalWindow{&s.traces.signalWindow, &s.logs.signalWindow} {
-			w.mu.Lock()
-			removed += w.set.Shrink(w.set.Len() / 4)
-			capEv, shrunk := w.evictionsLocked()
-			w.mu.Unlock()
-			w.reportEvictions(context.Background(), s.tel, capEv, shrunk)
+		for _, u := range s.units() {
+			removed += u.window().shrink(ctx, s.tel)
 		}
 		if time.Since(lastWarn) >= s.cfg.Telemetry.WarnInterval {
 			s.logger.Warn("memory pressure: dedup windows shrunk",

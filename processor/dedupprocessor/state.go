@@ -6,85 +6,12 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/doubletake/doubletake/internal/streams"
 	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/window"
 )
-
-// windowSet is what every signal's window offers to telemetry and lifecycle.
-type windowSet interface {
-	Len() int
-	Capacity() int
-	Oldest() (int64, bool)
-	Stats() window.Stats
-	Expire(now int64)
-	Shrink(n int) int
-}
-
-// signalWindow is one signal's window behind its lock, with what it has
-// reported to telemetry so far.
-type signalWindow struct {
-	signal      string
-	signalAttrs attribute.Set
-	signalOpt   metric.MeasurementOption
-	capacityOpt metric.MeasurementOption
-	shrinkOpt   metric.MeasurementOption
-
-	mu       sync.Mutex
-	set      windowSet
-	reported window.Stats // counted into telemetry already; guarded by mu
-}
-
-func newSignalWindow(signal string, set windowSet) *signalWindow {
-	sig := attribute.String("signal", signal)
-	return &signalWindow{
-		signal:      signal,
-		signalAttrs: attribute.NewSet(sig),
-		signalOpt:   metric.WithAttributeSet(attribute.NewSet(sig)),
-		capacityOpt: metric.WithAttributeSet(attribute.NewSet(sig, attribute.String("reason", "capacity"))),
-		shrinkOpt:   metric.WithAttributeSet(attribute.NewSet(sig, attribute.String("reason", "shrink"))),
-		set:         set,
-	}
-}
-
-type windowSnapshot struct {
-	entries, limit int
-	effective      time.Duration
-	stats          window.Stats
-}
-
-func (w *signalWindow) snapshot(now int64) windowSnapshot {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	s := windowSnapshot{entries: w.set.Len(), limit: w.set.Capacity(), stats: w.set.Stats()}
-	if oldest, ok := w.set.Oldest(); ok && now > oldest {
-		s.effective = time.Duration(now - oldest)
-	}
-	return s
-}
-
-// evictionsLocked returns the evictions not yet reported and marks them
-// reported. Call with mu held.
-func (w *signalWindow) evictionsLocked() (capacity, shrunk int64) {
-	s := w.set.Stats()
-	capacity = int64(s.Evicted - w.reported.Evicted)
-	shrunk = int64(s.Shrunk - w.reported.Shrunk)
-	w.reported = s
-	return capacity, shrunk
-}
-
-func (w *signalWindow) reportEvictions(ctx context.Context, t *telemetry, capacity, shrunk int64) {
-	if capacity > 0 {
-		t.evicted.Add(ctx, capacity, w.capacityOpt)
-	}
-	if shrunk > 0 {
-		t.evicted.Add(ctx, shrunk, w.shrinkOpt)
-	}
-}
 
 // state is shared by every processor created for one component ID, across
 // signals and pipelines, so that a copy is caught whichever pipeline it
@@ -95,27 +22,27 @@ type state struct {
 	cfg    *Config
 	logger *zap.Logger
 	tel    *telemetry
-	traces *spanWindow
-	logs   *logWindow
-	// metrics is the per-stream writer state (metrics.go).
-	metrics *metricWindow
 
-	spanSvcs *services
-	logSvcs  *services
-	nested   *nestedState // nil unless traces.nested.detect
+	traces  *spanUnit
+	logs    *logUnit
+	metrics *metricUnit
+	nested  *nestedState // nil unless traces.nested.detect
 
 	users int // processors holding this state; guarded by factory.mu
 
-	persist *persistence  // nil without cfg.Storage; set by the first start
-	status  *statusServer // nil unless status.http.endpoint (status.go)
+	status *statusServer // nil unless status.http.endpoint (status.go)
 
-	mu           sync.Mutex
-	running      int
-	stop         chan struct{}
-	done         chan struct{}
-	pressureStop chan struct{} // the memory pressure loop, with memory_soft_limit_mib
-	pressureDone chan struct{}
+	// mu guards the background work: the storage while it is open, and
+	// the context whose cancel stops the loops that wg waits for.
+	mu      sync.Mutex
+	persist *persistence // nil without cfg.Storage or while not running
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	closed  bool // stopped for good: the last processor has shut down
 }
+
+// units are the state's signals, in the order storage and logs list them.
+func (s *state) units() [3]unit { return [3]unit{s.traces, s.logs, s.metrics} }
 
 // attributeDropper is what the collector's component loggers implement
 // (service/internal/componentattribute): a core that can leave out the
@@ -143,32 +70,37 @@ func newState(id component.ID, set component.TelemetrySettings, cfg *Config) (*s
 		return nil, err
 	}
 	seed := window.NewSeed()
-	traces, err := newSpanWindow(cfg, seed)
+	svcs := func(signal string) *services {
+		return newServices(signal, cfg.Telemetry.MaxServices, cfg.Telemetry.WarnInterval, set.Logger)
+	}
+	traces, err := newSpanUnit(cfg, seed, svcs("traces"))
 	if err != nil {
 		return nil, err
 	}
-	logs, err := newLogWindow(cfg, seed)
+	logs, err := newLogUnit(cfg, seed, svcs("logs"))
 	if err != nil {
 		return nil, err
 	}
-	metrics, err := newMetricWindow(cfg, seed, newServices("metrics", cfg.Telemetry.MaxServices, cfg.Telemetry.WarnInterval, set.Logger))
+	metrics, err := newMetricUnit(cfg, seed, svcs("metrics"))
 	if err != nil {
 		return nil, err
 	}
 	st := &state{
-		nested:   newNestedState(cfg),
-		id:       id,
-		seed:     seed,
-		cfg:      cfg,
-		logger:   sharedLogger(set.Logger),
-		tel:      tel,
-		traces:   traces,
-		logs:     logs,
-		metrics:  metrics,
-		spanSvcs: newServices("traces", cfg.Telemetry.MaxServices, cfg.Telemetry.WarnInterval, set.Logger),
-		logSvcs:  newServices("logs", cfg.Telemetry.MaxServices, cfg.Telemetry.WarnInterval, set.Logger),
+		nested:  newNestedState(cfg),
+		id:      id,
+		seed:    seed,
+		cfg:     cfg,
+		logger:  sharedLogger(set.Logger),
+		tel:     tel,
+		traces:  traces,
+		logs:    logs,
+		metrics: metrics,
 	}
-	if err := tel.observe(set, []*signalWindow{&traces.signalWindow, &logs.signalWindow, &metrics.signalWindow}); err != nil {
+	var windows []*signalWindow
+	for _, u := range st.units() {
+		windows = append(windows, u.window())
+	}
+	if err := tel.observe(set, windows); err != nil {
 		return nil, err
 	}
 	if st.status, err = newStatusServer(st, set); err != nil {
@@ -180,74 +112,76 @@ func newState(id component.ID, set component.TelemetrySettings, cfg *Config) (*s
 	return st, nil
 }
 
-// start is called by every processor sharing the state; the first restores
-// the stored windows (with cfg.Storage) and starts the summary loop.
+// start starts the background work, once for all the processors sharing
+// the state: it restores the stored windows (with cfg.Storage), serves the
+// status page and starts the checkpoint, memory pressure and summary
+// loops. Later calls, and calls after stop, do nothing.
 func (s *state) start(ctx context.Context, host component.Host) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.running == 0 && s.cfg.Storage != nil {
+	if s.cancel != nil || s.closed {
+		return nil
+	}
+	if s.cfg.Storage != nil {
 		p, err := s.openPersistence(ctx, host)
 		if err != nil {
 			return err
 		}
 		s.persist = p
 	}
-	if s.running == 0 {
-		if err := s.status.start(ctx, host, s.persist); err != nil {
-			return err
-		}
+	if err := s.status.start(ctx, host, s.persist); err != nil {
+		s.closePersistence()
+		return err
 	}
-	s.running++
-	if s.running == 1 && s.cfg.MemorySoftLimitMiB > 0 {
-		s.pressureStop, s.pressureDone = make(chan struct{}), make(chan struct{})
-		go s.pressureLoop(uint64(s.cfg.MemorySoftLimitMiB)<<20, s.pressureStop, s.pressureDone)
+	// The loops outlive Start's context: they stop with the last
+	// processor's Shutdown.
+	bg, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	if s.persist != nil {
+		s.wg.Go(func() { s.checkpointLoop(bg, s.cfg.CheckpointInterval) })
 	}
-	if s.running > 1 || s.cfg.Telemetry.SummaryInterval <= 0 {
-		return nil
+	if s.cfg.MemorySoftLimitMiB > 0 {
+		s.wg.Go(func() { s.pressureLoop(bg, uint64(s.cfg.MemorySoftLimitMiB)<<20) })
 	}
-	s.stop, s.done = make(chan struct{}), make(chan struct{})
-	go s.summaryLoop(s.cfg.Telemetry.SummaryInterval, s.stop, s.done)
+	if s.cfg.Telemetry.SummaryInterval > 0 {
+		s.wg.Go(func() { s.summaryLoop(bg, s.cfg.Telemetry.SummaryInterval) })
+	}
 	return nil
 }
 
-// shutdown is called by every started processor sharing the state; the
-// last one stops the summary loop.
-func (s *state) shutdown() {
+// stop ends the background work for good: it is called when the last
+// processor sharing the state shuts down, started or not.
+func (s *state) stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.running == 0 {
-		return
-	}
-	s.running--
-	if s.running > 0 {
+	s.closed = true
+	if s.cancel == nil {
 		return
 	}
 	s.status.stop()
-	if s.stop != nil {
-		close(s.stop)
-		<-s.done
-		s.stop, s.done = nil, nil
-	}
-	if s.pressureStop != nil {
-		close(s.pressureStop)
-		<-s.pressureDone
-		s.pressureStop, s.pressureDone = nil, nil
-	}
+	s.cancel()
+	s.wg.Wait()
+	s.cancel = nil
+	s.closePersistence()
+}
+
+// closePersistence stores what is left and closes the storage. Call with
+// mu held.
+func (s *state) closePersistence() {
 	if s.persist != nil {
-		s.persist.close(s.logger)
+		s.persist.close(s.units(), s.logger)
 		s.persist = nil
 	}
 }
 
-func (s *state) summaryLoop(every time.Duration, stop <-chan struct{}, done chan<- struct{}) {
-	defer close(done)
+func (s *state) summaryLoop(ctx context.Context, every time.Duration) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	var prevSpans, prevLogs totals
 	var prevMetrics metricTotalsSnapshot
 	for {
 		select {
-		case <-stop:
+		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}

@@ -389,7 +389,7 @@ func (s *statusServer) snapshot(now time.Time) Status {
 	if drop {
 		action = "dropped"
 	}
-	for _, svcs := range []*services{s.st.spanSvcs, s.st.logSvcs} {
+	for _, svcs := range []*services{s.st.traces.svcs, s.st.logs.svcs} {
 		type row struct {
 			name string
 			t    serviceTotals
@@ -499,10 +499,10 @@ func (s *statusServer) snapshot(now time.Time) Status {
 	out.Memory = MemoryStatus{ResidentMiB: rss >> 20, SoftLimitMiB: s.st.cfg.MemorySoftLimitMiB}
 	out.Memory.Pressure = s.st.cfg.MemorySoftLimitMiB > 0 && rss > uint64(s.st.cfg.MemorySoftLimitMiB)<<20
 
-	if p := s.persist; p != nil {
+	if s.persist != nil {
 		out.Journals = []JournalStatus{
-			{Signal: "traces", Segments: p.spans.Len(), Limit: maxSegments},
-			{Signal: "logs", Segments: p.logs.Len(), Limit: maxSegments},
+			{Signal: "traces", Segments: s.st.traces.segments(), Limit: maxSegments},
+			{Signal: "logs", Segments: s.st.logs.segments(), Limit: maxSegments},
 		}
 	}
 	if s.queues != nil {

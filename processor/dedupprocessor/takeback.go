@@ -49,34 +49,12 @@ func (t *TakeBack) Traces(ctx context.Context, id component.ID, td ptrace.Traces
 	if err != nil {
 		return 0, err
 	}
-	w := st.traces
-	var keys [][24]byte
-	rss := td.ResourceSpans()
-	w.mu.Lock()
-	for i := 0; i < rss.Len(); i++ {
-		sss := rss.At(i).ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			spans := sss.At(j).Spans()
-			for k := 0; k < spans.Len(); k++ {
-				s := spans.At(k)
-				tid, sid := s.TraceID(), s.SpanID()
-				if tid.IsEmpty() || sid.IsEmpty() {
-					continue
-				}
-				var key [24]byte
-				copy(key[:16], tid[:])
-				copy(key[16:], sid[:])
-				if w.spans.Forget(key) {
-					keys = append(keys, key)
-				}
-			}
-		}
-	}
-	w.mu.Unlock()
+	u := st.traces
+	keys := u.takeBack(td)
 	if len(keys) > 0 {
-		err = st.journal(func(p *persistence) error { return p.forgetSpans(ctx, w.now(), keys) })
+		err = st.whileOpen(func() error { return u.forgetKeys(ctx, keys) })
 	}
-	st.reportLoss(ctx, &w.signalWindow, int64(td.SpanCount()), len(keys), cause, err)
+	st.reportLoss(ctx, u.window(), int64(td.SpanCount()), len(keys), cause, err)
 	return len(keys), err
 }
 
@@ -87,40 +65,12 @@ func (t *TakeBack) Logs(ctx context.Context, id component.ID, ld plog.Logs, caus
 	if err != nil {
 		return 0, err
 	}
-	w := st.logs
-	sc := w.scratch.Get().(*logScratch)
-	defer w.scratch.Put(sc)
-	var keys [][16]byte
-	rls := ld.ResourceLogs()
-	w.mu.Lock()
-	for i := 0; i < rls.Len(); i++ {
-		rl := rls.At(i)
-		sc.enc.Reset()
-		sc.enc.Resource(rl.Resource())
-		sc.enc.Str(rl.SchemaUrl())
-		resDigest := w.hash(sc.enc.B)
-		sls := rl.ScopeLogs()
-		for j := 0; j < sls.Len(); j++ {
-			sl := sls.At(j)
-			sc.enc.Reset()
-			sc.enc.B = append(sc.enc.B, resDigest[:]...)
-			sc.enc.Scope(sl.Scope())
-			sc.enc.Str(sl.SchemaUrl())
-			scopeDigest := w.hash(sc.enc.B)
-			recs := sl.LogRecords()
-			for k := 0; k < recs.Len(); k++ {
-				key := w.digest(&sc.enc, scopeDigest, recs.At(k))
-				if w.records.Forget(key) {
-					keys = append(keys, key)
-				}
-			}
-		}
-	}
-	w.mu.Unlock()
+	u := st.logs
+	keys := u.takeBack(ld)
 	if len(keys) > 0 {
-		err = st.journal(func(p *persistence) error { return p.forgetLogs(ctx, w.now(), keys) })
+		err = st.whileOpen(func() error { return u.forgetKeys(ctx, keys) })
 	}
-	st.reportLoss(ctx, &w.signalWindow, int64(ld.LogRecordCount()), len(keys), cause, err)
+	st.reportLoss(ctx, u.window(), int64(ld.LogRecordCount()), len(keys), cause, err)
 	return len(keys), err
 }
 
@@ -131,20 +81,20 @@ func (t *TakeBack) Metrics(ctx context.Context, id component.ID, md pmetric.Metr
 	if err != nil {
 		return err
 	}
-	st.reportLoss(ctx, &st.metrics.signalWindow, int64(md.DataPointCount()), 0, cause, nil)
+	st.reportLoss(ctx, st.metrics.window(), int64(md.DataPointCount()), 0, cause, nil)
 	return nil
 }
 
-// journal runs write against the storage while it is open: under the
+// whileOpen runs write against the storage while it is open: under the
 // state's lock, since a take back may race the processor's shutdown (the
 // exporter after it shuts down last).
-func (s *state) journal(write func(*persistence) error) error {
+func (s *state) whileOpen(write func() error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.persist == nil {
 		return nil
 	}
-	return write(s.persist)
+	return write()
 }
 
 func (s *state) reportLoss(ctx context.Context, w *signalWindow, items int64, takenBack int, cause, journalErr error) {

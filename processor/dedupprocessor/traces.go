@@ -5,33 +5,40 @@ import (
 	"encoding/binary"
 	"math/bits"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/zeebo/xxh3"
-	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.uber.org/zap"
 
+	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/journal"
 	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/window"
 )
 
-// spanKey is a span's identity: its trace id and span id, all 24 bytes.
-type spanKey [24]byte
-
-// spanWindow remembers span ids with a fingerprint of their content.
-type spanWindow struct {
+// spanUnit is the span signal: a window of span ids with a fingerprint of
+// their content, its services and totals, and with storage its journal.
+type spanUnit struct {
 	signalWindow
-	spans  *window.Set[[24]byte, uint64]
-	totals atomicTotals
+	spans   *window.Set[[24]byte, uint64]
+	max     int           // traces.max_spans
+	length  time.Duration // traces.window
+	svcs    *services
+	totals  atomicTotals
+	journal atomic.Pointer[journal.Journal] // nil unless storage is open
 
 	now func() int64 // the clock, in Unix nanoseconds; tests replace it
 
 	scratch sync.Pool // *spanScratch
+	bufs    sync.Pool // *[]byte, journal segments
 }
 
 // spanScratch is one request's working memory, pooled so that the steady
-// state allocates nothing.
+// state allocates nothing. It is the request's pending change of the unit.
 type spanScratch struct {
+	u        *spanUnit
+	now      int64
 	keys     [][24]byte // every span's key, in the order ConsumeTraces walks them
 	hashes   []uint64   // their index hashes
 	inserted [][24]byte // keys this request stored, to take back on failure
@@ -39,28 +46,18 @@ type spanScratch struct {
 	counts   []counts   // per resource
 }
 
-func newSpanWindow(cfg *Config, seed window.Seed) (*spanWindow, error) {
+func newSpanUnit(cfg *Config, seed window.Seed, svcs *services) (*spanUnit, error) {
 	set, err := window.New[[24]byte, uint64](cfg.Traces.MaxSpans, int64(cfg.Traces.Window), seed.Hash24)
 	if err != nil {
 		return nil, err
 	}
-	w := &spanWindow{signalWindow: *newSignalWindow("traces", set), spans: set}
-	w.now = func() int64 { return time.Now().UnixNano() }
-	w.scratch.New = func() any { return &spanScratch{} }
-	return w, nil
+	u := &spanUnit{signalWindow: *newSignalWindow("traces", set), spans: set, svcs: svcs,
+		max: cfg.Traces.MaxSpans, length: cfg.Traces.Window}
+	u.now = func() int64 { return time.Now().UnixNano() }
+	u.scratch.New = func() any { return &spanScratch{u: u} }
+	u.bufs.New = newSegmentBuf
+	return u, nil
 }
-
-type tracesProcessor struct {
-	component.StartFunc
-	component.ShutdownFunc
-	st           *state
-	next         consumer.Traces
-	drop         bool // mode drop
-	keepFirst    bool // on_conflict keep_first
-	capabilities consumer.Capabilities
-}
-
-func (p *tracesProcessor) Capabilities() consumer.Capabilities { return p.capabilities }
 
 // verdict is what happens to one span.
 type verdict uint8
@@ -79,7 +76,7 @@ const prefetchSpans = 1024
 
 // hashSpans is the first pass over a request: it reads every span's key
 // and hashes it in place, outside the window's lock.
-func (w *spanWindow) hashSpans(rss ptrace.ResourceSpansSlice, sc *spanScratch) {
+func (u *spanUnit) hashSpans(rss ptrace.ResourceSpansSlice, sc *spanScratch) {
 	for _, rs := range rss.All() {
 		for _, ss := range rs.ScopeSpans().All() {
 			for _, s := range ss.Spans().All() {
@@ -88,24 +85,24 @@ func (w *spanWindow) hashSpans(rss ptrace.ResourceSpansSlice, sc *spanScratch) {
 				tid, sid := s.TraceID(), s.SpanID()
 				copy(k[:16], tid[:])
 				copy(k[16:], sid[:])
-				sc.hashes = append(sc.hashes, w.spans.Hash(k))
+				sc.hashes = append(sc.hashes, u.spans.Hash(k))
 			}
 		}
 	}
 }
 
-// judge decides the fate of span s, the j-th of its request, under the
+// judgeSpan decides the fate of span s, the j-th of its request, under the
 // window's lock, loading the index lines of the next spans ahead.
-func (w *spanWindow) judge(s ptrace.Span, j int, now int64, sc *spanScratch) verdict {
+func (u *spanUnit) judgeSpan(s ptrace.Span, j int, now int64, sc *spanScratch) verdict {
 	if j%prefetchSpans == 0 {
-		w.spans.Prefetch(sc.hashes[j:min(j+prefetchSpans, len(sc.hashes))])
+		u.spans.Prefetch(sc.hashes[j:min(j+prefetchSpans, len(sc.hashes))])
 	}
 	k := &sc.keys[j]
 	if [16]byte(k[:16]) == [16]byte{} || [8]byte(k[16:]) == [8]byte{} {
 		return verdictInvalid
 	}
 	fp := spanFingerprint(s)
-	prev, seen := w.spans.ObserveHashed(k, sc.hashes[j], fp, now)
+	prev, seen := u.spans.ObserveHashed(k, sc.hashes[j], fp, now)
 	switch {
 	case !seen:
 		sc.inserted = append(sc.inserted, *k)
@@ -118,42 +115,50 @@ func (w *spanWindow) judge(s ptrace.Span, j int, now int64, sc *spanScratch) ver
 	}
 }
 
-func (p *tracesProcessor) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
-	w := p.st.traces
-	sc := w.scratch.Get().(*spanScratch)
+// begin takes a request's scratch; end gives it back.
+func (u *spanUnit) begin() *spanScratch {
+	sc := u.scratch.Get().(*spanScratch)
 	sc.keys, sc.hashes = sc.keys[:0], sc.hashes[:0]
 	sc.inserted, sc.fps, sc.counts = sc.inserted[:0], sc.fps[:0], sc.counts[:0]
-	defer w.scratch.Put(sc)
+	sc.now = u.now()
+	return sc
+}
 
-	now := w.now()
+func (u *spanUnit) end(sc *spanScratch) { u.scratch.Put(sc) }
+
+// judge judges every span of td into the window, counts them and, with
+// drop, removes the duplicates (and the conflicts with keepFirst). It says
+// whether anything is left to forward.
+func (u *spanUnit) judge(ctx context.Context, td ptrace.Traces, sc *spanScratch, tel *telemetry, drop, keepFirst bool) bool {
+	now := sc.now
 	var total, kept int64
 	rss := td.ResourceSpans()
 	// Two passes: hash every key, then judge the spans in the same order,
 	// loading the index ahead so that its cache misses overlap.
-	w.hashSpans(rss, sc)
+	u.hashSpans(rss, sc)
 	j := 0
-	w.mu.Lock()
-	w.spans.Expire(now)
+	u.mu.Lock()
+	u.spans.Expire(now)
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
-		sc.counts = append(sc.counts, counts{svc: p.st.spanSvcs.get(rs.Resource())})
+		sc.counts = append(sc.counts, counts{svc: u.svcs.get(rs.Resource())})
 		c := &sc.counts[len(sc.counts)-1]
 		keep := func(s ptrace.Span) bool {
 			c.received++
 			j++
-			switch w.judge(s, j-1, now, sc) {
+			switch u.judgeSpan(s, j-1, now, sc) {
 			case verdictDuplicate:
 				c.duplicates++
-				return !p.drop
+				return !drop
 			case verdictConflict:
 				c.conflicts++
-				return !p.drop || !p.keepFirst
+				return !drop || !keepFirst
 			case verdictInvalid:
 				c.invalid++
 			}
 			return true
 		}
-		if p.drop {
+		if drop {
 			rs.ScopeSpans().RemoveIf(func(ss ptrace.ScopeSpans) bool {
 				ss.Spans().RemoveIf(func(s ptrace.Span) bool { return !keep(s) })
 				return ss.Spans().Len() == 0
@@ -170,43 +175,154 @@ func (p *tracesProcessor) ConsumeTraces(ctx context.Context, td ptrace.Traces) e
 		total += c.received
 		kept += c.received - c.duplicates - c.conflicts
 	}
-	if p.drop {
+	if drop {
 		rss.RemoveIf(func(rs ptrace.ResourceSpans) bool { return rs.ScopeSpans().Len() == 0 })
 	}
-	capEv, shrunk := w.evictionsLocked()
-	w.mu.Unlock()
+	capEv, shrunk := u.evictionsLocked()
+	u.mu.Unlock()
 
-	w.reportEvictions(ctx, p.st.tel, capEv, shrunk)
-	w.totals.add(sc.counts)
+	u.reportEvictions(ctx, tel, capEv, shrunk)
+	u.totals.add(sc.counts)
 	whole := total > 0 && kept == 0
-	p.st.spanSvcs.record(ctx, p.st.tel, sc.counts, p.drop, p.drop && p.keepFirst, whole, "spans")
+	u.svcs.record(ctx, tel, sc.counts, drop, drop && keepFirst, whole, "spans")
+	// Nothing new left: the sender already delivered all of it.
+	return !drop || rss.Len() > 0
+}
 
-	if p.drop && rss.Len() == 0 {
-		return nil // nothing new: the sender already delivered all of it
+func (sc *spanScratch) commit(ctx context.Context) {
+	if len(sc.inserted) == 0 {
+		return
 	}
-	if p.st.nested != nil {
-		p.st.nested.process(ctx, td, p.st.tel)
+	if j := sc.u.journal.Load(); j != nil {
+		_ = sc.u.appendSegment(ctx, j, sc.now, sc.inserted, sc.fps)
 	}
-	err := p.next.ConsumeTraces(ctx, td)
-	if err == nil && len(sc.inserted) > 0 && p.st.persist != nil {
-		// Delivered: journal what it stored before the sender is answered.
-		// A failure here costs a possible duplicate after a crash, not data.
-		_ = p.st.persist.appendSpans(ctx, now, sc.inserted, sc.fps)
+}
+
+func (sc *spanScratch) rollback(ctx context.Context, tel *telemetry) {
+	if len(sc.inserted) == 0 {
+		return
 	}
-	if err != nil && len(sc.inserted) > 0 {
-		// Not delivered: take the keys back so that the sender's retry
-		// passes instead of being dropped as a duplicate.
-		w.mu.Lock()
-		var n int64
-		for _, k := range sc.inserted {
-			if w.spans.Forget(k) {
-				n++
+	u := sc.u
+	u.mu.Lock()
+	var n int64
+	for _, k := range sc.inserted {
+		if u.spans.Forget(k) {
+			n++
+		}
+	}
+	u.mu.Unlock()
+	tel.rolledBack.Add(ctx, n, u.signalOpt)
+}
+
+// takeBack forgets the spans of td that the window holds and returns
+// their keys.
+func (u *spanUnit) takeBack(td ptrace.Traces) [][24]byte {
+	var keys [][24]byte
+	rss := td.ResourceSpans()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for i := 0; i < rss.Len(); i++ {
+		sss := rss.At(i).ScopeSpans()
+		for j := 0; j < sss.Len(); j++ {
+			spans := sss.At(j).Spans()
+			for k := 0; k < spans.Len(); k++ {
+				s := spans.At(k)
+				tid, sid := s.TraceID(), s.SpanID()
+				if tid.IsEmpty() || sid.IsEmpty() {
+					continue
+				}
+				var key [24]byte
+				copy(key[:16], tid[:])
+				copy(key[16:], sid[:])
+				if u.spans.Forget(key) {
+					keys = append(keys, key)
+				}
 			}
 		}
-		w.mu.Unlock()
-		p.st.tel.rolledBack.Add(ctx, n, w.signalOpt)
 	}
+	return keys
+}
+
+// spanRecord is one stored span: trace id + span id, fingerprint.
+const spanRecord = 24 + 8
+
+// appendSegment journals the span ids a delivered request stored.
+func (u *spanUnit) appendSegment(ctx context.Context, j *journal.Journal, at int64, keys [][24]byte, fps []uint64) error {
+	bp := u.bufs.Get().(*[]byte)
+	b := (*bp)[:0]
+	for i, k := range keys {
+		b = append(b, k[:]...)
+		b = binary.LittleEndian.AppendUint64(b, fps[i])
+	}
+	err := j.Append(ctx, at, b)
+	*bp = b
+	u.bufs.Put(bp)
 	return err
+}
+
+// forgetKeys journals that the given span ids were taken back.
+func (u *spanUnit) forgetKeys(ctx context.Context, keys [][24]byte) error {
+	j := u.journal.Load()
+	if j == nil {
+		return nil
+	}
+	bp := u.bufs.Get().(*[]byte)
+	b := (*bp)[:0]
+	for _, k := range keys {
+		b = append(b, k[:]...)
+	}
+	err := j.AppendForget(ctx, u.now(), b)
+	*bp = b
+	u.bufs.Put(bp)
+	return err
+}
+
+// segments is how many segments the journal holds; 0 without storage.
+func (u *spanUnit) segments() int {
+	if j := u.journal.Load(); j != nil {
+		return j.Len()
+	}
+	return 0
+}
+
+func (u *spanUnit) reseed(window.Seed) {} // span ids are stored as they are
+
+// restore opens the span journal and replays it into the window.
+func (u *spanUnit) restore(ctx context.Context, client storage.Client, _ *zap.Logger) ([]zap.Field, error) {
+	spans := 0
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	j, err := journal.Open(ctx, client, journal.Options{
+		Prefix: "traces/", MaxSegments: maxSegments, MaxEntries: u.max, RecordSize: spanRecord,
+		Insert: func(at int64, b []byte) {
+			for ; len(b) >= spanRecord; b = b[spanRecord:] {
+				u.spans.Observe([24]byte(b[:24]), binary.LittleEndian.Uint64(b[24:]), at)
+				spans++
+			}
+		},
+		Forget: func(b []byte) {
+			for ; len(b) >= 24; b = b[24:] {
+				u.spans.Forget([24]byte(b[:24]))
+			}
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	u.journal.Store(j)
+	return []zap.Field{zap.Int("span_ids", spans), zap.Int("span_segments", j.Len())}, nil
+}
+
+// checkpoint drops the journal's segments older than the window.
+func (u *spanUnit) checkpoint(ctx context.Context, now int64, logger *zap.Logger) {
+	if err := u.journal.Load().Trim(ctx, now-int64(u.length)); err != nil {
+		logger.Warn("trimming the stored span window", zap.Error(err))
+	}
+}
+
+func (u *spanUnit) close(context.Context, *zap.Logger) []zap.Field {
+	st := u.journal.Swap(nil).Stats()
+	return []zap.Field{zap.Uint64("span_segments_written", st.Appended), zap.Uint64("span_segments_failed", st.Failed)}
 }
 
 // Fingerprint constants: odd 64-bit numbers with well mixed bits.

@@ -1,0 +1,161 @@
+package dedupprocessor
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/extension/xextension/storage"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
+
+	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/window"
+)
+
+// This file is what the signal units (traces.go, logs.go, metrics.go) are
+// made of and what state, persistence and memory pressure see of them.
+// The units depend on it, on telemetry and on their own windows, never on
+// state.
+
+// windowSet is what every signal's window offers to telemetry and lifecycle.
+type windowSet interface {
+	Len() int
+	Capacity() int
+	Oldest() (int64, bool)
+	Stats() window.Stats
+	Expire(now int64)
+	Shrink(n int) int
+}
+
+// signalWindow is one signal's window behind its lock, with what it has
+// reported to telemetry so far.
+type signalWindow struct {
+	signal      string
+	signalAttrs attribute.Set
+	signalOpt   metric.MeasurementOption
+	capacityOpt metric.MeasurementOption
+	shrinkOpt   metric.MeasurementOption
+
+	mu       sync.Mutex
+	set      windowSet
+	reported window.Stats // counted into telemetry already; guarded by mu
+}
+
+func newSignalWindow(signal string, set windowSet) *signalWindow {
+	sig := attribute.String("signal", signal)
+	return &signalWindow{
+		signal:      signal,
+		signalAttrs: attribute.NewSet(sig),
+		signalOpt:   metric.WithAttributeSet(attribute.NewSet(sig)),
+		capacityOpt: metric.WithAttributeSet(attribute.NewSet(sig, attribute.String("reason", "capacity"))),
+		shrinkOpt:   metric.WithAttributeSet(attribute.NewSet(sig, attribute.String("reason", "shrink"))),
+		set:         set,
+	}
+}
+
+type windowSnapshot struct {
+	entries, limit int
+	effective      time.Duration
+	stats          window.Stats
+}
+
+func (w *signalWindow) snapshot(now int64) windowSnapshot {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := windowSnapshot{entries: w.set.Len(), limit: w.set.Capacity(), stats: w.set.Stats()}
+	if oldest, ok := w.set.Oldest(); ok && now > oldest {
+		s.effective = time.Duration(now - oldest)
+	}
+	return s
+}
+
+// evictionsLocked returns the evictions not yet reported and marks them
+// reported. Call with mu held.
+func (w *signalWindow) evictionsLocked() (capacity, shrunk int64) {
+	s := w.set.Stats()
+	capacity = int64(s.Evicted - w.reported.Evicted)
+	shrunk = int64(s.Shrunk - w.reported.Shrunk)
+	w.reported = s
+	return capacity, shrunk
+}
+
+// shrink removes a quarter of the window's entries, reports the evictions
+// and returns how many it removed.
+func (w *signalWindow) shrink(ctx context.Context, t *telemetry) int {
+	w.mu.Lock()
+	removed := w.set.Shrink(w.set.Len() / 4)
+	capEv, shrunk := w.evictionsLocked()
+	w.mu.Unlock()
+	w.reportEvictions(ctx, t, capEv, shrunk)
+	return removed
+}
+
+// window is the signal's window itself; every unit embeds one.
+func (w *signalWindow) window() *signalWindow { return w }
+
+func (w *signalWindow) reportEvictions(ctx context.Context, t *telemetry, capacity, shrunk int64) {
+	if capacity > 0 {
+		t.evicted.Add(ctx, capacity, w.capacityOpt)
+	}
+	if shrunk > 0 {
+		t.evicted.Add(ctx, shrunk, w.shrinkOpt)
+	}
+}
+
+// unit is one signal's part of the state: its window (or tracker) behind
+// its lock, its services, its totals and, with storage, its journal. Each
+// unit also judges its signal's requests and settles them (traces.go,
+// logs.go, metrics.go); state holds the units, and persistence and memory
+// pressure loop over them.
+type unit interface {
+	// window is the unit's entries behind its lock, as telemetry, the
+	// status page and memory pressure see them.
+	window() *signalWindow
+	// reseed keys the unit's digests with the stored seed, before restore.
+	reseed(seed window.Seed)
+	// restore replays what storage holds for the unit (its journal, its
+	// snapshot) into its window; the fields say what it restored.
+	restore(ctx context.Context, client storage.Client, logger *zap.Logger) ([]zap.Field, error)
+	// checkpoint trims the unit's journal to its window, or stores its
+	// snapshot, logging what fails.
+	checkpoint(ctx context.Context, now int64, logger *zap.Logger)
+	// close ends the unit's use of storage, with a last checkpoint; the
+	// fields say what it wrote.
+	close(ctx context.Context, logger *zap.Logger) []zap.Field
+}
+
+// pending is what one request changed in its unit, settled once the next
+// consumer has answered.
+type pending interface {
+	// commit journals what the delivered request stored, before the
+	// sender is answered. A failure here costs a possible duplicate after a
+	// crash, not data.
+	commit(ctx context.Context)
+	// rollback takes back what the refused request stored, so that the
+	// sender's retry passes instead of being dropped as a duplicate.
+	rollback(ctx context.Context, tel *telemetry)
+}
+
+// settle is the tail every consume path shares: err is the next
+// consumer's answer to the request that changed p.
+func settle(ctx context.Context, p pending, tel *telemetry, err error) error {
+	if err != nil {
+		p.rollback(ctx, tel)
+		return err
+	}
+	p.commit(ctx)
+	return nil
+}
+
+// maxSegments bounds each signal's journal: one segment per accepted
+// request within the window. Past it the oldest segments go (counted), as
+// if the window were full. Besides, a journal keeps no segment whose
+// entries the window has evicted by capacity (journal.Options.MaxEntries).
+const maxSegments = 200_000
+
+// newSegmentBuf makes a pooled buffer for journal segments and snapshots.
+func newSegmentBuf() any { b := make([]byte, 0, 64<<10); return &b }
+
+func logSeed(s window.Seed) uint64    { return s[2] ^ s[3] }
+func metricSeed(s window.Seed) uint64 { return s[0] ^ s[3] }
