@@ -108,6 +108,13 @@ type Set[K comparable, V any] struct {
 	tagMask  uint32 // the tag field, in place
 	sweep    uint64 // the next slot the sweep visits
 
+	// A slot's stamp is lap<<posBits | (ring position + 1), its bits
+	// above dist. The stamps of current slots are two intervals (modulo
+	// stampMask+1): [lo1, lo1+len1) for the entries written before head
+	// last wrapped, [lo2, lo2+len2) for those written since.
+	stampMask            uint32
+	lo1, len1, lo2, len2 uint32
+
 	blockFirst []int64 // arrival time of the first entry written into each block
 	blockLast  []int64 // arrival time of the last entry written into each block
 
@@ -140,6 +147,7 @@ func New[K comparable, V any](capacity int, window int64, hash func(*K) uint64) 
 		posMask:    1<<posBits - 1,
 		lapShift:   lapShift,
 		tagMask:    ^uint32(0) << (lapShift + lapBits),
+		stampMask:  1<<(posBits+lapBits) - 1,
 		blockFirst: make([]int64, blocks),
 		blockLast:  make([]int64, blocks),
 	}, nil
@@ -199,16 +207,26 @@ func dist(v uint32) uint32 { return v & maxDist }
 // pos is the ring position slot v points at.
 func (s *Set[K, V]) pos(v uint32) int { return int(v>>distBits&s.posMask) - 1 }
 
+// stamps recomputes the intervals of current stamps after head, n or lap
+// changed.
+func (s *Set[K, V]) stamps() {
+	posBits := s.lapShift - distBits
+	if start := s.head - s.n; start >= 0 {
+		s.lo1, s.len1 = 0, 0
+		s.lo2, s.len2 = (s.lap<<posBits+uint32(start)+1)&s.stampMask, uint32(s.n)
+	} else {
+		s.lo1, s.len1 = ((s.lap-1)<<posBits+uint32(start+len(s.ring))+1)&s.stampMask, uint32(-start)
+		s.lo2, s.len2 = (s.lap<<posBits+1)&s.stampMask, uint32(s.head)
+	}
+}
+
 // current reports whether slot v belongs to the entry now at its ring
 // position: written in the lap the slot records, and still in the ring.
+// Stamps and lengths are below 1<<29, so x < len is the sign of x-len,
+// which takes no branch.
 func (s *Set[K, V]) current(v uint32) bool {
-	p := s.pos(v)
-	lap, age := s.lap, s.head-1-p
-	if p >= s.head {
-		lap-- // written before head last wrapped
-		age += len(s.ring)
-	}
-	return (v>>s.lapShift)&lapMask == lap&lapMask && age < s.n
+	st := v >> distBits & s.stampMask
+	return (((st-s.lo1)&s.stampMask-s.len1)|((st-s.lo2)&s.stampMask-s.len2))>>31 != 0
 }
 
 func (s *Set[K, V]) setIndexed(p int)   { s.indexed[p>>6] |= 1 << (p & 63) }
@@ -239,7 +257,7 @@ func (s *Set[K, V]) find(k *K, h uint64) (uint64, bool) {
 // to sit beyond maxDist; that entry is then left out of the index.
 func (s *Set[K, V]) insert(pos int, h uint64, lap uint32) bool {
 	i, tag := s.home(h)
-	cur := tag | (lap&lapMask)<<s.lapShift | uint32(pos+1)<<distBits
+	cur := tag | (lap<<(s.lapShift-distBits)|uint32(pos+1))&s.stampMask<<distBits
 	for {
 		v := s.slots[i]
 		if v == 0 {
@@ -269,14 +287,21 @@ func (s *Set[K, V]) insert(pos int, h uint64, lap uint32) bool {
 // sweepSlots visits the next m slots in index order and removes the stale
 // ones.
 func (s *Set[K, V]) sweepSlots(m int) {
+	slots, i := s.slots, s.sweep
+	mask, lo1, len1, lo2, len2 := s.stampMask, s.lo1, s.len1, s.lo2, s.len2
 	for ; m > 0; m-- {
-		i := s.sweep
-		if v := s.slots[i]; v != 0 && !s.current(v) {
+		v := slots[i]
+		st := v >> distBits & mask
+		if v != 0 && (((st-lo1)&mask-len1)|((st-lo2)&mask-len2))>>31 == 0 {
+			s.sweep = i
 			s.deleteSlot(i) // the slot after it moves here: visit i again
 			continue
 		}
-		s.sweep = s.next(i)
+		if i++; i == s.nslots {
+			i = 0
+		}
 	}
+	s.sweep = i
 }
 
 // Lookup reports the value stored with k, if k is held.
@@ -304,8 +329,9 @@ func (s *Set[K, V]) Hash(k *K) uint64 { return s.hash(k) }
 // read: each key's home slot and the ring entry its tag points at, which a
 // duplicate is compared with. The loads do not depend on each other, so
 // their cache misses overlap; observed one by one, each key would wait for
-// the misses of the one before. (An eviction reads no random line: see the
-// package comment.)
+// the misses of the one before. It also loads the index lines the sweep will
+// visit while these keys are stored, which are in order. (An eviction reads
+// no random line: see the package comment.)
 func (s *Set[K, V]) Prefetch(hs []uint64) {
 	var sink uint32
 	for _, h := range hs {
@@ -315,6 +341,15 @@ func (s *Set[K, V]) Prefetch(hs []uint64) {
 		if v != 0 && v&s.tagMask == tag {
 			// A likely hit: find compares the key in the ring.
 			sink += uint32(firstByte(&s.ring[s.pos(v)]))
+		}
+	}
+	// One load per 64-byte line of 16 slots, from where the sweep is
+	// now, for as many slots as storing every key would sweep.
+	i := s.sweep &^ 15
+	for range min(uint64(len(hs)+sweepEvery)*sweepPerInsert/16+1, s.nslots/16) {
+		sink += s.slots[i]
+		if i += 16; i >= s.nslots {
+			i = 0
 		}
 	}
 	s.sink += sink
@@ -345,6 +380,7 @@ func (s *Set[K, V]) ObserveHashed(k *K, h uint64, v V, now int64) (V, bool) {
 		s.lap++
 	}
 	s.n++
+	s.stamps()
 	s.live++
 	s.setIndexed(pos)
 	if !s.insert(pos, h, lap) {
@@ -433,6 +469,7 @@ func (s *Set[K, V]) dropTail() {
 		s.live--
 	}
 	s.n--
+	s.stamps()
 }
 
 // evictTail drops the oldest ring entry and clears it.
