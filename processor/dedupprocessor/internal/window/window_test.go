@@ -336,7 +336,8 @@ func TestPrefetchChangesNothing(t *testing.T) {
 // TestStaleSlotsAreSwept: in steady state (a full set, every new key
 // evicting the oldest, over many laps of the ring) the sweep keeps the stale
 // slots of evicted entries few enough that no key is ever left out of the
-// index, and the index no fuller than the bound its comment gives.
+// index, and the index no fuller than about what sweepPerInsert's comment
+// gives (0.78 measured).
 func TestStaleSlotsAreSwept(t *testing.T) {
 	const capacity = 1 << 16
 	s := newSet(t, capacity, 1<<60)
@@ -358,8 +359,8 @@ func TestStaleSlotsAreSwept(t *testing.T) {
 			used++
 		}
 	}
-	if frac := float64(used) / float64(len(s.slots)); frac > 0.8 {
-		t.Errorf("index %.2f full, want at most 0.8", frac)
+	if frac := float64(used) / float64(len(s.slots)); frac > 0.82 {
+		t.Errorf("index %.3f full, want at most 0.82", frac)
 	} else {
 		t.Logf("index %.3f full (current slots %.3f)", frac, float64(capacity)/float64(len(s.slots)))
 	}
