@@ -2,6 +2,7 @@ package window
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 )
@@ -374,48 +375,53 @@ func TestStaleSlotsAreSwept(t *testing.T) {
 	}
 }
 
-// TestAgainstModelLarge is TestAgainstModel with a real hash and a set big
-// enough for the sweep to visit the index in many runs per lap.
-func TestAgainstModelLarge(t *testing.T) {
-	const capacity = 3000
-	r := rand.New(rand.NewPCG(7, 8))
-	s := newSet(t, capacity, 1<<60)
-	var order [][24]byte
-	held := map[[24]byte]uint64{}
-	for step := range 60000 {
-		k := key(uint64(r.IntN(6000)))
-		if r.IntN(8) == 0 {
-			if got, want := s.Forget(k), held[k] != 0; got != want {
-				t.Fatalf("step %d: Forget = %v, want %v", step, got, want)
-			}
-			delete(held, k)
-			continue
-		}
-		v := uint64(step) + 1
-		prev, seen := s.Observe(k, v, 0)
-		mv, want := held[k]
-		if seen != want || (seen && prev != mv) {
-			t.Fatalf("step %d: Observe = (%d, %v), want (%d, %v)", step, prev, seen, mv, want)
-		}
-		if !seen {
-			if len(order) == capacity {
-				old := order[0]
-				order = order[1:]
-				if _, ok := held[old]; ok && !newerCopy(order, old) {
-					delete(held, old)
+// TestAgainstModelSizes is TestAgainstModel with a real hash, for a set big
+// enough for the sweep to visit the index in many runs per lap and for sets
+// so small that it sweeps the whole index once a lap.
+func TestAgainstModelSizes(t *testing.T) {
+	for _, capacity := range []int{1, 2, 7, 15, 16, 17, 3000} {
+		t.Run(fmt.Sprint(capacity), func(t *testing.T) {
+			keys := 2*capacity + 3
+			r := rand.New(rand.NewPCG(7, uint64(capacity)))
+			s := newSet(t, capacity, 1<<60)
+			var order [][24]byte
+			held := map[[24]byte]uint64{}
+			for step := range 60000 {
+				k := key(uint64(r.IntN(keys)))
+				if r.IntN(8) == 0 {
+					if got, want := s.Forget(k), held[k] != 0; got != want {
+						t.Fatalf("step %d: Forget = %v, want %v", step, got, want)
+					}
+					delete(held, k)
+					continue
+				}
+				v := uint64(step) + 1
+				prev, seen := s.Observe(k, v, 0)
+				mv, want := held[k]
+				if seen != want || (seen && prev != mv) {
+					t.Fatalf("step %d: Observe = (%d, %v), want (%d, %v)", step, prev, seen, mv, want)
+				}
+				if !seen {
+					if len(order) == capacity {
+						old := order[0]
+						order = order[1:]
+						if _, ok := held[old]; ok && !newerCopy(order, old) {
+							delete(held, old)
+						}
+					}
+					order = append(order, k)
+					held[k] = v
+				}
+				if s.Len() != len(held) {
+					t.Fatalf("step %d: Len = %d, want %d", step, s.Len(), len(held))
 				}
 			}
-			order = append(order, k)
-			held[k] = v
-		}
-		if s.Len() != len(held) {
-			t.Fatalf("step %d: Len = %d, want %d", step, s.Len(), len(held))
-		}
-	}
-	for i := range uint64(6000) {
-		got, ok := s.Lookup(key(i))
-		if want, held := held[key(i)]; ok != held || got != want {
-			t.Fatalf("key %d: (%d, %v), want (%d, %v)", i, got, ok, want, held)
-		}
+			for i := range uint64(keys) {
+				got, ok := s.Lookup(key(i))
+				if want, held := held[key(i)]; ok != held || got != want {
+					t.Fatalf("key %d: (%d, %v), want (%d, %v)", i, got, ok, want, held)
+				}
+			}
+		})
 	}
 }
