@@ -1,12 +1,43 @@
-import re,sys,statistics as st
-def load(f):
-    d={}
-    for l in open(f):
-        m=re.match(r'(Benchmark\S+?)-\d+\s+\d+\s+.*?([\d.]+) ns/span',l)
-        if m: d.setdefault(m.group(1),[]).append(float(m.group(2)))
+#!/usr/bin/env python3
+# medians.py BEFORE.txt AFTER.txt: medians, ranges, after/before ratios and an
+# exact two-sided Mann-Whitney p-value of each benchmark's ns/span and
+# cpu-ns/span (BenchmarkTracesProcessor's cases first), from two files of `go test -bench` output (for when
+# benchstat cannot be fetched). Standard library only.
+import re, sys, itertools, statistics as st
+def load(fn):
+    d = {}
+    for line in open(fn):
+        if not line.startswith('Benchmark'): continue
+        f = line.split()
+        name = re.sub(r'-\d+$', '', f[0]).replace('BenchmarkTracesProcessor/', '')
+        vals = {}
+        for i in range(1, len(f)):
+            if f[i] in ('ns/span', 'cpu-ns/span', 'allocs/op', 'B/op'):
+                vals[f[i]] = float(f[i-1])
+        d.setdefault(name, []).append(vals)
     return d
-b,a=load(sys.argv[1]),load(sys.argv[2])
-for k in b:
-    if k in a:
-        mb,ma=st.median(b[k]),st.median(a[k])
-        print(f"{k}: before {mb:.1f} (n={len(b[k])}, {min(b[k]):.0f}-{max(b[k]):.0f}) after {ma:.1f} (n={len(a[k])}, {min(a[k]):.0f}-{max(a[k]):.0f}) ratio {ma/mb:.3f}")
+def pval(a, b):
+    # exact two-sided Mann-Whitney U by enumeration
+    allv = a + b; n = len(a)
+    def u(x, y): return sum((xi > yi) + 0.5*(xi == yi) for xi in x for yi in y)
+    u0 = u(a, b); mean = len(a)*len(b)/2; dev0 = abs(u0-mean)
+    cnt = tot = 0
+    for idx in itertools.combinations(range(len(allv)), n):
+        x = [allv[i] for i in idx]; y = [allv[i] for i in range(len(allv)) if i not in idx]
+        tot += 1; cnt += abs(u(x, y)-mean) >= dev0 - 1e-9
+    return cnt/tot
+B, A = load(sys.argv[1]), load(sys.argv[2])
+order = ['dup=0%', 'dup=50%', 'cached/dup=0%', 'cached/dup=50%', 'dup=0%/nested=on', 'dup=50%/nested=on', 'cached/dup=0%/nested=on']
+order += sorted(k for k in B if k not in order)
+for metric in ('ns/span', 'cpu-ns/span'):
+    print(f'== {metric}')
+    for k in order:
+        if k not in B or k not in A: continue
+        b = [v[metric] for v in B[k] if metric in v]; a = [v[metric] for v in A[k] if metric in v]
+        if not b or not a: continue
+        mb, ma = st.median(b), st.median(a)
+        print(f'{k:28s} before {mb:7.1f} [{min(b):.1f}-{max(b):.1f}] n={len(b)}  after {ma:7.1f} [{min(a):.1f}-{max(a):.1f}] n={len(a)}  ratio {ma/mb:.3f}  p={pval(b,a):.3f}')
+print('== allocs/op, B/op (median)')
+for k in order:
+    if k in A and all('allocs/op' in v for v in B[k] + A[k]):
+        print(k, st.median([v['allocs/op'] for v in B[k]]), st.median([v['allocs/op'] for v in A[k]]), st.median([v['B/op'] for v in B[k]]), st.median([v['B/op'] for v in A[k]]))

@@ -67,3 +67,61 @@ func BenchmarkMapFloor(b *testing.B) {
 	}
 	_ = hits
 }
+
+// BenchmarkObserveBatch is the window's part of the span path alone, the
+// way the processor drives it: batches of 1000 new keys, hashed first, then
+// Prefetch of `ahead` keys at a time and ObserveHashed of each, into a full
+// set of `capacity` keys (2M: the default, far larger than the cache; 16Ki:
+// the processor benchmark's cached case).
+func BenchmarkObserveBatch(b *testing.B) {
+	const batch = 1000
+	for _, bc := range []struct {
+		name     string
+		capacity int
+		ahead    int
+	}{
+		{"full/ahead=1000", 2_000_000, 1000}, {"full/ahead=64", 2_000_000, 64}, {"full/ahead=0", 2_000_000, 0},
+		{"cached/ahead=1000", 1 << 14, 1000},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			s := newSet(b, bc.capacity, 1<<62)
+			r := rand.New(rand.NewPCG(3, 4))
+			keys := make([][24]byte, batch)
+			hs := make([]uint64, batch)
+			fill := func() {
+				for i := range keys {
+					for j := 0; j < 24; j += 8 {
+						v := r.Uint64()
+						for x := range 8 {
+							keys[i][j+x] = byte(v >> (8 * x))
+						}
+					}
+				}
+			}
+			for range bc.capacity/batch + 1 {
+				fill()
+				for i := range keys {
+					s.Observe(keys[i], 0, 0)
+				}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				b.StopTimer()
+				fill()
+				b.StartTimer()
+				for i := range keys {
+					hs[i] = s.Hash(&keys[i])
+				}
+				for i := range keys {
+					if bc.ahead > 0 && i%bc.ahead == 0 {
+						s.Prefetch(hs[i:min(i+bc.ahead, batch)])
+					}
+					s.ObserveHashed(&keys[i], hs[i], 0, 0)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/key")
+		})
+	}
+}

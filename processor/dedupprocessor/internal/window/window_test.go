@@ -2,6 +2,7 @@ package window
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 )
@@ -148,7 +149,9 @@ func TestShrinkRemovesOldest(t *testing.T) {
 }
 
 // TestAgainstModel drives a small Set with random operations, with many
-// keys sharing probe runs, and checks it against a plain map and slice.
+// keys sharing probe runs, and checks it against a plain map and slice. It
+// runs through the ring some two thousand times, so every slot's lap bits
+// come round again hundreds of times.
 func TestAgainstModel(t *testing.T) {
 	const capacity = 37
 	r := rand.New(rand.NewPCG(1, 2))
@@ -159,10 +162,24 @@ func TestAgainstModel(t *testing.T) {
 	}
 	var order [][24]byte // model: arrival order of live ring entries
 	held := map[[24]byte]uint64{}
-	for step := range 20000 {
+	for step := range 100000 {
 		k := key(uint64(r.IntN(80)))
-		switch r.IntN(4) {
+		switch r.IntN(20) {
 		case 0:
+			// Shrink: the oldest entries leave the ring without being
+			// overwritten, so their slots go stale by position, not lap.
+			m := r.IntN(5)
+			if got := s.Shrink(m); got != min(m, len(order)) {
+				t.Fatalf("step %d: Shrink(%d) = %d, want %d", step, m, got, min(m, len(order)))
+			}
+			for range min(m, len(order)) {
+				old := order[0]
+				order = order[1:]
+				if _, ok := held[old]; ok && !newerCopy(order, old) {
+					delete(held, old)
+				}
+			}
+		case 1, 2, 3, 4:
 			got := s.Forget(k)
 			_, want := held[k]
 			if got != want {
@@ -193,6 +210,20 @@ func TestAgainstModel(t *testing.T) {
 		}
 		if s.Len() != len(held) {
 			t.Fatalf("step %d: Len = %d, want %d", step, s.Len(), len(held))
+		}
+		if step%97 == 0 {
+			for k, v := range held {
+				if got, ok := s.Lookup(k); !ok || got != v {
+					t.Fatalf("step %d: key %x = (%d, %v), want %d", step, k[:1], got, ok, v)
+				}
+			}
+			for i := range uint64(80) {
+				if _, ok := held[key(i)]; !ok {
+					if _, got := s.Lookup(key(i)); got {
+						t.Fatalf("step %d: key %d held, want not", step, i)
+					}
+				}
+			}
 		}
 	}
 	for k, v := range held {
@@ -300,5 +331,97 @@ func TestPrefetchChangesNothing(t *testing.T) {
 		if va != vb || oa != ob {
 			t.Fatalf("key %d: Lookup (%d, %v) vs (%d, %v)", i, va, oa, vb, ob)
 		}
+	}
+}
+
+// TestStaleSlotsAreSwept: in steady state (a full set, every new key
+// evicting the oldest, over many laps of the ring) the sweep keeps the stale
+// slots of evicted entries few enough that no key is ever left out of the
+// index, and the index no fuller than about what sweepPerInsert's comment
+// gives (0.78 measured).
+func TestStaleSlotsAreSwept(t *testing.T) {
+	const capacity = 1 << 16
+	s := newSet(t, capacity, 1<<60)
+	inserted := uint64(0)
+	for i := range uint64(20 * capacity) {
+		if _, seen := s.Observe(key(i), i, 0); !seen {
+			inserted++
+		}
+	}
+	if want := inserted - capacity; s.Stats().Evicted != want {
+		t.Errorf("Evicted = %d, want %d (every insertion beyond capacity, none left out of the index)", s.Stats().Evicted, want)
+	}
+	if s.Len() != capacity {
+		t.Errorf("Len = %d, want %d", s.Len(), capacity)
+	}
+	used := 0
+	for _, v := range s.slots {
+		if v != 0 {
+			used++
+		}
+	}
+	if frac := float64(used) / float64(len(s.slots)); frac > 0.82 {
+		t.Errorf("index %.3f full, want at most 0.82", frac)
+	} else {
+		t.Logf("index %.3f full (current slots %.3f)", frac, float64(capacity)/float64(len(s.slots)))
+	}
+	for i := uint64(19 * capacity); i < 20*capacity; i++ {
+		if v, ok := s.Lookup(key(i)); !ok || v != i {
+			t.Fatalf("key %d: (%d, %v)", i, v, ok)
+		}
+	}
+	if _, ok := s.Lookup(key(19*capacity - 1)); ok {
+		t.Fatal("evicted key still held")
+	}
+}
+
+// TestAgainstModelSizes is TestAgainstModel with a real hash, for a set big
+// enough for the sweep to visit the index in many runs per lap and for sets
+// so small that it sweeps the whole index once a lap.
+func TestAgainstModelSizes(t *testing.T) {
+	for _, capacity := range []int{1, 2, 7, 15, 16, 17, 3000} {
+		t.Run(fmt.Sprint(capacity), func(t *testing.T) {
+			keys := 2*capacity + 3
+			r := rand.New(rand.NewPCG(7, uint64(capacity)))
+			s := newSet(t, capacity, 1<<60)
+			var order [][24]byte
+			held := map[[24]byte]uint64{}
+			for step := range 60000 {
+				k := key(uint64(r.IntN(keys)))
+				if r.IntN(8) == 0 {
+					if got, want := s.Forget(k), held[k] != 0; got != want {
+						t.Fatalf("step %d: Forget = %v, want %v", step, got, want)
+					}
+					delete(held, k)
+					continue
+				}
+				v := uint64(step) + 1
+				prev, seen := s.Observe(k, v, 0)
+				mv, want := held[k]
+				if seen != want || (seen && prev != mv) {
+					t.Fatalf("step %d: Observe = (%d, %v), want (%d, %v)", step, prev, seen, mv, want)
+				}
+				if !seen {
+					if len(order) == capacity {
+						old := order[0]
+						order = order[1:]
+						if _, ok := held[old]; ok && !newerCopy(order, old) {
+							delete(held, old)
+						}
+					}
+					order = append(order, k)
+					held[k] = v
+				}
+				if s.Len() != len(held) {
+					t.Fatalf("step %d: Len = %d, want %d", step, s.Len(), len(held))
+				}
+			}
+			for i := range uint64(keys) {
+				got, ok := s.Lookup(key(i))
+				if want, held := held[key(i)]; ok != held || got != want {
+					t.Fatalf("key %d: (%d, %v), want (%d, %v)", i, got, ok, want, held)
+				}
+			}
+		})
 	}
 }

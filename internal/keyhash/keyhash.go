@@ -1,4 +1,8 @@
-package window
+// Package keyhash is the keyed hash of the fixed-size keys the dedup
+// windows index: a span's 24-byte identity and a 16-byte digest. It reads
+// keys in place and is keyed by a Seed drawn per process, so that a client
+// that cannot learn the seed cannot choose keys that collide.
+package keyhash
 
 import (
 	"crypto/rand"
@@ -6,8 +10,8 @@ import (
 	"math/bits"
 )
 
-// Seed is the secret that keys a Set's index hash. It is drawn per process:
-// a client that cannot learn it cannot choose keys that share a probe run.
+// Seed is the secret that keys the hash. It is drawn per process: a client
+// that cannot learn it cannot choose keys that share a probe run.
 type Seed [4]uint64
 
 // NewSeed draws a random Seed.
@@ -28,7 +32,7 @@ func mix(a, b uint64) uint64 {
 
 // Hash24 hashes a 24-byte key (a trace id and a span id) with the seed. It
 // reads the key in place: a copy through the stack would make the read wait
-// for the copy's stores, which serialises the look-ahead of Set.Prefetch.
+// for the copy's stores, which serialises a look-ahead over many keys.
 func (s Seed) Hash24(k *[24]byte) uint64 {
 	a := binary.LittleEndian.Uint64(k[0:])
 	b := binary.LittleEndian.Uint64(k[8:])
