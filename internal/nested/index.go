@@ -1,10 +1,10 @@
 package nested
 
 import (
-	"crypto/rand"
-	"encoding/binary"
 	"math/bits"
 	"unsafe"
+
+	"github.com/doubletake/doubletake/internal/keyhash"
 )
 
 // index finds records by span key without a Go map: open addressing with
@@ -127,30 +127,12 @@ func (x *index) removeAt(i uint32) {
 	x.e[i] = ientry{}
 }
 
-// keyHash hashes span keys with a secret drawn per Detector, so that a
-// client cannot choose keys that share a probe run.
-type keyHash [4]uint64
+// keyHash hashes span keys with the windows' keyed hash (internal/keyhash)
+// and a seed drawn per Detector, so that a client cannot choose keys that
+// share a probe run.
+type keyHash struct{ seed keyhash.Seed }
 
-func newKeyHash() keyHash {
-	var b [32]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
-	var s keyHash
-	for i := range s {
-		s[i] = binary.LittleEndian.Uint64(b[8*i:])
-	}
-	return s
-}
+func newKeyHash() keyHash { return keyHash{keyhash.NewSeed()} }
 
-func hmix(a, b uint64) uint64 {
-	hi, lo := bits.Mul64(a, b)
-	return hi ^ lo
-}
-
-// of hashes *k in place. It is the detector's one call of its key hash:
-// the window's (internal/keyhash) may replace its body.
-func (s *keyHash) of(k *spanKey) uint64 {
-	a := binary.LittleEndian.Uint64(k[0:])
-	b := binary.LittleEndian.Uint64(k[8:])
-	c := binary.LittleEndian.Uint64(k[16:])
-	return hmix(hmix(a^s[0], b^s[1])^c, s[2]^s[3])
-}
+// of hashes *k in place: the detector's one call of its key hash.
+func (s *keyHash) of(k *spanKey) uint64 { return s.seed.Hash24((*[24]byte)(k)) }
