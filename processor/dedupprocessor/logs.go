@@ -300,5 +300,10 @@ func (u *logUnit) checkpoint(ctx context.Context, now int64, logger *zap.Logger)
 
 func (u *logUnit) close(context.Context, *zap.Logger) []zap.Field {
 	st := u.journal.Swap(nil).Stats()
-	return []zap.Field{zap.Uint64("log_segments_written", st.Appended), zap.Uint64("log_segments_failed", st.Failed)}
+	return []zap.Field{
+		zap.Uint64("log_segments_written", st.Appended),
+		zap.Uint64("log_segments_trimmed", st.Trimmed),
+		zap.Uint64("log_segments_dropped", st.Dropped),
+		zap.Uint64("log_segments_failed", st.Failed),
+	}
 }

@@ -22,6 +22,8 @@ import (
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processortest"
 	"go.opentelemetry.io/otel/attribute"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // startFileStorage starts a real file_storage extension on dir and returns
@@ -221,11 +223,14 @@ func TestJournalDiskFollowsTheWindow(t *testing.T) {
 	host, ext := startFileStorage(t, dir)
 	defer func() { _ = ext.Shutdown(context.Background()) }()
 	f := NewFactory()
-	tp, err := f.CreateTraces(context.Background(), processortest.NewNopSettings(Type), cfg, consumertest.NewNop())
+	logs, logged := observer.New(zap.InfoLevel)
+	set := processortest.NewNopSettings(Type)
+	set.Logger = zap.New(logs)
+	tp, err := f.CreateTraces(context.Background(), set, cfg, consumertest.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
-	lp, err := f.CreateLogs(context.Background(), processortest.NewNopSettings(Type), cfg, consumertest.NewNop())
+	lp, err := f.CreateLogs(context.Background(), set, cfg, consumertest.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,6 +274,19 @@ func TestJournalDiskFollowsTheWindow(t *testing.T) {
 	for _, c := range []component.Component{tp, lp} {
 		if err := c.Shutdown(context.Background()); err != nil {
 			t.Fatal(err)
+		}
+	}
+	// The segments the journal deleted early, because newer ones hold the
+	// window, are reported when storage closes.
+	stored := logged.FilterMessage("dedup windows stored").All()
+	if len(stored) != 1 {
+		t.Fatalf("%d \"dedup windows stored\" lines, want 1", len(stored))
+	}
+	fields := stored[0].ContextMap()
+	for _, k := range []string{"span_segments_dropped", "log_segments_dropped"} {
+		// About windows-1 windows' worth of segments went early.
+		if got, _ := fields[k].(uint64); got < (windows-2)*maxSpans/perReq {
+			t.Errorf("%s = %v, want at least %d", k, fields[k], (windows-2)*maxSpans/perReq)
 		}
 	}
 	// The records themselves: 32 bytes a span, 16 a log digest. The

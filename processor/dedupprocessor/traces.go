@@ -322,7 +322,12 @@ func (u *spanUnit) checkpoint(ctx context.Context, now int64, logger *zap.Logger
 
 func (u *spanUnit) close(context.Context, *zap.Logger) []zap.Field {
 	st := u.journal.Swap(nil).Stats()
-	return []zap.Field{zap.Uint64("span_segments_written", st.Appended), zap.Uint64("span_segments_failed", st.Failed)}
+	return []zap.Field{
+		zap.Uint64("span_segments_written", st.Appended),
+		zap.Uint64("span_segments_trimmed", st.Trimmed),
+		zap.Uint64("span_segments_dropped", st.Dropped),
+		zap.Uint64("span_segments_failed", st.Failed),
+	}
 }
 
 // Fingerprint constants: odd 64-bit numbers with well mixed bits.
