@@ -381,8 +381,7 @@ func (s *Set[K, V]) ObserveHashed(k *K, h uint64, v V, now int64) (V, bool) {
 	if ok {
 		return s.ring[s.pos(s.slots[i])].val, true
 	}
-	if s.n == len(s.ring) {
-		s.dropTail()
+	if s.n == len(s.ring) && s.dropTail() {
 		s.stats.Evicted++
 	}
 	pos := s.head
@@ -445,8 +444,9 @@ func (s *Set[K, V]) Expire(now int64) {
 			end = len(s.ring)
 		}
 		for t < end && s.n > 0 {
-			s.evictTail()
-			s.stats.Expired++
+			if s.evictTail() {
+				s.stats.Expired++
+			}
 			t++
 		}
 	}
@@ -459,10 +459,11 @@ func (s *Set[K, V]) Expire(now int64) {
 func (s *Set[K, V]) Shrink(n int) int {
 	removed := 0
 	for removed < n && s.n > 0 {
-		s.evictTail()
+		if s.evictTail() {
+			s.stats.Shrunk++
+		}
 		removed++
 	}
-	s.stats.Shrunk += uint64(removed)
 	if removed > 0 {
 		// The free part of the ring runs from head to tail.
 		t := s.tail()
@@ -481,23 +482,29 @@ func (s *Set[K, V]) Shrink(n int) int {
 
 // dropTail drops the oldest ring entry, which is about to be overwritten.
 // Its index slot, if it has one, becomes stale by leaving the ring: it is
-// not looked for. The caller updates the stamps.
-func (s *Set[K, V]) dropTail() {
+// not looked for. The caller updates the stamps. It reports whether the
+// entry was held: an entry forgotten, or left out of the index (counted
+// as evicted then), is not counted again.
+func (s *Set[K, V]) dropTail() bool {
 	t := s.tail()
+	s.n--
 	if s.indexed[t>>6]&(1<<(t&63)) != 0 {
 		s.clearIndexed(t)
 		s.live--
+		return true
 	}
-	s.n--
+	return false
 }
 
-// evictTail drops the oldest ring entry and clears it.
-func (s *Set[K, V]) evictTail() {
+// evictTail drops the oldest ring entry and clears it; it reports whether
+// the entry was held (see dropTail).
+func (s *Set[K, V]) evictTail() bool {
 	t := s.tail()
-	s.dropTail()
+	held := s.dropTail()
 	s.stamps()
 	var zero entry[K, V]
 	s.ring[t] = zero
+	return held
 }
 
 // deleteSlot empties slot i and shifts the rest of its probe run back one

@@ -425,3 +425,37 @@ func TestAgainstModelSizes(t *testing.T) {
 		})
 	}
 }
+
+// TestUnindexedKeysCountedOnce: a key the index cannot place (its probe run
+// would pass the slot's distance bits) is counted as evicted when it is
+// left out, and not again when its ring entry is overwritten later: every
+// key observed is held or evicted, exactly once.
+func TestUnindexedKeysCountedOnce(t *testing.T) {
+	const capacity, colliding = 64, 40
+	seed := NewSeed()
+	// The first keys all share one hash, so one probe run takes them
+	// all and the ones past maxDist cannot be indexed.
+	hash := func(k *[24]byte) uint64 {
+		if binary.LittleEndian.Uint64(k[0:]) < colliding {
+			return 0x5bd1e9955bd1e995
+		}
+		return seed.Hash24(k)
+	}
+	s, err := New[[24]byte, uint64](capacity, 1<<60, hash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	observed := 0
+	for i := range uint64(colliding + 3*capacity) {
+		if _, seen := s.Observe(key(i), i, int64(i)); seen {
+			t.Fatalf("key %d reported as seen on its first arrival", i)
+		}
+		observed++
+		if i == colliding-1 && s.Stats().Evicted == 0 {
+			t.Fatalf("%d keys on one home: none left out of the index, the test needs some", colliding)
+		}
+		if got := uint64(s.Len()) + s.Stats().Evicted; got != uint64(observed) {
+			t.Fatalf("after %d keys: Len %d + Evicted %d = %d, want %d", observed, s.Len(), s.Stats().Evicted, got, observed)
+		}
+	}
+}
