@@ -249,6 +249,7 @@ type Detector struct {
 	kinds   map[svcKind]*int // looked up once per resource and kind
 	st      Stats
 	in      interner
+	last    [3]lastStr // name, route, method
 }
 
 // NewDetector returns an empty Detector; zero Options fields take their
@@ -355,23 +356,34 @@ func (d *Detector) addSpan(sp ptrace.Span, k *spanKey, hk uint64, kc *kindCache,
 	d.st.Spans++
 	if *k == (spanKey{}) {
 		d.st.InvalidIDs++
-		d.countKind(kc, sp.Kind())
+		d.countKind(kc, kindOf(sp.Kind()))
 		return out
 	}
 	if d.find(heldKind, k, hk) >= 0 {
 		d.st.Duplicates++
 		return out
 	}
-	d.countKind(kc, sp.Kind())
+	kind := kindOf(sp.Kind())
+	d.countKind(kc, kind)
 	if *src == nil {
 		*src = d.sourceOf(kc.svc, scope)
 	}
-	r := rec{key: *k, src: *src, innerF: -1, outerF: -1}
-	d.read(&r, sp)
+	// Read and intern the strings first, for the span's cost; then evict
+	// and fill its slot in place, rather than build the record aside and
+	// copy it in.
+	route, method := routeAndMethod(sp.Attributes())
+	name := d.last[0].str(&d.in, sp.Name())
+	route = d.last[1].str(&d.in, route)
+	method = d.last[2].str(&d.in, method)
+	s := *src
+	cost := SpanOverhead + len(s.service) + len(s.scope.Name) + len(s.scope.Version) + len(name) + len(route) + len(method)
+	slot, seq := d.insert(cost, hk)
+	r := &d.recs[slot]
+	*r = rec{key: *k, src: s, innerF: -1, outerF: -1, name: name, route: route, method: method, kind: kind,
+		start: uint64(sp.StartTimestamp()), end: uint64(sp.EndTimestamp())}
 	if psid := sp.ParentSpanID(); !psid.IsEmpty() && psid != k.spanID() {
 		r.parent, r.hasParent = keyOf(k.traceID(), psid), true
 	}
-	slot, seq := d.insert(&r, hk)
 	if r.hasParent {
 		hp := d.hash.of(&r.parent)
 		if pi := d.find(heldKind, &r.parent, hp); pi >= 0 {
@@ -406,15 +418,21 @@ func (d *Detector) addSpan(sp ptrace.Span, k *spanKey, hk uint64, kc *kindCache,
 	return out
 }
 
-// read fills in what the rule looks at in sp, as readSpan does.
-func (d *Detector) read(r *rec, sp ptrace.Span) {
-	route, method := routeAndMethod(sp.Attributes())
-	r.name = d.in.str(sp.Name())
-	r.kind = kindOf(sp.Kind())
-	r.route = d.in.str(route)
-	r.method = d.in.str(method)
-	r.start = uint64(sp.StartTimestamp())
-	r.end = uint64(sp.EndTimestamp())
+// lastStr is the last string an interner returned for one field of the
+// spans of a batch, and what it was given: spans in a row mostly carry the
+// same name, route and method, and comparing with the last one (at once
+// when they share their bytes) is cheaper than placing it in the table.
+type lastStr struct{ raw, val string }
+
+func (l *lastStr) str(in *interner, s string) string {
+	if s == l.raw {
+		return l.val
+	}
+	v := in.str(s)
+	if len(s) <= MaxStringBytes { // never keep a long one
+		l.raw, l.val = s, v
+	}
+	return v
 }
 
 // kindCache is one resource's (service, kind) counters, so that the map of
@@ -425,8 +443,8 @@ type kindCache struct {
 	looked [ptrace.SpanKindConsumer + 1]bool
 }
 
+// countKind counts a span of k (as kindOf reads it) in kc's service.
 func (d *Detector) countKind(kc *kindCache, k ptrace.SpanKind) {
-	k = kindOf(k)
 	var c *int
 	if k >= 0 && int(k) < len(kc.ctr) {
 		if !kc.looked[k] {
@@ -460,10 +478,10 @@ func (d *Detector) alloc() {
 	d.idx = newIndex(d.o.MaxSpans)
 }
 
-// insert holds r, whose key's hash is hk, evicting the oldest spans as the
-// bounds require, and returns its slot and arrival number.
-func (d *Detector) insert(r *rec, hk uint64) (int32, uint32) {
-	cost := r.bytes()
+// insert makes room for a span of cost bytes whose key's hash is hk,
+// evicting the oldest spans as the bounds require, indexes it and returns
+// its slot, which the caller fills, and its arrival number.
+func (d *Detector) insert(cost int, hk uint64) (int32, uint32) {
 	for d.n > 0 && (d.n == int32(len(d.recs)) || d.bytes+cost > d.o.MaxBytes) {
 		full := d.n == int32(len(d.recs))
 		if full {
@@ -481,7 +499,6 @@ func (d *Detector) insert(r *rec, hk uint64) (int32, uint32) {
 	seq := d.seq0 + uint32(d.n)
 	d.n++
 	d.bytes += cost
-	d.recs[slot] = *r
 	d.idx.add(tagOf(hk, heldKind), d.seq0, uint32(d.n)).seq = seq
 	if d.idx.used > d.idx.high {
 		d.sweep(burst + d.idx.debt)
