@@ -8,6 +8,8 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/doubletake/doubletake/internal/keyhash"
 )
 
 // Key identifies a finding: one pattern of nesting in one service.
@@ -254,11 +256,15 @@ type Detector struct {
 
 // NewDetector returns an empty Detector; zero Options fields take their
 // defaults.
-func NewDetector(opts Options) *Detector {
+func NewDetector(opts Options) *Detector { return NewDetectorSeeded(opts, keyhash.NewSeed()) }
+
+// NewDetectorSeeded is NewDetector hashing span keys with seed's Hash24,
+// as a caller of AddHashed hashes them.
+func NewDetectorSeeded(opts Options, seed keyhash.Seed) *Detector {
 	o := opts.withDefaults()
 	return &Detector{
 		o:       o,
-		hash:    newKeyHash(),
+		hash:    keyHash{seed},
 		findIdx: make(map[Key]int32),
 		marks:   newFIFO[traceMark, struct{}](o.MaxSpans),
 		kinds:   make(map[svcKind]*int),
@@ -273,7 +279,26 @@ func NewDetector(opts Options) *Detector {
 func (d *Detector) Add(td ptrace.Traces) []Pair {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	return d.add(td, nil, nil)
+}
+
+// AddHashed is Add for a caller that has already read the spans' keys: keys
+// holds every span's trace id and span id (in any form when either is all
+// zero), in the order Add walks td (resources, scopes, spans), and hashes
+// their hashes under the Detector's seed (NewDetectorSeeded). When their
+// lengths are not td's span count it reads the keys itself, as Add does.
+func (d *Detector) AddHashed(td ptrace.Traces, keys [][24]byte, hashes []uint64) []Pair {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(keys) != len(hashes) || len(keys) != td.SpanCount() {
+		keys, hashes = nil, nil
+	}
+	return d.add(td, keys, hashes)
+}
+
+func (d *Detector) add(td ptrace.Traces, keys [][24]byte, hashes []uint64) []Pair {
 	var out []Pair
+	base := 0
 	for _, rs := range td.ResourceSpans().All() {
 		kc := kindCache{svc: d.in.str(serviceName(rs.Resource()))}
 		for _, ss := range rs.ScopeSpans().All() {
@@ -282,15 +307,25 @@ func (d *Detector) Add(td ptrace.Traces) []Pair {
 			spans := ss.Spans()
 			for j0 := 0; j0 < spans.Len(); j0 += len(d.hs) {
 				j1 := min(j0+len(d.hs), spans.Len())
-				d.prefetch(spans, j0, j1)
-				for j := j0; j < j1; j++ {
-					out = d.addSpan(spans.At(j), &d.keys[j-j0], d.hs[j-j0], &kc, scope, &src, out)
+				var ks []spanKey
+				var hs []uint64
+				if keys != nil {
+					ks = unsafe.Slice((*spanKey)(&keys[base+j0]), j1-j0)
+					hs = hashes[base+j0 : base+j1]
+				} else {
+					d.readKeys(spans, j0, j1)
+					ks, hs = d.keys[:j1-j0], d.hs[:j1-j0]
+				}
+				d.prefetch(ks, hs)
+				for j := range ks {
+					out = d.addSpan(spans.At(j0+j), &ks[j], hs[j], &kc, scope, &src, out)
 				}
 				// One tight pass over the table, which the hardware
 				// prefetches, rather than a few entries per span.
 				d.sweep(d.idx.debt)
 				d.idx.debt = 0
 			}
+			base += spans.Len()
 		}
 	}
 	d.st.Held = int(d.n)
@@ -303,32 +338,39 @@ func (d *Detector) Add(td ptrace.Traces) []Pair {
 // other, so their cache misses overlap.
 const prefetchSpans = 256
 
-// prefetch reads the keys of spans[j0:j1] into d.keys (a zero key for
-// invalid ids), hashes them into d.hs, and then loads each one's home in
-// the index and the lines the sweep will look at, changing nothing: a loop of loads alone, so that as many of
-// their misses as the CPU can follow are in flight at once.
-func (d *Detector) prefetch(spans ptrace.SpanSlice, j0, j1 int) {
-	n := j1 - j0
-	valid := false
-	for j := range n {
+// readKeys reads the keys of spans[j0:j1] into d.keys and hashes them
+// into d.hs.
+func (d *Detector) readKeys(spans ptrace.SpanSlice, j0, j1 int) {
+	for j := range j1 - j0 {
 		sp := spans.At(j0 + j)
-		tid, sid := sp.TraceID(), sp.SpanID()
-		if tid.IsEmpty() || sid.IsEmpty() {
-			d.keys[j] = spanKey{}
-			continue
-		}
-		valid = true
-		d.keys[j] = keyOf(tid, sid)
+		d.keys[j] = keyOf(sp.TraceID(), sp.SpanID())
 		d.hs[j] = d.hash.of(&d.keys[j])
 	}
-	if !valid {
-		return
-	}
+}
+
+// invalid: the trace id or the span id is all zero.
+func (k *spanKey) invalid() bool {
+	return [16]byte(k[:16]) == [16]byte{} || [8]byte(k[16:]) == [8]byte{}
+}
+
+// prefetch loads the index home of each of the keys ks, hashed as hs, and
+// the lines the sweep will look at, changing nothing: a loop of loads
+// alone, so that as many of their misses as the CPU can follow are in
+// flight at once.
+func (d *Detector) prefetch(ks []spanKey, hs []uint64) {
+	n := len(ks)
 	if d.recs == nil {
+		valid := false
+		for j := range ks {
+			valid = valid || !ks[j].invalid()
+		}
+		if !valid {
+			return
+		}
 		d.alloc()
 	}
 	var sink uint32
-	for _, h := range d.hs[:n] {
+	for _, h := range hs {
 		sink += d.idx.e[d.idx.home(tagOf(h, heldKind))].tag
 	}
 	// And the lines the sweep will most likely look at after this chunk
@@ -350,11 +392,11 @@ func (d *Detector) prefetch(spans ptrace.SpanSlice, j0, j1 int) {
 	d.sink += sink
 }
 
-// addSpan judges sp, whose key prefetch read as *k (zero for invalid ids)
-// and hashed as hk, and holds it.
+// addSpan judges sp, whose key is *k (invalid when either id is all
+// zero), hashed as hk, and holds it.
 func (d *Detector) addSpan(sp ptrace.Span, k *spanKey, hk uint64, kc *kindCache, scope Scope, src **source, out []Pair) []Pair {
 	d.st.Spans++
-	if *k == (spanKey{}) {
+	if k.invalid() {
 		d.st.InvalidIDs++
 		d.countKind(kc, kindOf(sp.Kind()))
 		return out

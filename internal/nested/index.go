@@ -132,7 +132,5 @@ func (x *index) removeAt(i uint32) {
 // share a probe run.
 type keyHash struct{ seed keyhash.Seed }
 
-func newKeyHash() keyHash { return keyHash{keyhash.NewSeed()} }
-
 // of hashes *k in place: the detector's one call of its key hash.
 func (s *keyHash) of(k *spanKey) uint64 { return s.seed.Hash24((*[24]byte)(k)) }
