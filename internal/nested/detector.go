@@ -167,6 +167,7 @@ type rec struct {
 type source struct {
 	service string
 	scope   Scope
+	size    int // SpanOverhead and the lengths of service and scope: what a span of it counts before its own strings
 }
 
 // parentKey is the key of r's parent (with hasParent).
@@ -180,8 +181,7 @@ func (r *rec) info() spanInfo {
 
 // bytes is what r counts against MaxBytes, as spanInfo.bytes counts it.
 func (r *rec) bytes() int {
-	return SpanOverhead + len(r.src.service) + len(r.src.scope.Name) + len(r.src.scope.Version) +
-		len(r.name) + len(r.route) + len(r.method)
+	return r.src.size + len(r.name) + len(r.route) + len(r.method)
 }
 
 // srcCacheLen is the number of sources a Detector keeps for reuse: one is
@@ -196,7 +196,8 @@ func (d *Detector) sourceOf(service string, scope Scope) *source {
 	if c := d.srcs[i]; c != nil && c.service == service && c.scope == scope {
 		return c
 	}
-	c := &source{service: service, scope: scope}
+	c := &source{service: service, scope: scope,
+		size: SpanOverhead + len(service) + len(scope.Name) + len(scope.Version)}
 	d.srcs[i] = c
 	return c
 }
@@ -423,7 +424,7 @@ func (d *Detector) addSpan(sp ptrace.Span, k *spanKey, hk uint64, kc *kindCache,
 	route = d.last[1].str(&d.in, route)
 	method = d.last[2].str(&d.in, method)
 	s := *src
-	cost := SpanOverhead + len(s.service) + len(s.scope.Name) + len(s.scope.Version) + len(name) + len(route) + len(method)
+	cost := s.size + len(name) + len(route) + len(method)
 	slot, seq := d.insert(cost, hk)
 	r := &d.recs[slot]
 	*r = rec{key: *k, src: s, innerF: -1, outerF: -1, name: name, route: route, method: method, kind: kind,
