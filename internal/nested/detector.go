@@ -407,10 +407,14 @@ func (d *Detector) addSpan(sp ptrace.Span, k *spanKey, hk uint64, kc *kindCache,
 		d.countKind(kc, kindOf(sp.Kind()))
 		return out
 	}
-	if d.find(heldKind, k, hk) >= 0 {
+	// One walk of the key's run finds both its held entry and its list of
+	// children waiting for it (entries of one key share a home).
+	hi, wi := d.findBoth(k, hk)
+	if hi >= 0 {
 		d.st.Duplicates++
 		return out
 	}
+	sweeps := d.idx.sweeps
 	kind := kindOf(sp.Kind())
 	d.countKind(kc, kind)
 	if *src == nil {
@@ -456,7 +460,15 @@ func (d *Detector) addSpan(sp ptrace.Span, k *spanKey, hk uint64, kc *kindCache,
 			}
 		}
 	}
-	if wi := d.find(waitingKind, k, hk); wi >= 0 {
+	// The list found before holding the span is still it unless a sweep
+	// has moved entries since or its newest span was evicted (then all of
+	// it was, and its entry may have been taken): check it, else look
+	// again. No list under k can have appeared: a span is not its own
+	// parent.
+	if wi >= 0 && (d.idx.sweeps != sweeps || !d.isList(uint32(wi), waitingKind, k, hk)) {
+		wi = d.find(waitingKind, k, hk)
+	}
+	if wi >= 0 {
 		kids := d.list(d.idx.e[wi].seq, waitingLinks)
 		d.idx.removeAt(uint32(wi))
 		for _, cs := range kids {
@@ -613,6 +625,42 @@ func (d *Detector) find(kind ikind, k *spanKey, h uint64) int32 {
 	}
 }
 
+// findBoth is find(heldKind, k, h) and find(waitingKind, k, h) in one
+// walk of the run.
+func (d *Detector) findBoth(k *spanKey, h uint64) (held, waiting int32) {
+	x := &d.idx
+	th, tw := tagOf(h, heldKind), tagOf(h, waitingKind)
+	held, waiting = -1, -1
+	for i := x.home(th); ; i = (i + 1) & x.mask {
+		e := x.e[i]
+		if e.tag == 0 {
+			return held, waiting
+		}
+		if e.tag != th && e.tag != tw || !d.held(e.seq) {
+			continue
+		}
+		r := &d.recs[d.slotOf(e.seq)]
+		if e.tag == th {
+			if held < 0 && r.key == *k {
+				held = int32(i)
+			}
+		} else if waiting < 0 && [16]byte(r.key[:16]) == [16]byte(k[:16]) && r.psid == [8]byte(k[16:]) {
+			waiting = int32(i)
+		}
+	}
+}
+
+// isList reports whether entry i is the live list of kind under parent key
+// k, whose hash is h.
+func (d *Detector) isList(i uint32, kind ikind, k *spanKey, h uint64) bool {
+	e := d.idx.e[i]
+	if e.tag != tagOf(h, kind) || !d.held(e.seq) {
+		return false
+	}
+	r := &d.recs[d.slotOf(e.seq)]
+	return [16]byte(r.key[:16]) == [16]byte(k[:16]) && r.psid == [8]byte(k[16:])
+}
+
 // sweep moves the sweep on by n entries of the index in table order,
 // removing the stale entries it meets (removing one does not count as
 // moving on).
@@ -620,6 +668,7 @@ func (d *Detector) sweep(n int) {
 	x := &d.idx
 	e, mask, i := x.e, x.mask, x.sweep
 	seq0, held := d.seq0, uint32(d.n)
+	x.sweeps++
 	for n > 0 {
 		if en := e[i]; en.tag != 0 && en.seq-seq0 >= held {
 			x.removeAt(i) // and look at what moved into i next

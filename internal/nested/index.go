@@ -30,6 +30,9 @@ type index struct {
 	high  int    // above this many in use, the sweep moves on burst entries per span added
 	sweep uint32 // the next entry the sweep looks at
 	debt  int    // entries the sweep is to move on by at the end of the chunk of spans
+	// sweeps counts the sweep's passes: entries may have moved since a
+	// position was found when it has changed.
+	sweeps uint32
 }
 
 // ikind is what an index entry stands for.
