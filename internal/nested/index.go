@@ -131,8 +131,9 @@ func (x *index) removeAt(i uint32) {
 }
 
 // keyHash hashes span keys with the windows' keyed hash (internal/keyhash)
-// and a seed drawn per Detector, so that a client cannot choose keys that
-// share a probe run.
+// and a secret seed (drawn per Detector, or in the dedup processor the span
+// window's, whose hashes it takes), so that a client cannot choose keys
+// that share a probe run.
 type keyHash struct{ seed keyhash.Seed }
 
 // of hashes *k in place: the detector's one call of its key hash.
