@@ -8,6 +8,8 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/doubletake/doubletake/internal/keyhash"
 )
 
 // Key identifies a finding: one pattern of nesting in one service.
@@ -136,8 +138,10 @@ func Detect(td ptrace.Traces, opts Options) Report {
 }
 
 type rec struct {
-	key    spanKey
-	parent spanKey
+	key spanKey
+	// The parent's span id (its trace id is key's): with hasParent, the
+	// parent key is parentKey(). So a record is 128 bytes, two cache lines.
+	psid pcommon.SpanID
 	// What the rule looks at (spanInfo), in 88 rather than 120 bytes:
 	// the service and scope, shared by the spans of one resource and
 	// scope, behind one pointer.
@@ -163,7 +167,11 @@ type rec struct {
 type source struct {
 	service string
 	scope   Scope
+	size    int // SpanOverhead and the lengths of service and scope: what a span of it counts before its own strings
 }
+
+// parentKey is the key of r's parent (with hasParent).
+func (r *rec) parentKey() spanKey { return keyOf(r.key.traceID(), r.psid) }
 
 // info is what the rule looks at in r.
 func (r *rec) info() spanInfo {
@@ -173,8 +181,7 @@ func (r *rec) info() spanInfo {
 
 // bytes is what r counts against MaxBytes, as spanInfo.bytes counts it.
 func (r *rec) bytes() int {
-	return SpanOverhead + len(r.src.service) + len(r.src.scope.Name) + len(r.src.scope.Version) +
-		len(r.name) + len(r.route) + len(r.method)
+	return r.src.size + len(r.name) + len(r.route) + len(r.method)
 }
 
 // srcCacheLen is the number of sources a Detector keeps for reuse: one is
@@ -189,7 +196,8 @@ func (d *Detector) sourceOf(service string, scope Scope) *source {
 	if c := d.srcs[i]; c != nil && c.service == service && c.scope == scope {
 		return c
 	}
-	c := &source{service: service, scope: scope}
+	c := &source{service: service, scope: scope,
+		size: SpanOverhead + len(service) + len(scope.Name) + len(scope.Version)}
 	d.srcs[i] = c
 	return c
 }
@@ -249,15 +257,20 @@ type Detector struct {
 	kinds   map[svcKind]*int // looked up once per resource and kind
 	st      Stats
 	in      interner
+	last    [3]lastStr // name, route, method
 }
 
 // NewDetector returns an empty Detector; zero Options fields take their
 // defaults.
-func NewDetector(opts Options) *Detector {
+func NewDetector(opts Options) *Detector { return NewDetectorSeeded(opts, keyhash.NewSeed()) }
+
+// NewDetectorSeeded is NewDetector hashing span keys with seed's Hash24,
+// as a caller of AddHashed hashes them.
+func NewDetectorSeeded(opts Options, seed keyhash.Seed) *Detector {
 	o := opts.withDefaults()
 	return &Detector{
 		o:       o,
-		hash:    newKeyHash(),
+		hash:    keyHash{seed},
 		findIdx: make(map[Key]int32),
 		marks:   newFIFO[traceMark, struct{}](o.MaxSpans),
 		kinds:   make(map[svcKind]*int),
@@ -272,7 +285,26 @@ func NewDetector(opts Options) *Detector {
 func (d *Detector) Add(td ptrace.Traces) []Pair {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	return d.add(td, nil, nil)
+}
+
+// AddHashed is Add for a caller that has already read the spans' keys: keys
+// holds every span's trace id and span id (in any form when either is all
+// zero), in the order Add walks td (resources, scopes, spans), and hashes
+// their hashes under the Detector's seed (NewDetectorSeeded). When their
+// lengths are not td's span count it reads the keys itself, as Add does.
+func (d *Detector) AddHashed(td ptrace.Traces, keys [][24]byte, hashes []uint64) []Pair {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(keys) != len(hashes) || len(keys) != td.SpanCount() {
+		keys, hashes = nil, nil
+	}
+	return d.add(td, keys, hashes)
+}
+
+func (d *Detector) add(td ptrace.Traces, keys [][24]byte, hashes []uint64) []Pair {
 	var out []Pair
+	base := 0
 	for _, rs := range td.ResourceSpans().All() {
 		kc := kindCache{svc: d.in.str(serviceName(rs.Resource()))}
 		for _, ss := range rs.ScopeSpans().All() {
@@ -281,15 +313,25 @@ func (d *Detector) Add(td ptrace.Traces) []Pair {
 			spans := ss.Spans()
 			for j0 := 0; j0 < spans.Len(); j0 += len(d.hs) {
 				j1 := min(j0+len(d.hs), spans.Len())
-				d.prefetch(spans, j0, j1)
-				for j := j0; j < j1; j++ {
-					out = d.addSpan(spans.At(j), &d.keys[j-j0], d.hs[j-j0], &kc, scope, &src, out)
+				var ks []spanKey
+				var hs []uint64
+				if keys != nil {
+					ks = unsafe.Slice((*spanKey)(&keys[base+j0]), j1-j0)
+					hs = hashes[base+j0 : base+j1]
+				} else {
+					d.readKeys(spans, j0, j1)
+					ks, hs = d.keys[:j1-j0], d.hs[:j1-j0]
+				}
+				d.prefetch(ks, hs)
+				for j := range ks {
+					out = d.addSpan(spans.At(j0+j), &ks[j], hs[j], &kc, scope, &src, out)
 				}
 				// One tight pass over the table, which the hardware
 				// prefetches, rather than a few entries per span.
 				d.sweep(d.idx.debt)
 				d.idx.debt = 0
 			}
+			base += spans.Len()
 		}
 	}
 	d.st.Held = int(d.n)
@@ -302,32 +344,39 @@ func (d *Detector) Add(td ptrace.Traces) []Pair {
 // other, so their cache misses overlap.
 const prefetchSpans = 256
 
-// prefetch reads the keys of spans[j0:j1] into d.keys (a zero key for
-// invalid ids), hashes them into d.hs, and then loads each one's home in
-// the index and the lines the sweep will look at, changing nothing: a loop of loads alone, so that as many of
-// their misses as the CPU can follow are in flight at once.
-func (d *Detector) prefetch(spans ptrace.SpanSlice, j0, j1 int) {
-	n := j1 - j0
-	valid := false
-	for j := range n {
+// readKeys reads the keys of spans[j0:j1] into d.keys and hashes them
+// into d.hs.
+func (d *Detector) readKeys(spans ptrace.SpanSlice, j0, j1 int) {
+	for j := range j1 - j0 {
 		sp := spans.At(j0 + j)
-		tid, sid := sp.TraceID(), sp.SpanID()
-		if tid.IsEmpty() || sid.IsEmpty() {
-			d.keys[j] = spanKey{}
-			continue
-		}
-		valid = true
-		d.keys[j] = keyOf(tid, sid)
+		d.keys[j] = keyOf(sp.TraceID(), sp.SpanID())
 		d.hs[j] = d.hash.of(&d.keys[j])
 	}
-	if !valid {
-		return
-	}
+}
+
+// invalid: the trace id or the span id is all zero.
+func (k *spanKey) invalid() bool {
+	return [16]byte(k[:16]) == [16]byte{} || [8]byte(k[16:]) == [8]byte{}
+}
+
+// prefetch loads the index home of each of the keys ks, hashed as hs, and
+// the lines the sweep will look at, changing nothing: a loop of loads
+// alone, so that as many of their misses as the CPU can follow are in
+// flight at once.
+func (d *Detector) prefetch(ks []spanKey, hs []uint64) {
+	n := len(ks)
 	if d.recs == nil {
+		valid := false
+		for j := range ks {
+			valid = valid || !ks[j].invalid()
+		}
+		if !valid {
+			return
+		}
 		d.alloc()
 	}
 	var sink uint32
-	for _, h := range d.hs[:n] {
+	for _, h := range hs {
 		sink += d.idx.e[d.idx.home(tagOf(h, heldKind))].tag
 	}
 	// And the lines the sweep will most likely look at after this chunk
@@ -349,53 +398,77 @@ func (d *Detector) prefetch(spans ptrace.SpanSlice, j0, j1 int) {
 	d.sink += sink
 }
 
-// addSpan judges sp, whose key prefetch read as *k (zero for invalid ids)
-// and hashed as hk, and holds it.
+// addSpan judges sp, whose key is *k (invalid when either id is all
+// zero), hashed as hk, and holds it.
 func (d *Detector) addSpan(sp ptrace.Span, k *spanKey, hk uint64, kc *kindCache, scope Scope, src **source, out []Pair) []Pair {
 	d.st.Spans++
-	if *k == (spanKey{}) {
+	if k.invalid() {
 		d.st.InvalidIDs++
-		d.countKind(kc, sp.Kind())
+		d.countKind(kc, kindOf(sp.Kind()))
 		return out
 	}
-	if d.find(heldKind, k, hk) >= 0 {
+	// One walk of the key's run finds both its held entry and its list of
+	// children waiting for it (entries of one key share a home).
+	hi, wi := d.findBoth(k, hk)
+	if hi >= 0 {
 		d.st.Duplicates++
 		return out
 	}
-	d.countKind(kc, sp.Kind())
+	sweeps := d.idx.sweeps
+	kind := kindOf(sp.Kind())
+	d.countKind(kc, kind)
 	if *src == nil {
 		*src = d.sourceOf(kc.svc, scope)
 	}
-	r := rec{key: *k, src: *src, innerF: -1, outerF: -1}
-	d.read(&r, sp)
+	// Read and intern the strings first, for the span's cost; then evict
+	// and fill its slot in place, rather than build the record aside and
+	// copy it in.
+	route, method := routeAndMethod(sp.Attributes())
+	name := d.last[0].str(&d.in, sp.Name())
+	route = d.last[1].str(&d.in, route)
+	method = d.last[2].str(&d.in, method)
+	s := *src
+	cost := s.size + len(name) + len(route) + len(method)
+	slot, seq := d.insert(cost, hk)
+	r := &d.recs[slot]
+	*r = rec{key: *k, src: s, innerF: -1, outerF: -1, name: name, route: route, method: method, kind: kind,
+		start: uint64(sp.StartTimestamp()), end: uint64(sp.EndTimestamp())}
 	if psid := sp.ParentSpanID(); !psid.IsEmpty() && psid != k.spanID() {
-		r.parent, r.hasParent = keyOf(k.traceID(), psid), true
+		r.psid, r.hasParent = psid, true
 	}
-	slot, seq := d.insert(&r, hk)
 	if r.hasParent {
-		hp := d.hash.of(&r.parent)
-		if pi := d.find(heldKind, &r.parent, hp); pi >= 0 {
+		parent := r.parentKey()
+		hp := d.hash.of(&parent)
+		if pi := d.find(heldKind, &parent, hp); pi >= 0 {
 			out = d.eval(d.slotOf(d.idx.e[pi].seq), slot, out)
 		} else {
-			d.push(waitingKind, hp, slot, seq)
+			d.push(waitingKind, &parent, hp, slot, seq)
 			d.recs[slot].waiting = true
 		}
 		if r.kind == ptrace.SpanKindServer {
 			var sibs []int32
-			if si := d.find(sibsKind, &r.parent, hp); si >= 0 {
+			if si := d.find(sibsKind, &parent, hp); si >= 0 {
 				sibs = d.list(d.idx.e[si].seq, sibLinks)
 			}
 			for _, ss := range sibs {
 				out = d.evalSibling(ss, slot, out)
 			}
 			if len(sibs) < MaxSiblings {
-				d.push(sibsKind, hp, slot, seq)
+				d.push(sibsKind, &parent, hp, slot, seq)
 			} else {
 				d.st.SiblingOverflow++
 			}
 		}
 	}
-	if wi := d.find(waitingKind, k, hk); wi >= 0 {
+	// The list found before holding the span is still it unless a sweep
+	// has moved entries since or its newest span was evicted (then all of
+	// it was, and its entry may have been taken): check it, else look
+	// again. No list under k can have appeared: a span is not its own
+	// parent.
+	if wi >= 0 && (d.idx.sweeps != sweeps || !d.isList(uint32(wi), waitingKind, k, hk)) {
+		wi = d.find(waitingKind, k, hk)
+	}
+	if wi >= 0 {
 		kids := d.list(d.idx.e[wi].seq, waitingLinks)
 		d.idx.removeAt(uint32(wi))
 		for _, cs := range kids {
@@ -406,15 +479,21 @@ func (d *Detector) addSpan(sp ptrace.Span, k *spanKey, hk uint64, kc *kindCache,
 	return out
 }
 
-// read fills in what the rule looks at in sp, as readSpan does.
-func (d *Detector) read(r *rec, sp ptrace.Span) {
-	route, method := routeAndMethod(sp.Attributes())
-	r.name = d.in.str(sp.Name())
-	r.kind = kindOf(sp.Kind())
-	r.route = d.in.str(route)
-	r.method = d.in.str(method)
-	r.start = uint64(sp.StartTimestamp())
-	r.end = uint64(sp.EndTimestamp())
+// lastStr is the last string an interner returned for one field of the
+// spans of a batch, and what it was given: spans in a row mostly carry the
+// same name, route and method, and comparing with the last one (at once
+// when they share their bytes) is cheaper than placing it in the table.
+type lastStr struct{ raw, val string }
+
+func (l *lastStr) str(in *interner, s string) string {
+	if s == l.raw {
+		return l.val
+	}
+	v := in.str(s)
+	if len(s) <= MaxStringBytes { // never keep a long one
+		l.raw, l.val = s, v
+	}
+	return v
 }
 
 // kindCache is one resource's (service, kind) counters, so that the map of
@@ -425,8 +504,8 @@ type kindCache struct {
 	looked [ptrace.SpanKindConsumer + 1]bool
 }
 
+// countKind counts a span of k (as kindOf reads it) in kc's service.
 func (d *Detector) countKind(kc *kindCache, k ptrace.SpanKind) {
-	k = kindOf(k)
 	var c *int
 	if k >= 0 && int(k) < len(kc.ctr) {
 		if !kc.looked[k] {
@@ -460,10 +539,10 @@ func (d *Detector) alloc() {
 	d.idx = newIndex(d.o.MaxSpans)
 }
 
-// insert holds r, whose key's hash is hk, evicting the oldest spans as the
-// bounds require, and returns its slot and arrival number.
-func (d *Detector) insert(r *rec, hk uint64) (int32, uint32) {
-	cost := r.bytes()
+// insert makes room for a span of cost bytes whose key's hash is hk,
+// evicting the oldest spans as the bounds require, indexes it and returns
+// its slot, which the caller fills, and its arrival number.
+func (d *Detector) insert(cost int, hk uint64) (int32, uint32) {
 	for d.n > 0 && (d.n == int32(len(d.recs)) || d.bytes+cost > d.o.MaxBytes) {
 		full := d.n == int32(len(d.recs))
 		if full {
@@ -481,7 +560,6 @@ func (d *Detector) insert(r *rec, hk uint64) (int32, uint32) {
 	seq := d.seq0 + uint32(d.n)
 	d.n++
 	d.bytes += cost
-	d.recs[slot] = *r
 	d.idx.add(tagOf(hk, heldKind), d.seq0, uint32(d.n)).seq = seq
 	if d.idx.used > d.idx.high {
 		d.sweep(burst + d.idx.debt)
@@ -540,10 +618,47 @@ func (d *Detector) find(kind ikind, k *spanKey, h uint64) int32 {
 			continue
 		}
 		r := &d.recs[d.slotOf(e.seq)]
-		if kind == heldKind && r.key == *k || kind != heldKind && r.parent == *k {
+		if kind == heldKind && r.key == *k ||
+			kind != heldKind && [16]byte(r.key[:16]) == [16]byte(k[:16]) && r.psid == [8]byte(k[16:]) {
 			return int32(i)
 		}
 	}
+}
+
+// findBoth is find(heldKind, k, h) and find(waitingKind, k, h) in one
+// walk of the run.
+func (d *Detector) findBoth(k *spanKey, h uint64) (held, waiting int32) {
+	x := &d.idx
+	th, tw := tagOf(h, heldKind), tagOf(h, waitingKind)
+	held, waiting = -1, -1
+	for i := x.home(th); ; i = (i + 1) & x.mask {
+		e := x.e[i]
+		if e.tag == 0 {
+			return held, waiting
+		}
+		if e.tag != th && e.tag != tw || !d.held(e.seq) {
+			continue
+		}
+		r := &d.recs[d.slotOf(e.seq)]
+		if e.tag == th {
+			if held < 0 && r.key == *k {
+				held = int32(i)
+			}
+		} else if waiting < 0 && [16]byte(r.key[:16]) == [16]byte(k[:16]) && r.psid == [8]byte(k[16:]) {
+			waiting = int32(i)
+		}
+	}
+}
+
+// isList reports whether entry i is the live list of kind under parent key
+// k, whose hash is h.
+func (d *Detector) isList(i uint32, kind ikind, k *spanKey, h uint64) bool {
+	e := d.idx.e[i]
+	if e.tag != tagOf(h, kind) || !d.held(e.seq) {
+		return false
+	}
+	r := &d.recs[d.slotOf(e.seq)]
+	return [16]byte(r.key[:16]) == [16]byte(k[:16]) && r.psid == [8]byte(k[16:])
 }
 
 // sweep moves the sweep on by n entries of the index in table order,
@@ -553,6 +668,7 @@ func (d *Detector) sweep(n int) {
 	x := &d.idx
 	e, mask, i := x.e, x.mask, x.sweep
 	seq0, held := d.seq0, uint32(d.n)
+	x.sweeps++
 	for n > 0 {
 		if en := e[i]; en.tag != 0 && en.seq-seq0 >= held {
 			x.removeAt(i) // and look at what moved into i next
@@ -573,10 +689,10 @@ const (
 )
 
 // push appends the span numbered seq, in slot, to the list of kind under
-// its parent key, whose hash is hp.
-func (d *Detector) push(kind ikind, hp uint64, slot int32, seq uint32) {
+// its parent key pk, whose hash is hp.
+func (d *Detector) push(kind ikind, pk *spanKey, hp uint64, slot int32, seq uint32) {
 	r := &d.recs[slot]
-	i := d.find(kind, &r.parent, hp)
+	i := d.find(kind, pk, hp)
 	var e *ientry
 	if i < 0 {
 		e = d.idx.add(tagOf(hp, kind), d.seq0, uint32(d.n))

@@ -414,7 +414,7 @@ func checkLists(t *testing.T, d *Detector) {
 			for _, cur := range lst {
 				r := &d.recs[cur]
 				age := int((cur - d.head + int32(len(d.recs))) % int32(len(d.recs)))
-				if !c.flag(r) || !r.hasParent || r.parent != k || listed[cur] || age >= int(d.n) || age <= prev {
+				if !c.flag(r) || !r.hasParent || r.parentKey() != k || listed[cur] || age >= int(d.n) || age <= prev {
 					t.Fatalf("%s: slot %d listed under the wrong parent, unflagged, not held, out of order or twice", c.name, cur)
 				}
 				listed[cur] = true
@@ -524,11 +524,10 @@ func TestArrivalNumbersWrap(t *testing.T) {
 	}
 }
 
-// TestRecordSizes: a held span costs its record (under two and a half
-// cache lines) and its index entries (8 bytes each), which SpanOverhead
+// TestRecordSizes: a held span costs its record (two cache lines at most) and its index entries (8 bytes each), which SpanOverhead
 // covers with room.
 func TestRecordSizes(t *testing.T) {
-	if recSize > 144 || ientrySize != 8 || recSize+3*ientrySize*2 > SpanOverhead {
+	if recSize > 128 || ientrySize != 8 || recSize+3*ientrySize*2 > SpanOverhead {
 		t.Fatalf("record %d bytes, index entry %d bytes, SpanOverhead %d", recSize, ientrySize, SpanOverhead)
 	}
 }

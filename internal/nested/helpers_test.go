@@ -144,7 +144,7 @@ func (d *Detector) listMap(t testing.TB, kind ikind) map[spanKey][]int32 {
 		if e.tag == 0 || e.kind() != kind || !d.held(e.seq) {
 			continue
 		}
-		k := d.recs[d.slotOf(e.seq)].parent
+		k := d.recs[d.slotOf(e.seq)].parentKey()
 		if d.find(kind, &k, d.hash.of(&k)) != int32(i) {
 			t.Fatalf("index: list entry %d not found from its key", i)
 		}

@@ -30,6 +30,9 @@ type index struct {
 	high  int    // above this many in use, the sweep moves on burst entries per span added
 	sweep uint32 // the next entry the sweep looks at
 	debt  int    // entries the sweep is to move on by at the end of the chunk of spans
+	// sweeps counts the sweep's passes: entries may have moved since a
+	// position was found when it has changed.
+	sweeps uint32
 }
 
 // ikind is what an index entry stands for.
@@ -128,11 +131,10 @@ func (x *index) removeAt(i uint32) {
 }
 
 // keyHash hashes span keys with the windows' keyed hash (internal/keyhash)
-// and a seed drawn per Detector, so that a client cannot choose keys that
-// share a probe run.
+// and a secret seed (drawn per Detector, or in the dedup processor the span
+// window's, whose hashes it takes), so that a client cannot choose keys
+// that share a probe run.
 type keyHash struct{ seed keyhash.Seed }
-
-func newKeyHash() keyHash { return keyHash{keyhash.NewSeed()} }
 
 // of hashes *k in place: the detector's one call of its key hash.
 func (s *keyHash) of(k *spanKey) uint64 { return s.seed.Hash24((*[24]byte)(k)) }

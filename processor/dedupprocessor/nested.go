@@ -11,6 +11,7 @@ import (
 
 	"github.com/doubletake/doubletake/internal/nested"
 	"github.com/doubletake/doubletake/internal/sanitize"
+	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/window"
 )
 
 // nestedLabelKey is what the nested_spans metric is labelled with.
@@ -36,12 +37,14 @@ type nestedState struct {
 	reportedBytes int // detector evictions (max_bytes) counted so far
 }
 
-func newNestedState(cfg *Config) *nestedState {
+// newNestedState makes the detector hashing span keys as the span window
+// does (its seed), so that it takes the window's keys and hashes.
+func newNestedState(cfg *Config, seed window.Seed) *nestedState {
 	if !cfg.Traces.Nested.Detect {
 		return nil
 	}
 	n := &nestedState{
-		det:  nested.NewDetector(cfg.Traces.Nested.Options),
+		det:  nested.NewDetectorSeeded(cfg.Traces.Nested.Options, seed),
 		opts: cfg.Traces.Nested.Options,
 		evictedOpt: metric.WithAttributeSet(attribute.NewSet(
 			attribute.String("signal", "traces"), attribute.String("reason", "nested_capacity"))),
@@ -96,9 +99,10 @@ func (n *nestedState) count(k nestedLabelKey, spans int, kind, name string) metr
 
 // process runs after id dedup, on what is about to be forwarded: it counts
 // the nested duplicates td completes and, with collapse_nested, removes
-// the inner spans of those within td.
-func (n *nestedState) process(ctx context.Context, td ptrace.Traces, tel *telemetry) {
-	for _, p := range n.det.Add(td) {
+// the inner spans of those within td. keys and hashes are the window's
+// (spanScratch.kept): those of td's spans, in order.
+func (n *nestedState) process(ctx context.Context, td ptrace.Traces, keys [][24]byte, hashes []uint64, tel *telemetry) {
+	for _, p := range n.det.AddHashed(td, keys, hashes) {
 		tel.nestedSpans.Add(ctx, 1, n.count(nestedLabelKey{service: p.Service, outer: p.OuterScope.String(), inner: p.InnerScope.String()}, 1, p.Kind, p.Name))
 	}
 	if n.collapse != nil {

@@ -118,3 +118,52 @@ func TestNestedBytesBoundCounted(t *testing.T) {
 		t.Fatalf("evicted_entries{reason=nested_capacity} = %d, want 0: max_spans was not reached", cap)
 	}
 }
+
+// TestNestedTakesTheKeysOfTheSpansLeft: the detector takes the window's
+// keys of the spans a request keeps, so that the duplicates dropped before
+// and between the two spans of a pair must not shift them: the pair is
+// still found (and the dropped spans are not taken for its spans).
+func TestNestedTakesTheKeysOfTheSpansLeft(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Traces.Nested.Detect = true })
+	other := func(ids ...byte) ptrace.Traces {
+		td := ptrace.NewTraces()
+		rs := td.ResourceSpans().AppendEmpty()
+		rs.Resource().Attributes().PutStr("service.name", "api")
+		ss := rs.ScopeSpans().AppendEmpty()
+		ss.Scope().SetName("otelhttp")
+		ss.Scope().SetVersion("0.71.0")
+		for _, id := range ids {
+			s := ss.Spans().AppendEmpty()
+			s.SetTraceID(pcommon.TraceID{9, 9})
+			s.SetSpanID(pcommon.SpanID{9, id})
+			s.SetName("GET /rollouts")
+			s.SetKind(ptrace.SpanKindServer)
+			s.SetStartTimestamp(1_000_000)
+			s.SetEndTimestamp(2_000_000)
+		}
+		return td
+	}
+	if err := h.sendTraces(other(1, 2, 3)); err != nil {
+		t.Fatal(err)
+	}
+	// One request: two duplicates, the pair's spans with a duplicate
+	// between them, and a new span.
+	td := other(1, 2)
+	pair := doubleWrapped(5).ResourceSpans().At(0).ScopeSpans().At(0).Spans()
+	spans := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans()
+	pair.At(1).CopyTo(spans.AppendEmpty()) // the inner span
+	other(3).ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).CopyTo(spans.AppendEmpty())
+	pair.At(2).CopyTo(spans.AppendEmpty()) // the outer span
+	other(4).ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).CopyTo(spans.AppendEmpty())
+	if err := h.sendTraces(td); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(h.delivered()); got != 3+3 {
+		t.Fatalf("%d spans delivered, want 6 (3, then the pair and one new span)", got)
+	}
+	got := h.counter("otelcol_processor_dedup_nested_spans", svc("api"),
+		attribute.String("outer_scope", "otelhttp 0.71.0"), attribute.String("inner_scope", "otelhttp 0.71.0"), attribute.String("action", "counted"))
+	if got != 1 {
+		t.Fatalf("nested_spans{counted} = %d, want 1", got)
+	}
+}

@@ -34,7 +34,7 @@ func (p *tracesProcessor) ConsumeTraces(ctx context.Context, td ptrace.Traces) e
 		return nil
 	}
 	if p.st.nested != nil {
-		p.st.nested.process(ctx, td, p.st.tel)
+		p.st.nested.process(ctx, td, sc.keys[:sc.kept], sc.hashes[:sc.kept], p.st.tel)
 	}
 	return settle(ctx, sc, p.st.tel, p.next.ConsumeTraces(ctx, td))
 }

@@ -86,7 +86,7 @@ func newState(id component.ID, set component.TelemetrySettings, cfg *Config) (*s
 		return nil, err
 	}
 	st := &state{
-		nested:  newNestedState(cfg),
+		nested:  newNestedState(cfg, seed),
 		id:      id,
 		seed:    seed,
 		cfg:     cfg,

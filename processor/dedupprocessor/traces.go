@@ -44,6 +44,7 @@ type spanScratch struct {
 	inserted [][24]byte // keys this request stored, to take back on failure
 	fps      []uint64   // their fingerprints, to journal on success
 	counts   []counts   // per resource
+	kept     int        // after judge, keys[:kept] and hashes[:kept] are those of the spans left
 }
 
 func newSpanUnit(cfg *Config, seed window.Seed, svcs *services) (*spanUnit, error) {
@@ -119,7 +120,7 @@ func (u *spanUnit) judgeSpan(s ptrace.Span, j int, now int64, sc *spanScratch) v
 func (u *spanUnit) begin() *spanScratch {
 	sc := u.scratch.Get().(*spanScratch)
 	sc.keys, sc.hashes = sc.keys[:0], sc.hashes[:0]
-	sc.inserted, sc.fps, sc.counts = sc.inserted[:0], sc.fps[:0], sc.counts[:0]
+	sc.inserted, sc.fps, sc.counts, sc.kept = sc.inserted[:0], sc.fps[:0], sc.counts[:0], 0
 	sc.now = u.now()
 	return sc
 }
@@ -143,7 +144,7 @@ func (u *spanUnit) judge(ctx context.Context, td ptrace.Traces, sc *spanScratch,
 		rs := rss.At(i)
 		sc.counts = append(sc.counts, counts{svc: u.svcs.get(rs.Resource())})
 		c := &sc.counts[len(sc.counts)-1]
-		keep := func(s ptrace.Span) bool {
+		judged := func(s ptrace.Span) bool {
 			c.received++
 			j++
 			switch u.judgeSpan(s, j-1, now, sc) {
@@ -156,6 +157,15 @@ func (u *spanUnit) judge(ctx context.Context, td ptrace.Traces, sc *spanScratch,
 			case verdictInvalid:
 				c.invalid++
 			}
+			return true
+		}
+		// The nested detector takes the keys of the spans left.
+		keep := func(s ptrace.Span) bool {
+			if !judged(s) {
+				return false
+			}
+			sc.keys[sc.kept], sc.hashes[sc.kept] = sc.keys[j-1], sc.hashes[j-1]
+			sc.kept++
 			return true
 		}
 		if drop {
