@@ -526,8 +526,9 @@ func benchCPU(b *testing.B, f func()) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	b.ReportAllocs()
+	b.ResetTimer()
 	c0 := threadCPU()
-	for b.Loop() {
+	for range b.N {
 		f()
 	}
 	if cpu := threadCPU() - c0; cpu > 0 {
