@@ -8,6 +8,12 @@
 // arrive sorted is written as it comes, in exactly the bytes earlier
 // versions wrote for it.
 //
+// With InOrder set, maps are written in their stored order instead: the
+// dedup processor's log digests use it, since the copies a re-send or a
+// second export of one SDK's record makes keep its order byte for byte, and
+// sorting would only cost time (about a fifth of the log path when keys
+// arrive unsorted) and change the digests journals already hold.
+//
 // Used by the dedup processor's log digests, the metric stream identities
 // (internal/streams) and the analysis of verify and audit (internal/analyze).
 package pdataenc
@@ -25,6 +31,10 @@ import (
 // buffers have grown. An Encoder is not safe for concurrent use.
 type Encoder struct {
 	B []byte
+
+	// InOrder writes map entries in their stored order, not sorted by
+	// key: a reordered map then encodes apart (never as a false match).
+	InOrder bool
 
 	kvs []kv // sort stack of Attrs; a nested map pushes above its parent
 }
@@ -101,7 +111,8 @@ func (e *Encoder) Value(v pcommon.Value) {
 	}
 }
 
-// Attrs writes a map: its length, then each key and value, sorted by key.
+// Attrs writes a map: its length, then each key and value, sorted by key
+// (in stored order with InOrder).
 // Keys are unique in a well-formed map; a malformed one with a repeated key
 // keeps those entries in their stored order, so it still encodes apart from
 // the map with the two values swapped.
@@ -109,6 +120,13 @@ func (e *Encoder) Attrs(m pcommon.Map) {
 	n := m.Len()
 	e.Len(n)
 	if n == 0 {
+		return
+	}
+	if e.InOrder {
+		for k, v := range m.All() {
+			e.Str(k)
+			e.Value(v)
+		}
 		return
 	}
 	// Many SDKs (Go's attribute sets, Java, Prometheus' labels) send

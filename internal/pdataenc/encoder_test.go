@@ -214,6 +214,47 @@ func TestAttrsSortedAsBefore(t *testing.T) {
 	}
 }
 
+// TestInOrderAsBefore: with InOrder, every map (nested ones too) encodes
+// in stored order, exactly as the encoder before the sort wrote it, so the
+// log digests journals hold stay valid; a reordered map encodes apart.
+func TestInOrderAsBefore(t *testing.T) {
+	build := func(order ...string) pcommon.Map {
+		m := pcommon.NewMap()
+		for _, k := range order {
+			switch k {
+			case "c":
+				n := m.PutEmptyMap("c")
+				n.PutDouble("y", 1.5)
+				n.PutEmptySlice("x").AppendEmpty().SetEmptyMap().PutBool("z", true)
+			case "0":
+				m.PutEmptyBytes("0").FromRaw([]byte{0, 1})
+			default:
+				m.PutStr(k, "v"+k)
+			}
+		}
+		return m
+	}
+	inOrder := func(m pcommon.Map) []byte {
+		e := Encoder{InOrder: true}
+		e.Attrs(m)
+		return e.B
+	}
+	m := build("b", "a", "c", "0")
+	var legacy Encoder
+	legacyAttrs(&legacy, m)
+	if got := inOrder(m); !bytes.Equal(got, legacy.B) {
+		t.Errorf("in order:\n got %x\nwant %x", got, legacy.B)
+	}
+	if bytes.Equal(inOrder(m), encAttrs(m)) {
+		t.Error("InOrder wrote the sorted form of an unsorted map")
+	}
+	if r := build("0", "a", "b", "c"); bytes.Equal(inOrder(m), inOrder(r)) {
+		t.Error("InOrder: a reordered map encodes alike")
+	} else if !bytes.Equal(encAttrs(m), encAttrs(r)) {
+		t.Error("sorted: a reordered map encodes apart")
+	}
+}
+
 // TestAttrsRepeatedKey: a malformed map (from the wire) with a repeated key
 // keeps those entries in stored order, so swapping their values changes the
 // encoding.

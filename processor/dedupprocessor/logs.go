@@ -52,13 +52,13 @@ func newLogUnit(cfg *Config, seed window.Seed, svcs *services) (*logUnit, error)
 	u := &logUnit{signalWindow: *newSignalWindow("logs", set), records: set, seed: logSeed(seed), svcs: svcs,
 		max: cfg.Logs.MaxRecords, length: cfg.Logs.Window}
 	u.now = func() int64 { return time.Now().UnixNano() }
-	u.scratch.New = func() any { return &logScratch{u: u} }
+	u.scratch.New = func() any { return &logScratch{u: u, enc: pdataenc.Encoder{InOrder: true}} }
 	u.bufs.New = newSegmentBuf
 	return u, nil
 }
 
 // digest is the seeded XXH3-128 of prefix (the resource and scope digest)
-// followed by the record's canonical encoding: timestamps, severity, body,
+// followed by the record's encoding (maps in stored order): timestamps, severity, body,
 // attributes, event name and trace context.
 func (w *logUnit) digest(e *pdataenc.Encoder, prefix [16]byte, r plog.LogRecord) [16]byte {
 	e.Reset()

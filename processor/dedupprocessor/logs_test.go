@@ -2,12 +2,13 @@ package dedupprocessor
 
 import (
 	"context"
-	"github.com/doubletake/doubletake/internal/pdataenc"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/doubletake/doubletake/internal/pdataenc"
 )
 
 func (h *harness) sendLogs(ld plog.Logs) error {
@@ -108,5 +109,41 @@ func TestLogDigestSeparatesFields(t *testing.T) {
 	}
 	if w.digest(&e, [16]byte{1}, base()) == ref {
 		t.Error("another resource/scope prefix gives the same digest")
+	}
+}
+
+// TestLogsReorderedAttributesAreNew: a log record's digest keeps its maps'
+// stored order, as copies of one SDK's record do (a re-send, a second
+// exporter), so the digests journals hold since before the canonical
+// encoder stay valid and an unsorted record costs no sort. A record whose
+// attributes arrive in another order counts as another record, never as a
+// false duplicate; an exact copy is still dropped.
+func TestLogsReorderedAttributesAreNew(t *testing.T) {
+	h := newHarness(t, nil)
+	record := func(keys ...string) plog.Logs {
+		ld := plog.NewLogs()
+		rl := ld.ResourceLogs().AppendEmpty()
+		rl.Resource().Attributes().PutStr("service.name", "a")
+		r := rl.ScopeLogs().AppendEmpty().LogRecords().AppendEmpty()
+		r.Body().SetStr("boot")
+		for _, k := range keys {
+			r.Attributes().PutStr(k, "v"+k)
+		}
+		return ld
+	}
+	for i, s := range []struct {
+		keys []string
+		want int
+	}{
+		{[]string{"b", "a"}, 1},
+		{[]string{"b", "a"}, 0}, // the same record again
+		{[]string{"a", "b"}, 1}, // the same attributes, stored in another order
+	} {
+		if err := h.sendLogs(record(s.keys...)); err != nil {
+			t.Fatal(err)
+		}
+		if got := h.deliveredLogs(); len(got) != s.want {
+			t.Fatalf("step %d (%v): delivered %d records, want %d", i, s.keys, len(got), s.want)
+		}
 	}
 }
