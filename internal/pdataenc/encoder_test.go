@@ -187,8 +187,8 @@ func legacyAttrs(e *Encoder, m pcommon.Map) {
 
 // TestAttrsSortedAsBefore: a map whose keys arrive sorted (nested maps
 // too) encodes in exactly the bytes of the stored-order encoding, so the
-// log digests journaled for such records stay valid across the upgrade;
-// an unsorted one does not (it now encodes as its sorted form).
+// sort costs such maps nothing; an unsorted one encodes as its sorted
+// form. (Log digests keep stored order: TestInOrderAsBefore.)
 func TestAttrsSortedAsBefore(t *testing.T) {
 	sorted := pcommon.NewMap()
 	sorted.PutStr("a", "1")
