@@ -293,17 +293,9 @@ func (u *logUnit) restore(ctx context.Context, client storage.Client, _ *zap.Log
 
 // checkpoint drops the journal's segments older than the window.
 func (u *logUnit) checkpoint(ctx context.Context, now int64, logger *zap.Logger) {
-	if err := u.journal.Load().Trim(ctx, now-int64(u.length)); err != nil {
-		logger.Warn("trimming the stored log window", zap.Error(err))
-	}
+	trimJournal(ctx, u.journal.Load(), now-int64(u.length), "log", logger)
 }
 
 func (u *logUnit) close(context.Context, *zap.Logger) []zap.Field {
-	st := u.journal.Swap(nil).Stats()
-	return []zap.Field{
-		zap.Uint64("log_segments_written", st.Appended),
-		zap.Uint64("log_segments_trimmed", st.Trimmed),
-		zap.Uint64("log_segments_dropped", st.Dropped),
-		zap.Uint64("log_segments_failed", st.Failed),
-	}
+	return journalFields("log", u.journal.Swap(nil).Stats())
 }

@@ -325,19 +325,11 @@ func (u *spanUnit) restore(ctx context.Context, client storage.Client, _ *zap.Lo
 
 // checkpoint drops the journal's segments older than the window.
 func (u *spanUnit) checkpoint(ctx context.Context, now int64, logger *zap.Logger) {
-	if err := u.journal.Load().Trim(ctx, now-int64(u.length)); err != nil {
-		logger.Warn("trimming the stored span window", zap.Error(err))
-	}
+	trimJournal(ctx, u.journal.Load(), now-int64(u.length), "span", logger)
 }
 
 func (u *spanUnit) close(context.Context, *zap.Logger) []zap.Field {
-	st := u.journal.Swap(nil).Stats()
-	return []zap.Field{
-		zap.Uint64("span_segments_written", st.Appended),
-		zap.Uint64("span_segments_trimmed", st.Trimmed),
-		zap.Uint64("span_segments_dropped", st.Dropped),
-		zap.Uint64("span_segments_failed", st.Failed),
-	}
+	return journalFields("span", u.journal.Swap(nil).Stats())
 }
 
 // Fingerprint constants: odd 64-bit numbers with well mixed bits.

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/journal"
 	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/window"
 )
 
@@ -159,3 +160,23 @@ func newSegmentBuf() any { b := make([]byte, 0, 64<<10); return &b }
 
 func logSeed(s window.Seed) uint64    { return s[2] ^ s[3] }
 func metricSeed(s window.Seed) uint64 { return s[0] ^ s[3] }
+
+// trimJournal drops j's segments older than cutoff; a failure is logged
+// and retried at the next checkpoint.
+func trimJournal(ctx context.Context, j *journal.Journal, cutoff int64, signal string, logger *zap.Logger) {
+	if err := j.Trim(ctx, cutoff); err != nil {
+		logger.Warn("trimming the stored "+signal+" window", zap.Error(err))
+	}
+}
+
+// journalFields is what a signal's journal did, for the line that reports
+// storage closing: segments written, trimmed as the window passed, dropped
+// early (MaxSegments, or newer segments holding the window) and refused.
+func journalFields(signal string, st journal.Stats) []zap.Field {
+	return []zap.Field{
+		zap.Uint64(signal+"_segments_written", st.Appended),
+		zap.Uint64(signal+"_segments_trimmed", st.Trimmed),
+		zap.Uint64(signal+"_segments_dropped", st.Dropped),
+		zap.Uint64(signal+"_segments_failed", st.Failed),
+	}
+}
