@@ -212,16 +212,7 @@ func (sc *spanScratch) rollback(ctx context.Context, tel *telemetry) {
 	if len(sc.inserted) == 0 {
 		return
 	}
-	u := sc.u
-	u.mu.Lock()
-	var n int64
-	for _, k := range sc.inserted {
-		if u.spans.Forget(k) {
-			n++
-		}
-	}
-	u.mu.Unlock()
-	tel.rolledBack.Add(ctx, n, u.signalOpt)
+	tel.rolledBack.Add(ctx, forgetHeld(&sc.u.signalWindow, sc.u.spans, sc.inserted), sc.u.signalOpt)
 }
 
 // takeBack forgets the spans of td that the window holds and returns

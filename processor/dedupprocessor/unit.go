@@ -180,3 +180,18 @@ func journalFields(signal string, st journal.Stats) []zap.Field {
 		zap.Uint64(signal+"_segments_failed", st.Failed),
 	}
 }
+
+// forgetHeld forgets keys in set under w's lock and returns how many of
+// them it held: a request's insertions taken back when the next consumer
+// refused it.
+func forgetHeld[K comparable, V any](w *signalWindow, set *window.Set[K, V], keys []K) int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var n int64
+	for _, k := range keys {
+		if set.Forget(k) {
+			n++
+		}
+	}
+	return n
+}
