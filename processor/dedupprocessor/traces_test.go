@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor/processortest"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
 
 var (
@@ -177,6 +178,9 @@ func TestServiceLabelIsCapped(t *testing.T) {
 func TestRollbackOnDownstreamError(t *testing.T) {
 	next := &failingTraces{err: errDownstream}
 	set := processortest.NewNopSettings(Type)
+	tel := componenttest.NewTelemetry()
+	defer func() { _ = tel.Shutdown(context.Background()) }()
+	set.TelemetrySettings = tel.NewTelemetrySettings()
 	p, err := NewFactory().CreateTraces(context.Background(), set, createDefaultConfig(), next)
 	if err != nil {
 		t.Fatal(err)
@@ -187,6 +191,14 @@ func TestRollbackOnDownstreamError(t *testing.T) {
 	}
 	if err := p.ConsumeTraces(context.Background(), req()); err != errDownstream {
 		t.Fatalf("first attempt: err = %v, want the downstream error", err)
+	}
+	// The two spans the refused request inserted are counted as rolled back.
+	rolled, err := tel.GetMetric("otelcol_processor_dedup_rolled_back_entries")
+	if err != nil {
+		t.Fatalf("rolled_back_entries not recorded: %v", err)
+	}
+	if dps := rolled.Data.(metricdata.Sum[int64]).DataPoints; len(dps) != 1 || dps[0].Value != 2 {
+		t.Fatalf("rolled_back_entries = %+v, want one point of 2", dps)
 	}
 	next.err = nil
 	if err := p.ConsumeTraces(context.Background(), req()); err != nil {
