@@ -238,8 +238,8 @@ type Detector struct {
 	recs    []rec // a ring of MaxSpans slots: n held from head on
 	head, n int32
 	// seq0 is the arrival number of the span at head: the spans held are
-	// numbered seq0 to seq0+n-1, in arrival order (modulo 2^32: the sweep
-	// removes an index entry long before its number comes round again).
+	// numbered seq0 to seq0+n-1, in arrival order (modulo 2^32: the index's
+	// sweep clears a stale entry long before its number comes round again).
 	seq0  uint32
 	bytes int // what the held spans take, as spanInfo.bytes counts it
 	// The indexes over the ring, allocated with it: no Go map on the
@@ -326,10 +326,10 @@ func (d *Detector) add(td ptrace.Traces, keys [][24]byte, hashes []uint64) []Pai
 				for j := range ks {
 					out = d.addSpan(spans.At(j0+j), &ks[j], hs[j], &kc, scope, &src, out)
 				}
-				// One tight pass over the table, which the hardware
-				// prefetches, rather than a few entries per span.
-				d.sweep(d.idx.debt)
-				d.idx.debt = 0
+				if n := d.idx.debt / sweepEvery; n > 0 {
+					d.idx.sweepOn(n, d.seq0, uint32(d.n))
+					d.idx.debt -= n * sweepEvery
+				}
 			}
 			base += spans.Len()
 		}
@@ -360,9 +360,9 @@ func (k *spanKey) invalid() bool {
 }
 
 // prefetch loads the index home of each of the keys ks, hashed as hs, and
-// the lines the sweep will look at, changing nothing: a loop of loads
-// alone, so that as many of their misses as the CPU can follow are in
-// flight at once.
+// the ring slots they will take, changing nothing: a loop of loads alone,
+// so that as many of their misses as the CPU can follow are in flight at
+// once.
 func (d *Detector) prefetch(ks []spanKey, hs []uint64) {
 	n := len(ks)
 	if d.recs == nil {
@@ -377,14 +377,7 @@ func (d *Detector) prefetch(ks []spanKey, hs []uint64) {
 	}
 	var sink uint32
 	for _, h := range hs {
-		sink += d.idx.e[d.idx.home(tagOf(h, heldKind))].tag
-	}
-	// And the lines the sweep will most likely look at after this chunk
-	// (a full ring evicts a span per span added), and the ring's slots the
-	// chunk's spans will take.
-	x := &d.idx
-	for i := 0; i < perStale*n; i += 64 / ientrySize {
-		sink += x.e[(x.sweep+uint32(i))&x.mask].tag
+		sink += d.idx.b[d.idx.home(tagOf(h, heldKind))].over
 	}
 	slot := d.head + d.n
 	for range n {
@@ -414,7 +407,6 @@ func (d *Detector) addSpan(sp ptrace.Span, k *spanKey, hk uint64, kc *kindCache,
 		d.st.Duplicates++
 		return out
 	}
-	sweeps := d.idx.sweeps
 	kind := kindOf(sp.Kind())
 	d.countKind(kc, kind)
 	if *src == nil {
@@ -440,7 +432,7 @@ func (d *Detector) addSpan(sp ptrace.Span, k *spanKey, hk uint64, kc *kindCache,
 		parent := r.parentKey()
 		hp := d.hash.of(&parent)
 		if pi := d.find(heldKind, &parent, hp); pi >= 0 {
-			out = d.eval(d.slotOf(d.idx.e[pi].seq), slot, out)
+			out = d.eval(d.slotOf(d.idx.at(pi).seq), slot, out)
 		} else {
 			d.push(waitingKind, &parent, hp, slot, seq)
 			d.recs[slot].waiting = true
@@ -448,7 +440,7 @@ func (d *Detector) addSpan(sp ptrace.Span, k *spanKey, hk uint64, kc *kindCache,
 		if r.kind == ptrace.SpanKindServer {
 			var sibs []int32
 			if si := d.find(sibsKind, &parent, hp); si >= 0 {
-				sibs = d.list(d.idx.e[si].seq, sibLinks)
+				sibs = d.list(d.idx.at(si).seq, sibLinks)
 			}
 			for _, ss := range sibs {
 				out = d.evalSibling(ss, slot, out)
@@ -460,17 +452,16 @@ func (d *Detector) addSpan(sp ptrace.Span, k *spanKey, hk uint64, kc *kindCache,
 			}
 		}
 	}
-	// The list found before holding the span is still it unless a sweep
-	// has moved entries since or its newest span was evicted (then all of
-	// it was, and its entry may have been taken): check it, else look
-	// again. No list under k can have appeared: a span is not its own
-	// parent.
-	if wi >= 0 && (d.idx.sweeps != sweeps || !d.isList(uint32(wi), waitingKind, k, hk)) {
-		wi = d.find(waitingKind, k, hk)
+	// The list found before holding the span is still it (entries do not
+	// move) unless its newest span was evicted since (then all of it was,
+	// and its entry may have been taken): check it. No list under k can
+	// have appeared: a span is not its own parent.
+	if wi >= 0 && !d.isList(wi, waitingKind, k, hk) {
+		wi = -1
 	}
 	if wi >= 0 {
-		kids := d.list(d.idx.e[wi].seq, waitingLinks)
-		d.idx.removeAt(uint32(wi))
+		kids := d.list(d.idx.at(wi).seq, waitingLinks)
+		d.idx.clear(wi)
 		for _, cs := range kids {
 			d.recs[cs].waiting = false
 			out = d.eval(slot, cs, out)
@@ -560,26 +551,18 @@ func (d *Detector) insert(cost int, hk uint64) (int32, uint32) {
 	seq := d.seq0 + uint32(d.n)
 	d.n++
 	d.bytes += cost
-	d.idx.add(tagOf(hk, heldKind), d.seq0, uint32(d.n)).seq = seq
-	if d.idx.used > d.idx.high {
-		d.sweep(burst + d.idx.debt)
-		d.idx.debt = 0
-	}
+	d.idx.at(d.idx.add(tagOf(hk, heldKind), d.seq0, uint32(d.n))).seq = seq
+	d.idx.debt++
 	return slot, seq
 }
 
 // evictOldest forgets the oldest held span and, with clear, clears its
 // slot, so that its strings are not kept alive. Its index entries go stale
-// (their numbers are no longer held) and the sweep removes them.
+// (their numbers are no longer held): insertions overwrite them.
 func (d *Detector) evictOldest(clear bool) {
 	old := &d.recs[d.head]
-	d.idx.debt += perStale
 	if old.waiting {
 		d.st.EvictedWaiting++
-		d.idx.debt += perStale
-	}
-	if old.hasParent && old.kind == ptrace.SpanKindServer {
-		d.idx.debt += perStale
 	}
 	d.bytes -= old.bytes()
 	if clear {
@@ -609,75 +592,70 @@ func (d *Detector) slotOf(seq uint32) int32 {
 func (d *Detector) find(kind ikind, k *spanKey, h uint64) int32 {
 	x := &d.idx
 	tag := tagOf(h, kind)
-	for i := x.home(tag); ; i = (i + 1) & x.mask {
-		e := x.e[i]
-		if e.tag == 0 {
-			return -1
+	b := x.home(tag)
+	for range x.b {
+		bk := &x.b[b]
+		for j := range bk.e {
+			e := bk.e[j]
+			if e.tag != tag || !d.held(e.seq) {
+				continue
+			}
+			r := &d.recs[d.slotOf(e.seq)]
+			if kind == heldKind && r.key == *k ||
+				kind != heldKind && [16]byte(r.key[:16]) == [16]byte(k[:16]) && r.psid == [8]byte(k[16:]) {
+				return pos(b, j)
+			}
 		}
-		if e.tag != tag || !d.held(e.seq) {
-			continue
+		if bk.over == 0 {
+			break
 		}
-		r := &d.recs[d.slotOf(e.seq)]
-		if kind == heldKind && r.key == *k ||
-			kind != heldKind && [16]byte(r.key[:16]) == [16]byte(k[:16]) && r.psid == [8]byte(k[16:]) {
-			return int32(i)
-		}
+		b = (b + 1) & x.mask
+		x.tidy(b, d.seq0, uint32(d.n))
 	}
+	return -1
 }
 
 // findBoth is find(heldKind, k, h) and find(waitingKind, k, h) in one
-// walk of the run.
+// search.
 func (d *Detector) findBoth(k *spanKey, h uint64) (held, waiting int32) {
 	x := &d.idx
 	th, tw := tagOf(h, heldKind), tagOf(h, waitingKind)
 	held, waiting = -1, -1
-	for i := x.home(th); ; i = (i + 1) & x.mask {
-		e := x.e[i]
-		if e.tag == 0 {
-			return held, waiting
-		}
-		if e.tag != th && e.tag != tw || !d.held(e.seq) {
-			continue
-		}
-		r := &d.recs[d.slotOf(e.seq)]
-		if e.tag == th {
-			if held < 0 && r.key == *k {
-				held = int32(i)
+	b := x.home(th)
+	for range x.b {
+		bk := &x.b[b]
+		for j := range bk.e {
+			e := bk.e[j]
+			if e.tag != th && e.tag != tw || !d.held(e.seq) {
+				continue
 			}
-		} else if waiting < 0 && [16]byte(r.key[:16]) == [16]byte(k[:16]) && r.psid == [8]byte(k[16:]) {
-			waiting = int32(i)
+			r := &d.recs[d.slotOf(e.seq)]
+			if e.tag == th {
+				if held < 0 && r.key == *k {
+					held = pos(b, j)
+				}
+			} else if waiting < 0 && [16]byte(r.key[:16]) == [16]byte(k[:16]) && r.psid == [8]byte(k[16:]) {
+				waiting = pos(b, j)
+			}
 		}
+		if bk.over == 0 {
+			break
+		}
+		b = (b + 1) & x.mask
+		x.tidy(b, d.seq0, uint32(d.n))
 	}
+	return held, waiting
 }
 
-// isList reports whether entry i is the live list of kind under parent key
-// k, whose hash is h.
-func (d *Detector) isList(i uint32, kind ikind, k *spanKey, h uint64) bool {
-	e := d.idx.e[i]
+// isList reports whether the entry at position p is the live list of kind
+// under parent key k, whose hash is h.
+func (d *Detector) isList(p int32, kind ikind, k *spanKey, h uint64) bool {
+	e := *d.idx.at(p)
 	if e.tag != tagOf(h, kind) || !d.held(e.seq) {
 		return false
 	}
 	r := &d.recs[d.slotOf(e.seq)]
 	return [16]byte(r.key[:16]) == [16]byte(k[:16]) && r.psid == [8]byte(k[16:])
-}
-
-// sweep moves the sweep on by n entries of the index in table order,
-// removing the stale entries it meets (removing one does not count as
-// moving on).
-func (d *Detector) sweep(n int) {
-	x := &d.idx
-	e, mask, i := x.e, x.mask, x.sweep
-	seq0, held := d.seq0, uint32(d.n)
-	x.sweeps++
-	for n > 0 {
-		if en := e[i]; en.tag != 0 && en.seq-seq0 >= held {
-			x.removeAt(i) // and look at what moved into i next
-			continue
-		}
-		i = (i + 1) & mask
-		n--
-	}
-	x.sweep = i
 }
 
 // links says which list a record's prev field is for.
@@ -695,9 +673,9 @@ func (d *Detector) push(kind ikind, pk *spanKey, hp uint64, slot int32, seq uint
 	i := d.find(kind, pk, hp)
 	var e *ientry
 	if i < 0 {
-		e = d.idx.add(tagOf(hp, kind), d.seq0, uint32(d.n))
+		e = d.idx.at(d.idx.add(tagOf(hp, kind), d.seq0, uint32(d.n)))
 	} else {
-		e = &d.idx.e[i]
+		e = d.idx.at(i)
 	}
 	if kind == sibsKind {
 		r.prevSib, r.firstSib = e.seq, i < 0

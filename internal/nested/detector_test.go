@@ -431,15 +431,7 @@ func checkLists(t *testing.T, d *Detector) {
 			}
 		}
 	}
-	used := 0
-	for _, e := range d.idx.e {
-		if e.tag != 0 {
-			used++
-		}
-	}
-	if used != d.idx.used || d.recs != nil && 4*used > 3*len(d.idx.e) {
-		t.Fatalf("index: %d of %d entries used, live and stale", used, len(d.idx.e))
-	}
+	d.idx.check(t)
 }
 
 // TestListsStayConsistent drives a small detector with random parent and
