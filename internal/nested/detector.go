@@ -595,15 +595,17 @@ func (d *Detector) find(kind ikind, k *spanKey, h uint64) int32 {
 	b := x.home(tag)
 	for range x.b {
 		bk := &x.b[b]
-		for j := range bk.e {
-			e := bk.e[j]
-			if e.tag != tag || !d.held(e.seq) {
-				continue
-			}
-			r := &d.recs[d.slotOf(e.seq)]
-			if kind == heldKind && r.key == *k ||
-				kind != heldKind && [16]byte(r.key[:16]) == [16]byte(k[:16]) && r.psid == [8]byte(k[16:]) {
-				return pos(b, j)
+		if bk.mayHold(tag) {
+			for j := range bk.e {
+				e := bk.e[j]
+				if e.tag != tag || !d.held(e.seq) {
+					continue
+				}
+				r := &d.recs[d.slotOf(e.seq)]
+				if kind == heldKind && r.key == *k ||
+					kind != heldKind && [16]byte(r.key[:16]) == [16]byte(k[:16]) && r.psid == [8]byte(k[16:]) {
+					return pos(b, j)
+				}
 			}
 		}
 		if bk.over == 0 {
@@ -624,18 +626,20 @@ func (d *Detector) findBoth(k *spanKey, h uint64) (held, waiting int32) {
 	b := x.home(th)
 	for range x.b {
 		bk := &x.b[b]
-		for j := range bk.e {
-			e := bk.e[j]
-			if e.tag != th && e.tag != tw || !d.held(e.seq) {
-				continue
-			}
-			r := &d.recs[d.slotOf(e.seq)]
-			if e.tag == th {
-				if held < 0 && r.key == *k {
-					held = pos(b, j)
+		if bk.mayHold(th) {
+			for j := range bk.e {
+				e := bk.e[j]
+				if e.tag != th && e.tag != tw || !d.held(e.seq) {
+					continue
 				}
-			} else if waiting < 0 && [16]byte(r.key[:16]) == [16]byte(k[:16]) && r.psid == [8]byte(k[16:]) {
-				waiting = pos(b, j)
+				r := &d.recs[d.slotOf(e.seq)]
+				if e.tag == th {
+					if held < 0 && r.key == *k {
+						held = pos(b, j)
+					}
+				} else if waiting < 0 && [16]byte(r.key[:16]) == [16]byte(k[:16]) && r.psid == [8]byte(k[16:]) {
+					waiting = pos(b, j)
+				}
 			}
 		}
 		if bk.over == 0 {

@@ -136,6 +136,15 @@ func (x *index) add(tag, seq0, held uint32) int32 {
 	}
 }
 
+// mayHold reports whether an entry of bk has the hash bits of tag, of any
+// kind: a test of the seven entries without a loop, since nearly always
+// none has.
+func (bk *bucket) mayHold(tag uint32) bool {
+	e := &bk.e
+	return e[0].tag^tag < 4 || e[1].tag^tag < 4 || e[2].tag^tag < 4 || e[3].tag^tag < 4 ||
+		e[4].tag^tag < 4 || e[5].tag^tag < 4 || e[6].tag^tag < 4
+}
+
 // unpass takes an entry of tag held in bucket b off the counts of the
 // buckets it passed over.
 func (x *index) unpass(tag, b uint32) {
