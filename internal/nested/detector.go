@@ -480,6 +480,13 @@ func (l *lastStr) str(in *interner, s string) string {
 	if s == l.raw {
 		return l.val
 	}
+	return l.miss(in, s)
+}
+
+// miss is str when s is not the last one: apart, so that str is inlined.
+//
+//go:noinline
+func (l *lastStr) miss(in *interner, s string) string {
 	v := in.str(s)
 	if len(s) <= MaxStringBytes { // never keep a long one
 		l.raw, l.val = s, v
@@ -534,15 +541,14 @@ func (d *Detector) alloc() {
 // evicting the oldest spans as the bounds require, indexes it and returns
 // its slot, which the caller fills, and its arrival number.
 func (d *Detector) insert(cost int, hk uint64) (int32, uint32) {
-	for d.n > 0 && (d.n == int32(len(d.recs)) || d.bytes+cost > d.o.MaxBytes) {
-		full := d.n == int32(len(d.recs))
-		if full {
-			d.st.Evicted++
-		} else {
-			d.st.EvictedBytes++
-		}
-		// When the ring is full, the new span takes the slot at once.
-		d.evictOldest(!full)
+	if d.n == int32(len(d.recs)) {
+		// The new span takes the slot at once: no need to clear it.
+		d.st.Evicted++
+		d.evictOldest(false)
+	}
+	for d.n > 0 && d.bytes+cost > d.o.MaxBytes {
+		d.st.EvictedBytes++
+		d.evictOldest(true)
 	}
 	slot := d.head + d.n
 	if slot >= int32(len(d.recs)) {
