@@ -170,6 +170,19 @@ type source struct {
 	size    int // SpanOverhead and the lengths of service and scope: what a span of it counts before its own strings
 }
 
+// set makes *r a new span's record, field by field: assigning a composite
+// literal would build it aside and copy its 128 bytes in, twice.
+// TestRecSetIsLiteral checks that it sets every field.
+func (r *rec) set(k *spanKey, src *source, name, route, method string, kind ptrace.SpanKind, start, end uint64) {
+	r.key, r.psid = *k, pcommon.SpanID{}
+	r.start, r.end = start, end
+	r.name, r.route, r.method = name, route, method
+	r.src, r.kind = src, kind
+	r.prevWaiting, r.prevSib = 0, 0
+	r.innerF, r.outerF = -1, -1
+	r.hasParent, r.waiting, r.firstWaiting, r.firstSib = false, false, false, false
+}
+
 // parentKey is the key of r's parent (with hasParent).
 func (r *rec) parentKey() spanKey { return keyOf(r.key.traceID(), r.psid) }
 
@@ -423,8 +436,7 @@ func (d *Detector) addSpan(sp ptrace.Span, k *spanKey, hk uint64, kc *kindCache,
 	cost := s.size + len(name) + len(route) + len(method)
 	slot, seq := d.insert(cost, hk)
 	r := &d.recs[slot]
-	*r = rec{key: *k, src: s, innerF: -1, outerF: -1, name: name, route: route, method: method, kind: kind,
-		start: uint64(sp.StartTimestamp()), end: uint64(sp.EndTimestamp())}
+	r.set(k, s, name, route, method, kind, uint64(sp.StartTimestamp()), uint64(sp.EndTimestamp()))
 	if psid := sp.ParentSpanID(); !psid.IsEmpty() && psid != k.spanID() {
 		r.psid, r.hasParent = psid, true
 	}
