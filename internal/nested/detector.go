@@ -421,7 +421,11 @@ func (d *Detector) addSpan(sp ptrace.Span, k *spanKey, hk uint64, kc *kindCache,
 		return out
 	}
 	kind := kindOf(sp.Kind())
-	d.countKind(kc, kind)
+	if c := kc.counter(kind); c != nil {
+		*c++
+	} else {
+		d.countKind(kc, kind)
+	}
 	if *src == nil {
 		*src = d.sourceOf(kc.svc, scope)
 	}
@@ -512,6 +516,15 @@ type kindCache struct {
 	svc    string
 	ctr    [ptrace.SpanKindConsumer + 1]*int
 	looked [ptrace.SpanKindConsumer + 1]bool
+}
+
+// counter is the counter of k when it is at hand, else nil: the common
+// case of countKind, inlined.
+func (kc *kindCache) counter(k ptrace.SpanKind) *int {
+	if uint(k) < uint(len(kc.ctr)) {
+		return kc.ctr[k]
+	}
+	return nil
 }
 
 // countKind counts a span of k (as kindOf reads it) in kc's service.
