@@ -58,7 +58,7 @@ func TestIndexSearchesStayShort(t *testing.T) {
 		lists   bool
 		mean    float64
 		longest int
-	}{{false, 1.01, 3}, {true, 2, 40}} {
+	}{{false, 1.01, 6}, {true, 1.9, 40}} {
 		r := rand.New(rand.NewPCG(1, 2))
 		d := NewDetector(Options{MaxSpans: 20_000, MaxBytes: 1 << 30})
 		for b := range 150 {
