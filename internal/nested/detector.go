@@ -170,6 +170,19 @@ type source struct {
 	size    int // SpanOverhead and the lengths of service and scope: what a span of it counts before its own strings
 }
 
+// set makes *r a new span's record, field by field: assigning a composite
+// literal would build it aside and copy its 128 bytes in, twice.
+// TestRecSetIsLiteral checks that it sets every field.
+func (r *rec) set(k *spanKey, src *source, name, route, method string, kind ptrace.SpanKind, start, end uint64) {
+	r.key, r.psid = *k, pcommon.SpanID{}
+	r.start, r.end = start, end
+	r.name, r.route, r.method = name, route, method
+	r.src, r.kind = src, kind
+	r.prevWaiting, r.prevSib = 0, 0
+	r.innerF, r.outerF = -1, -1
+	r.hasParent, r.waiting, r.firstWaiting, r.firstSib = false, false, false, false
+}
+
 // parentKey is the key of r's parent (with hasParent).
 func (r *rec) parentKey() spanKey { return keyOf(r.key.traceID(), r.psid) }
 
@@ -238,8 +251,8 @@ type Detector struct {
 	recs    []rec // a ring of MaxSpans slots: n held from head on
 	head, n int32
 	// seq0 is the arrival number of the span at head: the spans held are
-	// numbered seq0 to seq0+n-1, in arrival order (modulo 2^32: the sweep
-	// removes an index entry long before its number comes round again).
+	// numbered seq0 to seq0+n-1, in arrival order (modulo 2^32: the index's
+	// sweep clears a stale entry long before its number comes round again).
 	seq0  uint32
 	bytes int // what the held spans take, as spanInfo.bytes counts it
 	// The indexes over the ring, allocated with it: no Go map on the
@@ -326,10 +339,10 @@ func (d *Detector) add(td ptrace.Traces, keys [][24]byte, hashes []uint64) []Pai
 				for j := range ks {
 					out = d.addSpan(spans.At(j0+j), &ks[j], hs[j], &kc, scope, &src, out)
 				}
-				// One tight pass over the table, which the hardware
-				// prefetches, rather than a few entries per span.
-				d.sweep(d.idx.debt)
-				d.idx.debt = 0
+				if n := d.idx.debt / sweepEvery; n > 0 {
+					d.idx.sweepOn(n, d.seq0, uint32(d.n))
+					d.idx.debt -= n * sweepEvery
+				}
 			}
 			base += spans.Len()
 		}
@@ -360,9 +373,9 @@ func (k *spanKey) invalid() bool {
 }
 
 // prefetch loads the index home of each of the keys ks, hashed as hs, and
-// the lines the sweep will look at, changing nothing: a loop of loads
-// alone, so that as many of their misses as the CPU can follow are in
-// flight at once.
+// the ring slots they will take, changing nothing: a loop of loads alone,
+// so that as many of their misses as the CPU can follow are in flight at
+// once.
 func (d *Detector) prefetch(ks []spanKey, hs []uint64) {
 	n := len(ks)
 	if d.recs == nil {
@@ -377,14 +390,7 @@ func (d *Detector) prefetch(ks []spanKey, hs []uint64) {
 	}
 	var sink uint32
 	for _, h := range hs {
-		sink += d.idx.e[d.idx.home(tagOf(h, heldKind))].tag
-	}
-	// And the lines the sweep will most likely look at after this chunk
-	// (a full ring evicts a span per span added), and the ring's slots the
-	// chunk's spans will take.
-	x := &d.idx
-	for i := 0; i < perStale*n; i += 64 / ientrySize {
-		sink += x.e[(x.sweep+uint32(i))&x.mask].tag
+		sink += d.idx.b[d.idx.home(tagOf(h, heldKind))].over
 	}
 	slot := d.head + d.n
 	for range n {
@@ -414,9 +420,12 @@ func (d *Detector) addSpan(sp ptrace.Span, k *spanKey, hk uint64, kc *kindCache,
 		d.st.Duplicates++
 		return out
 	}
-	sweeps := d.idx.sweeps
 	kind := kindOf(sp.Kind())
-	d.countKind(kc, kind)
+	if c := kc.counter(kind); c != nil {
+		*c++
+	} else {
+		d.countKind(kc, kind)
+	}
 	if *src == nil {
 		*src = d.sourceOf(kc.svc, scope)
 	}
@@ -431,8 +440,7 @@ func (d *Detector) addSpan(sp ptrace.Span, k *spanKey, hk uint64, kc *kindCache,
 	cost := s.size + len(name) + len(route) + len(method)
 	slot, seq := d.insert(cost, hk)
 	r := &d.recs[slot]
-	*r = rec{key: *k, src: s, innerF: -1, outerF: -1, name: name, route: route, method: method, kind: kind,
-		start: uint64(sp.StartTimestamp()), end: uint64(sp.EndTimestamp())}
+	r.set(k, s, name, route, method, kind, uint64(sp.StartTimestamp()), uint64(sp.EndTimestamp()))
 	if psid := sp.ParentSpanID(); !psid.IsEmpty() && psid != k.spanID() {
 		r.psid, r.hasParent = psid, true
 	}
@@ -440,7 +448,7 @@ func (d *Detector) addSpan(sp ptrace.Span, k *spanKey, hk uint64, kc *kindCache,
 		parent := r.parentKey()
 		hp := d.hash.of(&parent)
 		if pi := d.find(heldKind, &parent, hp); pi >= 0 {
-			out = d.eval(d.slotOf(d.idx.e[pi].seq), slot, out)
+			out = d.eval(d.slotOf(d.idx.at(pi).seq), slot, out)
 		} else {
 			d.push(waitingKind, &parent, hp, slot, seq)
 			d.recs[slot].waiting = true
@@ -448,7 +456,7 @@ func (d *Detector) addSpan(sp ptrace.Span, k *spanKey, hk uint64, kc *kindCache,
 		if r.kind == ptrace.SpanKindServer {
 			var sibs []int32
 			if si := d.find(sibsKind, &parent, hp); si >= 0 {
-				sibs = d.list(d.idx.e[si].seq, sibLinks)
+				sibs = d.list(d.idx.at(si).seq, sibLinks)
 			}
 			for _, ss := range sibs {
 				out = d.evalSibling(ss, slot, out)
@@ -460,17 +468,16 @@ func (d *Detector) addSpan(sp ptrace.Span, k *spanKey, hk uint64, kc *kindCache,
 			}
 		}
 	}
-	// The list found before holding the span is still it unless a sweep
-	// has moved entries since or its newest span was evicted (then all of
-	// it was, and its entry may have been taken): check it, else look
-	// again. No list under k can have appeared: a span is not its own
-	// parent.
-	if wi >= 0 && (d.idx.sweeps != sweeps || !d.isList(uint32(wi), waitingKind, k, hk)) {
-		wi = d.find(waitingKind, k, hk)
+	// The list found before holding the span is still it (entries do not
+	// move) unless its newest span was evicted since (then all of it was,
+	// and its entry may have been taken): check it. No list under k can
+	// have appeared: a span is not its own parent.
+	if wi >= 0 && !d.isList(wi, waitingKind, k, hk) {
+		wi = -1
 	}
 	if wi >= 0 {
-		kids := d.list(d.idx.e[wi].seq, waitingLinks)
-		d.idx.removeAt(uint32(wi))
+		kids := d.list(d.idx.at(wi).seq, waitingLinks)
+		d.idx.clear(wi)
 		for _, cs := range kids {
 			d.recs[cs].waiting = false
 			out = d.eval(slot, cs, out)
@@ -489,6 +496,13 @@ func (l *lastStr) str(in *interner, s string) string {
 	if s == l.raw {
 		return l.val
 	}
+	return l.miss(in, s)
+}
+
+// miss is str when s is not the last one: apart, so that str is inlined.
+//
+//go:noinline
+func (l *lastStr) miss(in *interner, s string) string {
 	v := in.str(s)
 	if len(s) <= MaxStringBytes { // never keep a long one
 		l.raw, l.val = s, v
@@ -502,6 +516,15 @@ type kindCache struct {
 	svc    string
 	ctr    [ptrace.SpanKindConsumer + 1]*int
 	looked [ptrace.SpanKindConsumer + 1]bool
+}
+
+// counter is the counter of k when it is at hand, else nil: the common
+// case of countKind, inlined.
+func (kc *kindCache) counter(k ptrace.SpanKind) *int {
+	if uint(k) < uint(len(kc.ctr)) {
+		return kc.ctr[k]
+	}
+	return nil
 }
 
 // countKind counts a span of k (as kindOf reads it) in kc's service.
@@ -543,15 +566,14 @@ func (d *Detector) alloc() {
 // evicting the oldest spans as the bounds require, indexes it and returns
 // its slot, which the caller fills, and its arrival number.
 func (d *Detector) insert(cost int, hk uint64) (int32, uint32) {
-	for d.n > 0 && (d.n == int32(len(d.recs)) || d.bytes+cost > d.o.MaxBytes) {
-		full := d.n == int32(len(d.recs))
-		if full {
-			d.st.Evicted++
-		} else {
-			d.st.EvictedBytes++
-		}
-		// When the ring is full, the new span takes the slot at once.
-		d.evictOldest(!full)
+	if d.n == int32(len(d.recs)) {
+		// The new span takes the slot at once: no need to clear it.
+		d.st.Evicted++
+		d.evictOldest(false)
+	}
+	for d.n > 0 && d.bytes+cost > d.o.MaxBytes {
+		d.st.EvictedBytes++
+		d.evictOldest(true)
 	}
 	slot := d.head + d.n
 	if slot >= int32(len(d.recs)) {
@@ -560,26 +582,18 @@ func (d *Detector) insert(cost int, hk uint64) (int32, uint32) {
 	seq := d.seq0 + uint32(d.n)
 	d.n++
 	d.bytes += cost
-	d.idx.add(tagOf(hk, heldKind), d.seq0, uint32(d.n)).seq = seq
-	if d.idx.used > d.idx.high {
-		d.sweep(burst + d.idx.debt)
-		d.idx.debt = 0
-	}
+	d.idx.at(d.idx.add(tagOf(hk, heldKind), d.seq0, uint32(d.n))).seq = seq
+	d.idx.debt++
 	return slot, seq
 }
 
 // evictOldest forgets the oldest held span and, with clear, clears its
 // slot, so that its strings are not kept alive. Its index entries go stale
-// (their numbers are no longer held) and the sweep removes them.
+// (their numbers are no longer held): insertions overwrite them.
 func (d *Detector) evictOldest(clear bool) {
 	old := &d.recs[d.head]
-	d.idx.debt += perStale
 	if old.waiting {
 		d.st.EvictedWaiting++
-		d.idx.debt += perStale
-	}
-	if old.hasParent && old.kind == ptrace.SpanKindServer {
-		d.idx.debt += perStale
 	}
 	d.bytes -= old.bytes()
 	if clear {
@@ -609,75 +623,74 @@ func (d *Detector) slotOf(seq uint32) int32 {
 func (d *Detector) find(kind ikind, k *spanKey, h uint64) int32 {
 	x := &d.idx
 	tag := tagOf(h, kind)
-	for i := x.home(tag); ; i = (i + 1) & x.mask {
-		e := x.e[i]
-		if e.tag == 0 {
-			return -1
+	b := x.home(tag)
+	for range x.b {
+		bk := &x.b[b]
+		if bk.mayHold(tag) {
+			for j := range bk.e {
+				e := bk.e[j]
+				if e.tag != tag || !d.held(e.seq) {
+					continue
+				}
+				r := &d.recs[d.slotOf(e.seq)]
+				if kind == heldKind && r.key == *k ||
+					kind != heldKind && [16]byte(r.key[:16]) == [16]byte(k[:16]) && r.psid == [8]byte(k[16:]) {
+					return pos(b, j)
+				}
+			}
 		}
-		if e.tag != tag || !d.held(e.seq) {
-			continue
+		if bk.over == 0 {
+			break
 		}
-		r := &d.recs[d.slotOf(e.seq)]
-		if kind == heldKind && r.key == *k ||
-			kind != heldKind && [16]byte(r.key[:16]) == [16]byte(k[:16]) && r.psid == [8]byte(k[16:]) {
-			return int32(i)
-		}
+		b = (b + 1) & x.mask
+		x.tidy(b, d.seq0, uint32(d.n))
 	}
+	return -1
 }
 
 // findBoth is find(heldKind, k, h) and find(waitingKind, k, h) in one
-// walk of the run.
+// search.
 func (d *Detector) findBoth(k *spanKey, h uint64) (held, waiting int32) {
 	x := &d.idx
 	th, tw := tagOf(h, heldKind), tagOf(h, waitingKind)
 	held, waiting = -1, -1
-	for i := x.home(th); ; i = (i + 1) & x.mask {
-		e := x.e[i]
-		if e.tag == 0 {
-			return held, waiting
-		}
-		if e.tag != th && e.tag != tw || !d.held(e.seq) {
-			continue
-		}
-		r := &d.recs[d.slotOf(e.seq)]
-		if e.tag == th {
-			if held < 0 && r.key == *k {
-				held = int32(i)
+	b := x.home(th)
+	for range x.b {
+		bk := &x.b[b]
+		if bk.mayHold(th) {
+			for j := range bk.e {
+				e := bk.e[j]
+				if e.tag != th && e.tag != tw || !d.held(e.seq) {
+					continue
+				}
+				r := &d.recs[d.slotOf(e.seq)]
+				if e.tag == th {
+					if held < 0 && r.key == *k {
+						held = pos(b, j)
+					}
+				} else if waiting < 0 && [16]byte(r.key[:16]) == [16]byte(k[:16]) && r.psid == [8]byte(k[16:]) {
+					waiting = pos(b, j)
+				}
 			}
-		} else if waiting < 0 && [16]byte(r.key[:16]) == [16]byte(k[:16]) && r.psid == [8]byte(k[16:]) {
-			waiting = int32(i)
 		}
+		if bk.over == 0 {
+			break
+		}
+		b = (b + 1) & x.mask
+		x.tidy(b, d.seq0, uint32(d.n))
 	}
+	return held, waiting
 }
 
-// isList reports whether entry i is the live list of kind under parent key
-// k, whose hash is h.
-func (d *Detector) isList(i uint32, kind ikind, k *spanKey, h uint64) bool {
-	e := d.idx.e[i]
+// isList reports whether the entry at position p is the live list of kind
+// under parent key k, whose hash is h.
+func (d *Detector) isList(p int32, kind ikind, k *spanKey, h uint64) bool {
+	e := *d.idx.at(p)
 	if e.tag != tagOf(h, kind) || !d.held(e.seq) {
 		return false
 	}
 	r := &d.recs[d.slotOf(e.seq)]
 	return [16]byte(r.key[:16]) == [16]byte(k[:16]) && r.psid == [8]byte(k[16:])
-}
-
-// sweep moves the sweep on by n entries of the index in table order,
-// removing the stale entries it meets (removing one does not count as
-// moving on).
-func (d *Detector) sweep(n int) {
-	x := &d.idx
-	e, mask, i := x.e, x.mask, x.sweep
-	seq0, held := d.seq0, uint32(d.n)
-	x.sweeps++
-	for n > 0 {
-		if en := e[i]; en.tag != 0 && en.seq-seq0 >= held {
-			x.removeAt(i) // and look at what moved into i next
-			continue
-		}
-		i = (i + 1) & mask
-		n--
-	}
-	x.sweep = i
 }
 
 // links says which list a record's prev field is for.
@@ -695,9 +708,9 @@ func (d *Detector) push(kind ikind, pk *spanKey, hp uint64, slot int32, seq uint
 	i := d.find(kind, pk, hp)
 	var e *ientry
 	if i < 0 {
-		e = d.idx.add(tagOf(hp, kind), d.seq0, uint32(d.n))
+		e = d.idx.at(d.idx.add(tagOf(hp, kind), d.seq0, uint32(d.n)))
 	} else {
-		e = &d.idx.e[i]
+		e = d.idx.at(i)
 	}
 	if kind == sibsKind {
 		r.prevSib, r.firstSib = e.seq, i < 0

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
 )
@@ -431,15 +432,7 @@ func checkLists(t *testing.T, d *Detector) {
 			}
 		}
 	}
-	used := 0
-	for _, e := range d.idx.e {
-		if e.tag != 0 {
-			used++
-		}
-	}
-	if used != d.idx.used || d.recs != nil && 4*used > 3*len(d.idx.e) {
-		t.Fatalf("index: %d of %d entries used, live and stale", used, len(d.idx.e))
-	}
+	d.idx.check(t)
 }
 
 // TestListsStayConsistent drives a small detector with random parent and
@@ -529,5 +522,41 @@ func TestArrivalNumbersWrap(t *testing.T) {
 func TestRecordSizes(t *testing.T) {
 	if recSize > 128 || ientrySize != 8 || recSize+3*ientrySize*2 > SpanOverhead {
 		t.Fatalf("record %d bytes, index entry %d bytes, SpanOverhead %d", recSize, ientrySize, SpanOverhead)
+	}
+}
+
+// TestRecSetIsLiteral: rec.set over a record with every field set gives
+// what the composite literal of a new span's record does, so that no
+// field of a slot's previous span is left.
+func TestRecSetIsLiteral(t *testing.T) {
+	src := &source{service: "s"}
+	k := spanKey{1, 2, 3}
+	want := rec{key: k, src: src, innerF: -1, outerF: -1, name: "n", route: "r", method: "m", kind: ptrace.SpanKindClient, start: 5, end: 6}
+	var r rec
+	v := reflect.ValueOf(&r).Elem()
+	for i := range v.NumField() {
+		f := reflect.NewAt(v.Field(i).Type(), unsafe.Pointer(v.Field(i).UnsafeAddr())).Elem() // settable
+		switch f.Kind() {
+		case reflect.Array:
+			for j := range f.Len() {
+				f.Index(j).SetUint(0xee)
+			}
+		case reflect.String:
+			f.SetString("old")
+		case reflect.Pointer:
+			f.Set(reflect.ValueOf(&source{service: "old"}))
+		case reflect.Bool:
+			f.SetBool(true)
+		case reflect.Int32, reflect.Int64, reflect.Int:
+			f.SetInt(77)
+		case reflect.Uint32, reflect.Uint64:
+			f.SetUint(77)
+		default:
+			t.Fatalf("field %s of kind %s: add it here", v.Type().Field(i).Name, f.Kind())
+		}
+	}
+	r.set(&k, src, "n", "r", "m", ptrace.SpanKindClient, 5, 6)
+	if r != want {
+		t.Fatalf("set gives %+v, want %+v", r, want)
 	}
 }

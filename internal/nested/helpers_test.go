@@ -115,14 +115,17 @@ func heldBytes(spans ...s) int {
 func (d *Detector) byKeyMap(t testing.TB) map[spanKey]int32 {
 	t.Helper()
 	m := map[spanKey]int32{}
-	for i := range d.idx.e {
-		e := d.idx.e[i]
+	for i := range int32(len(d.idx.b) * 8) {
+		if i&7 == bucketLen {
+			continue
+		}
+		e := *d.idx.at(i)
 		if e.tag == 0 || e.kind() != heldKind || !d.held(e.seq) {
 			continue
 		}
 		slot := d.slotOf(e.seq)
 		k := d.recs[slot].key
-		if d.find(heldKind, &k, d.hash.of(&k)) != int32(i) {
+		if d.find(heldKind, &k, d.hash.of(&k)) != i {
 			t.Fatalf("index: held entry %d not found from its key", i)
 		}
 		m[k] = slot
@@ -139,13 +142,16 @@ func (d *Detector) byKeyMap(t testing.TB) map[spanKey]int32 {
 func (d *Detector) listMap(t testing.TB, kind ikind) map[spanKey][]int32 {
 	t.Helper()
 	m := map[spanKey][]int32{}
-	for i := range d.idx.e {
-		e := d.idx.e[i]
+	for i := range int32(len(d.idx.b) * 8) {
+		if i&7 == bucketLen {
+			continue
+		}
+		e := *d.idx.at(i)
 		if e.tag == 0 || e.kind() != kind || !d.held(e.seq) {
 			continue
 		}
 		k := d.recs[d.slotOf(e.seq)].parentKey()
-		if d.find(kind, &k, d.hash.of(&k)) != int32(i) {
+		if d.find(kind, &k, d.hash.of(&k)) != i {
 			t.Fatalf("index: list entry %d not found from its key", i)
 		}
 		if _, ok := m[k]; ok {
@@ -158,4 +164,31 @@ func (d *Detector) listMap(t testing.TB, kind ikind) map[spanKey][]int32 {
 		m[k] = slices.Clone(d.list(e.seq, links))
 	}
 	return m
+}
+
+// check fails t when x's counts of entries in use, or of entries passing
+// each bucket over, differ from its entries.
+func (x *index) check(t testing.TB) {
+	t.Helper()
+	used := 0
+	over := make([]uint32, len(x.b))
+	for b := range uint32(len(x.b)) {
+		for _, e := range x.b[b].e {
+			if e.tag == 0 {
+				continue
+			}
+			used++
+			for h := x.home(e.tag); h != b; h = (h + 1) & x.mask {
+				over[h]++
+			}
+		}
+	}
+	if used != x.used {
+		t.Fatalf("index: %d entries used, counted %d", used, x.used)
+	}
+	for b := range x.b {
+		if x.b[b].over != over[b] {
+			t.Fatalf("index: bucket %d passed over by %d entries, counted %d", b, over[b], x.b[b].over)
+		}
+	}
 }
