@@ -70,6 +70,8 @@ type runResult struct {
 	PointsIn     float64 `json:"points_accepted_per_s,omitempty"`
 	PointsOut    float64 `json:"points_delivered_per_s,omitempty"`
 	CPUPerM      float64 `json:"gateway_cpu_s_per_million_spans"`
+	LatP50Ms     float64 `json:"latency_p50_ms"` // span requests answered in the window: send to answer
+	LatP99Ms     float64 `json:"latency_p99_ms"`
 	GatewayCores float64 `json:"gateway_cores"`
 	DriverCores  float64 `json:"driver_cores"` // generator + sink
 	OtherCores   float64 `json:"other_cores"`  // everything else on the machine
@@ -575,6 +577,9 @@ func (c *abConfig) runOne(ctx context.Context, n int, load string, dup, rate flo
 		r.CPUPerM = gwCPU / spans * 1e6
 	}
 	r.GatewayCores = gwCPU / win
+	if q, n := latQuantiles(p0.gen.SpanLat, p1.gen.SpanLat, 0.5, 0.99); n > 0 {
+		r.LatP50Ms, r.LatP99Ms = float64(q[0])/1e6, float64(q[1])/1e6
+	}
 	r.DriverCores = (p1.selfCPU - p0.selfCPU) / win
 	r.OtherCores = max(0, (p1.busy-p0.busy)/win-r.GatewayCores-r.DriverCores)
 	r.SentSpans, r.SentFresh, r.FailedReqs = end.Spans, end.Fresh, end.FailedReqs
@@ -929,6 +934,15 @@ func (c *abConfig) report(results, discarded []runResult, ceilings []ceilingResu
 		}
 		fmt.Fprintf(&b, "| %s | %s | %.3f | %.3f | %+.1f%% | %+.1f%% (%s) | %.2f | %.2f |\n", loadName(k, results), pct(k.dup), cw, cb, (ratio(cb, cw)-1)*100,
 			median(pr)*100, spreadPct(pr), median(pick(results, k, without, cores)), median(pick(results, k, with, cores)))
+	}
+	lat50 := func(r runResult) float64 { return r.LatP50Ms }
+	lat99 := func(r runResult) float64 { return r.LatP99Ms }
+	b.WriteString("\nAnswer latency: ms from a span request's send to its answer (within 4%), in the window; medians over rounds.\n\n")
+	b.WriteString("| load | dup | p50 without | p50 with | p99 without | p99 with |\n|---|---|---:|---:|---:|---:|\n")
+	for _, k := range keys {
+		fmt.Fprintf(&b, "| %s | %s | %.2f | %.2f | %.2f | %.2f |\n", loadName(k, results), pct(k.dup),
+			median(pick(results, k, without, lat50)), median(pick(results, k, with, lat50)),
+			median(pick(results, k, without, lat99)), median(pick(results, k, with, lat99)))
 	}
 	b.WriteString("\nGateway memory (MB, medians: VmHWM over the whole run, prefill included; VmRSS at the end of the window) and what else used the CPUs (cores, medians):\n\n")
 	b.WriteString("| load | dup | peak RSS without | peak RSS with | RSS at end without | with | driver cores without | with | other cores without | with |\n")

@@ -72,6 +72,8 @@ type genStats struct {
 	pointReqs    atomic.Uint64
 	points       atomic.Uint64 // metric points accepted
 	failedPoints atomic.Uint64
+	// spanLat holds the latency of every span request answered.
+	spanLat latHist
 
 	mu       sync.Mutex
 	firstErr error
@@ -96,6 +98,7 @@ type genSnapshot struct {
 	SpanReqs, Spans, Copies, Fresh  uint64
 	FailedReqs, FailedSpans         uint64
 	PointReqs, Points, FailedPoints uint64
+	SpanLat                         []uint64 // latHist buckets
 }
 
 func (s *genStats) snapshot() genSnapshot {
@@ -103,6 +106,7 @@ func (s *genStats) snapshot() genSnapshot {
 		At: time.Now(), SpanReqs: s.spanReqs.Load(), Spans: s.spans.Load(), Copies: s.copies.Load(), Fresh: s.fresh.Load(),
 		FailedReqs: s.failedReqs.Load(), FailedSpans: s.failedSpans.Load(),
 		PointReqs: s.pointReqs.Load(), Points: s.points.Load(), FailedPoints: s.failedPoints.Load(),
+		SpanLat: s.spanLat.snapshot(),
 	}
 }
 
@@ -218,7 +222,9 @@ func (g *generator) spanWorker(ctx context.Context, s sender) {
 func (g *generator) sendSpans(s sender, p plan, buf []byte) []byte {
 	buf = g.spans.build(buf, p, g.nonce)
 	rctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	t0 := time.Now()
 	err := s.send(rctx, capture.Traces, buf)
+	lat := time.Since(t0)
 	cancel()
 	n := uint64(g.cfg.Batch)
 	if err != nil {
@@ -227,6 +233,7 @@ func (g *generator) sendSpans(s sender, p plan, buf []byte) []byte {
 		g.Stats.fail(err)
 		return buf
 	}
+	g.Stats.spanLat.add(lat)
 	g.Stats.spanReqs.Add(1)
 	g.Stats.copies.Add(uint64(p.copies))
 	g.Stats.fresh.Add(n - uint64(p.copies))

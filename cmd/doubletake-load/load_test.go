@@ -5,6 +5,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -254,5 +255,30 @@ func TestOnlyLoopbackTargets(t *testing.T) {
 		if checkLoopback(bad) == nil {
 			t.Errorf("%s allowed", bad)
 		}
+	}
+}
+
+// TestLatQuantiles: quantiles come from the requests counted between two
+// snapshots, within one bucket (4%) above the true value.
+func TestLatQuantiles(t *testing.T) {
+	var h latHist
+	for i := 1; i <= 100; i++ {
+		h.add(time.Duration(i) * time.Millisecond)
+	}
+	a := h.snapshot()
+	for i := 1; i <= 1000; i++ {
+		h.add(time.Duration(i) * 100 * time.Microsecond) // 0.1 ms .. 100 ms
+	}
+	q, n := latQuantiles(a, h.snapshot(), 0.5, 0.99, 1)
+	if n != 1000 {
+		t.Fatalf("n = %d, want the 1000 added after the first snapshot", n)
+	}
+	for i, want := range []time.Duration{50 * time.Millisecond, 99 * time.Millisecond, 100 * time.Millisecond} {
+		if q[i] < want || float64(q[i]) > float64(want)*1.041 {
+			t.Errorf("quantile %d = %v, want within 4%% above %v", i, q[i], want)
+		}
+	}
+	if _, n := latQuantiles(a, a); n != 0 {
+		t.Fatalf("empty window counted %d", n)
 	}
 }

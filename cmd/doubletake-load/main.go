@@ -173,6 +173,9 @@ func genMain(ctx context.Context, args []string, out, errOut io.Writer) error {
 		fmt.Fprintf(out, "sink:      %.0f spans/s received, %.0f distinct/s; %.0f points/s\n",
 			float64(k1.Spans-k0.Spans)/win, float64(k1.Distinct-k0.Distinct)/win, float64(k1.Points-k0.Points)/win)
 	}
+	if q, n := latQuantiles(s0.SpanLat, s1.SpanLat, 0.5, 0.99); n > 0 {
+		fmt.Fprintf(out, "latency:   span requests answered in p50 %s, p99 %s (%d requests)\n", fmtLat(q[0]), fmtLat(q[1]), n)
+	}
 	if spans := s1.Spans - s0.Spans; spans > 0 {
 		fmt.Fprintf(out, "this process: %.2f CPU s per million spans (%.2f cores)\n", (cpu1-cpu0)/float64(spans)*1e6, (cpu1-cpu0)/win)
 	}
@@ -259,4 +262,9 @@ func sinkMain(ctx context.Context, args []string, out, errOut io.Writer) error {
 			prev, prevAt = k, now
 		}
 	}
+}
+
+// fmtLat prints a latency in milliseconds, 2 decimals.
+func fmtLat(d time.Duration) string {
+	return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
+	"go.opentelemetry.io/collector/client"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/config/configretry"
@@ -24,6 +26,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/doubletake/doubletake/internal/groupcommit"
 	"github.com/doubletake/doubletake/processor/dedupprocessor"
 )
 
@@ -62,7 +65,31 @@ type upstreamConfig struct {
 	Dedup component.ID `mapstructure:"dedup"`
 	// MaxRequestBytes is the largest request the upstream takes.
 	MaxRequestBytes int `mapstructure:"max_request_bytes"`
+	// GroupCommit merges client requests that arrive while the sending
+	// queue is writing another into one queue entry.
+	GroupCommit GroupCommitConfig `mapstructure:"group_commit"`
 }
+
+// GroupCommitConfig bounds the requests written to the sending queue as
+// one entry: while the queue writes one request, the requests that arrive
+// wait, and the first of them then writes them all at once, up to MaxItems
+// spans, log records or metric points together (a single larger request
+// goes alone). With MaxDelay, a request that finds the queue still holding
+// earlier entries waits for it to empty, at most MaxDelay, gathering the
+// requests that arrive meanwhile: bbolt rewrites the entries sharing a page
+// at every change, so fewer entries held means fewer bytes written. Every
+// request is still answered only once its entry is in the queue. Requests
+// carrying client metadata or authentication data are never merged, as
+// the exporter may take headers from them. MaxItems 0 turns it off; it
+// needs sending_queue; MaxDelay reads the queue's size from its metrics
+// (off when the service's metrics are).
+type GroupCommitConfig struct {
+	MaxItems int           `mapstructure:"max_items"`
+	MaxDelay time.Duration `mapstructure:"max_delay"`
+}
+
+// DefaultGroupCommitMaxItems matches the batch processor's default batch.
+const DefaultGroupCommitMaxItems = 8192
 
 var (
 	_ confmap.Unmarshaler = (*upstreamConfig)(nil)
@@ -75,20 +102,21 @@ func (c *upstreamConfig) Unmarshal(conf *confmap.Conf) error {
 	own, rest := map[string]any{}, map[string]any{}
 	for k, v := range conf.ToStringMap() {
 		switch k {
-		case "dedup", "max_request_bytes":
+		case "dedup", "max_request_bytes", "group_commit":
 			own[k] = v
 		default:
 			rest[k] = v
 		}
 	}
 	keys := struct {
-		Dedup           component.ID `mapstructure:"dedup"`
-		MaxRequestBytes int          `mapstructure:"max_request_bytes"`
-	}{c.Dedup, c.MaxRequestBytes}
+		Dedup           component.ID      `mapstructure:"dedup"`
+		MaxRequestBytes int               `mapstructure:"max_request_bytes"`
+		GroupCommit     GroupCommitConfig `mapstructure:"group_commit"`
+	}{c.Dedup, c.MaxRequestBytes, c.GroupCommit}
 	if err := confmap.NewFromStringMap(own).Unmarshal(&keys); err != nil {
 		return err
 	}
-	c.Dedup, c.MaxRequestBytes = keys.Dedup, keys.MaxRequestBytes
+	c.Dedup, c.MaxRequestBytes, c.GroupCommit = keys.Dedup, keys.MaxRequestBytes, keys.GroupCommit
 	return confmap.NewFromStringMap(rest).Unmarshal(c.Exporter)
 }
 
@@ -97,6 +125,12 @@ func (c *upstreamConfig) Unmarshal(conf *confmap.Conf) error {
 func (c *upstreamConfig) Validate() error {
 	if c.MaxRequestBytes < 1024 {
 		return fmt.Errorf("max_request_bytes must be at least 1024, got %d", c.MaxRequestBytes)
+	}
+	if c.GroupCommit.MaxItems < 0 {
+		return fmt.Errorf("group_commit::max_items must be 0 (off) or positive, got %d", c.GroupCommit.MaxItems)
+	}
+	if c.GroupCommit.MaxDelay < 0 || c.GroupCommit.MaxDelay > time.Minute {
+		return fmt.Errorf("group_commit::max_delay must be between 0 and 1m, got %s", c.GroupCommit.MaxDelay)
 	}
 	q, _ := queueAndRetry(c.Exporter)
 	if !q.HasValue() || !q.Get().Batch.HasValue() {
@@ -150,6 +184,7 @@ func newDedupOTLPFactory(typ component.Type, inner exporter.Factory, tb *deduppr
 				Exporter:        inner.CreateDefaultConfig(),
 				Dedup:           component.NewID(dedupprocessor.Type),
 				MaxRequestBytes: DefaultMaxRequestBytes,
+				GroupCommit:     GroupCommitConfig{MaxItems: DefaultGroupCommitMaxItems},
 			}
 		},
 		exporter.WithTraces(u.createTraces, component.StabilityLevelAlpha),
@@ -176,6 +211,9 @@ type upstream struct {
 	queue *queueProbe
 	sizer string
 	id    component.ID
+	// grouped says whether requests are written to the queue in groups
+	// (group_commit on, with a sending queue).
+	grouped bool
 }
 
 // prepare returns the wrapper, the settings of the exporterhelper around
@@ -191,7 +229,8 @@ func (u *upstreamFactory) prepare(set exporter.Settings, cfg component.Config) (
 	// Its retries and queue are off: its "Rejecting data. Try enabling
 	// retry_on_failure" would mislead, and the wrapper logs the outcome.
 	innerSet.Logger = set.Logger.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return withoutRejecting{c} }))
-	up := &upstream{cfg: c, tb: u.tb, logger: set.Logger, splits: q.HasValue() && q.Get().Batch.HasValue(), queue: newQueueProbe(), id: set.ID}
+	up := &upstream{cfg: c, tb: u.tb, logger: set.Logger, splits: q.HasValue() && q.Get().Batch.HasValue(), queue: newQueueProbe(), id: set.ID,
+		grouped: q.HasValue() && c.GroupCommit.MaxItems > 0}
 	if q.HasValue() {
 		up.sizer = q.Get().Sizer.String()
 	}
@@ -201,7 +240,8 @@ func (u *upstreamFactory) prepare(set exporter.Settings, cfg component.Config) (
 		exporterhelper.WithQueue(q),
 		exporterhelper.WithRetry(r),
 		exporterhelper.WithTimeout(exporterhelper.TimeoutConfig{}), // the inner exporter times each send
-		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: false}),
+		// Grouping moves the data of merged requests into the first one.
+		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: up.grouped}),
 	}
 	return up, outerSet, innerSet, opts
 }
@@ -260,7 +300,7 @@ func (u *upstreamFactory) createTraces(ctx context.Context, set exporter.Setting
 	if err != nil {
 		return nil, err
 	}
-	return &tracesGuard{Traces: exp, up: up}, nil
+	return &tracesGuard{Traces: exp, up: up, group: newGroup(up, exp.ConsumeTraces, tracesOps.moveTo, ptrace.Traces.SpanCount)}, nil
 }
 
 func (u *upstreamFactory) createLogs(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Logs, error) {
@@ -279,7 +319,7 @@ func (u *upstreamFactory) createLogs(ctx context.Context, set exporter.Settings,
 	if err != nil {
 		return nil, err
 	}
-	return &logsGuard{Logs: exp, up: up}, nil
+	return &logsGuard{Logs: exp, up: up, group: newGroup(up, exp.ConsumeLogs, logsOps.moveTo, plog.Logs.LogRecordCount)}, nil
 }
 
 func (u *upstreamFactory) createMetrics(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Metrics, error) {
@@ -297,7 +337,7 @@ func (u *upstreamFactory) createMetrics(ctx context.Context, set exporter.Settin
 	if err != nil {
 		return nil, err
 	}
-	return &metricsGuard{Metrics: exp, up: up}, nil
+	return &metricsGuard{Metrics: exp, up: up, group: newGroup(up, exp.ConsumeMetrics, metricsOps.moveTo, pmetric.Metrics.DataPointCount)}, nil
 }
 
 func (up *upstream) logTakeBack(err error, items int) {
@@ -522,12 +562,16 @@ func serviceOf(res pcommon.Resource) string {
 
 type tracesGuard struct {
 	exporter.Traces
-	up *upstream
+	up    *upstream
+	group *groupcommit.Group[ptrace.Traces]
 }
 
 func (g *tracesGuard) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
 	if err := g.up.checkTraces(td); err != nil {
 		return err
+	}
+	if g.group != nil && mergeable(ctx) {
+		return g.group.Do(ctx, td)
 	}
 	return g.Traces.ConsumeTraces(ctx, td)
 }
@@ -588,12 +632,16 @@ func scopeSize(s pcommon.InstrumentationScope, schema string) int {
 
 type logsGuard struct {
 	exporter.Logs
-	up *upstream
+	up    *upstream
+	group *groupcommit.Group[plog.Logs]
 }
 
 func (g *logsGuard) ConsumeLogs(ctx context.Context, ld plog.Logs) error {
 	if err := g.up.checkLogs(ld); err != nil {
 		return err
+	}
+	if g.group != nil && mergeable(ctx) {
+		return g.group.Do(ctx, ld)
 	}
 	return g.Logs.ConsumeLogs(ctx, ld)
 }
@@ -631,14 +679,57 @@ func (up *upstream) checkLogs(ld plog.Logs) error {
 
 type metricsGuard struct {
 	exporter.Metrics
-	up *upstream
+	up    *upstream
+	group *groupcommit.Group[pmetric.Metrics]
 }
 
 func (g *metricsGuard) ConsumeMetrics(ctx context.Context, md pmetric.Metrics) error {
 	if err := g.up.checkMetrics(md); err != nil {
 		return err
 	}
+	if g.group != nil && mergeable(ctx) {
+		return g.group.Do(ctx, md)
+	}
 	return g.Metrics.ConsumeMetrics(ctx, md)
+}
+
+// newGroup returns the group commit of one signal's requests into the
+// sending queue (consume), or nil when up does not group.
+func newGroup[T any](up *upstream, consume func(context.Context, T) error, moveTo func(src, dst T), items func(T) int) *groupcommit.Group[T] {
+	if !up.grouped {
+		return nil
+	}
+	g := groupcommit.New(func(ctx context.Context, first T, rest []T) error {
+		for _, r := range rest {
+			moveTo(r, first)
+		}
+		return consume(ctx, first)
+	}, items, up.cfg.GroupCommit.MaxItems, up.cfg.GroupCommit.MaxItems)
+	if d := up.cfg.GroupCommit.MaxDelay; d > 0 {
+		g.Hold(func() bool {
+			if !up.queue.readable() {
+				return false
+			}
+			size, _ := up.queue.read()
+			return size > 0
+		}, d, time.Millisecond)
+	}
+	return g
+}
+
+// mergeable says whether a request may be merged into another's queue
+// entry, which keeps the first request's context: only when it carries no
+// client metadata and no authentication data, which an exporter may turn
+// into headers (headers_setter) or partitions.
+func mergeable(ctx context.Context) bool {
+	info := client.FromContext(ctx)
+	if info.Auth != nil {
+		return false
+	}
+	for range info.Metadata.Keys() {
+		return false
+	}
+	return true
 }
 
 // checkMetrics refuses, when the batcher splits, a request holding a data

@@ -375,12 +375,14 @@ func TestUpstreamLimitWithOversizedRequests(t *testing.T) {
 }
 
 // copyBound is the copies one crash may cause in upstream mode: the
-// upstream request in flight (at most maxUpstream spans), the client
-// request it was cut from, which the queue sends again whole
-// (maxClient), and each sender's unanswered request, re-sent by its sender
-// after the queue had stored it but before dedup journaled it.
+// upstream request in flight (at most maxUpstream spans), the queue entry
+// it was cut from, which the queue sends again whole (with group commit,
+// the client requests merged into it: at most one per sender, as each
+// sender has one request in flight), and each sender's unanswered request,
+// re-sent by its sender after the queue had stored it but before dedup
+// journaled it.
 func copyBound(kills, maxUpstream, maxClient, senders int) int {
-	return kills * (maxUpstream + maxClient + senders*maxClient)
+	return kills * (maxUpstream + senders*maxClient + senders*maxClient)
 }
 
 // TestKill9sDuringOutageAndDrain: the embedded default with --upstream; the

@@ -38,6 +38,8 @@ import (
 	"sync"
 
 	"go.opentelemetry.io/collector/extension/xextension/storage"
+
+	"github.com/doubletake/doubletake/internal/groupcommit"
 )
 
 // Stats counts what the journal did since it was opened.
@@ -99,6 +101,9 @@ type Journal struct {
 	parts     []int   // stored parts of segments first..next-1 (whole ones: 0)
 	entries   int     // sum of counts
 	stats     Stats
+
+	// group writes concurrent appends in one transaction.
+	group *groupcommit.Group[*segment]
 }
 
 // metaKey holds first, next and partsFrom, 24 bytes (earlier versions: 16,
@@ -141,11 +146,16 @@ func appendPadded(b []byte, v uint64, width int) []byte {
 
 // deleteOps appends the deletion of held segment idx (its number n).
 func (j *Journal) deleteOps(ops []*storage.Operation, idx int, n uint64) []*storage.Operation {
+	return j.deleteOpsOf(ops, n, j.parts[idx])
+}
+
+// deleteOpsOf appends the deletion of segment n, stored in parts parts.
+func (j *Journal) deleteOpsOf(ops []*storage.Operation, n uint64, parts int) []*storage.Operation {
 	if n < j.partsFrom {
 		return append(ops, storage.DeleteOperation(j.segKey(n)))
 	}
 	ops = append(ops, storage.DeleteOperation(j.headKey(n)))
-	for i := range j.parts[idx] {
+	for i := range parts {
 		ops = append(ops, storage.DeleteOperation(j.partKey(n, i)))
 	}
 	return ops
@@ -164,6 +174,7 @@ func Open(ctx context.Context, client storage.Client, opt Options) (*Journal, er
 		return nil, errors.New("journal: MaxEntries must not be negative")
 	}
 	j := &Journal{client: client, opt: opt}
+	j.group = newGroup(j)
 	meta, err := client.Get(ctx, j.metaKey())
 	if err != nil {
 		return nil, fmt.Errorf("reading journal meta: %w", err)
@@ -283,46 +294,111 @@ func (j *Journal) append(ctx context.Context, stamp uint64, at int64, payload []
 		j.mu.Unlock()
 		return fmt.Errorf("appending journal segment: %d bytes of entries, more than the %d a segment holds", len(payload), maxParts*partBytes)
 	}
-	head := make([]byte, headerLen)
-	binary.LittleEndian.PutUint64(head, stamp)
-	binary.LittleEndian.PutUint32(head[8:], uint32(parts))
+	// The payload stays the caller's until this returns: a waiting append
+	// is written by the leader of its group before it is answered.
+	return j.group.Do(ctx, &segment{stamp: stamp, at: at, payload: payload, count: count, parts: parts})
+}
+
+// segment is one append waiting to be written.
+type segment struct {
+	stamp   uint64
+	at      int64
+	payload []byte
+	count   int
+	parts   int
+}
+
+// Appends that arrive while another is being written are written together,
+// in one storage transaction (up to maxGroupSegments segments, or
+// maxGroupParts parts), each still its own segment.
+const (
+	maxGroupSegments = 256
+	maxGroupParts    = 1024 // 8 MiB of payload
+)
+
+func newGroup(j *Journal) *groupcommit.Group[*segment] {
+	return groupcommit.New(j.write, func(s *segment) int { return s.parts + 1 }, maxGroupParts, maxGroupSegments)
+}
+
+// write stores first and rest as consecutive segments, in one transaction.
+func (j *Journal) write(ctx context.Context, first *segment, rest []*segment) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	// The parts are slices of payload: the storage writes them before
-	// Batch returns and keeps no reference.
-	ops := make([]*storage.Operation, 0, 2*parts+4)
-	ops = append(ops, storage.SetOperation(j.headKey(j.next), head))
-	for i := range parts {
-		ops = append(ops, storage.SetOperation(j.partKey(j.next, i), payload[i*partBytes:min(len(payload), (i+1)*partBytes)]))
-	}
-	// Drop the oldest segments while the MaxSegments bound is reached, or
-	// while the newer segments (this one included) alone hold MaxEntries:
-	// the window has evicted the oldest segment's entries by then.
-	drop, entries := 0, j.entries+count
-	for drop < len(j.times) {
-		full := len(j.times)-drop >= j.opt.MaxSegments
-		covered := j.opt.MaxEntries > 0 && entries-j.counts[drop] >= j.opt.MaxEntries
-		if !full && !covered {
-			break
+	segs := 1 + len(rest)
+	seg := func(k int) *segment {
+		if k == 0 {
+			return first
 		}
-		ops = j.deleteOps(ops, drop, j.first+uint64(drop))
-		entries -= j.counts[drop]
-		drop++
+		return rest[k-1]
 	}
-	first := j.first + uint64(drop)
-	ops = append(ops, storage.SetOperation(j.metaKey(), j.meta(first, j.next+1)))
+	n0 := len(j.times)
+	// Index i < n0 is a segment held, n0+k the k-th written here.
+	countAt := func(i int) int {
+		if i < n0 {
+			return j.counts[i]
+		}
+		return seg(i - n0).count
+	}
+	partsAt := func(i int) int {
+		if i < n0 {
+			return j.parts[i]
+		}
+		return seg(i - n0).parts
+	}
+	size := 4
+	for k := range segs {
+		size += 2*seg(k).parts + 2
+	}
+	ops := make([]*storage.Operation, 0, size)
+	drop, entries := 0, j.entries
+	for k := range segs {
+		s, num := seg(k), j.next+uint64(k)
+		head := make([]byte, headerLen)
+		binary.LittleEndian.PutUint64(head, s.stamp)
+		binary.LittleEndian.PutUint32(head[8:], uint32(s.parts))
+		// The parts are slices of the payload: the storage writes them
+		// before Batch returns and keeps no reference.
+		ops = append(ops, storage.SetOperation(j.headKey(num), head))
+		for i := range s.parts {
+			ops = append(ops, storage.SetOperation(j.partKey(num, i), s.payload[i*partBytes:min(len(s.payload), (i+1)*partBytes)]))
+		}
+		// Drop the oldest segments while the MaxSegments bound is
+		// reached, or while the newer segments (this one included) alone
+		// hold MaxEntries: the window has evicted the oldest segment's
+		// entries by then. One written here may go too.
+		entries += s.count
+		for drop < n0+k {
+			full := n0+k-drop >= j.opt.MaxSegments
+			covered := j.opt.MaxEntries > 0 && entries-countAt(drop) >= j.opt.MaxEntries
+			if !full && !covered {
+				break
+			}
+			ops = j.deleteOpsOf(ops, j.first+uint64(drop), partsAt(drop))
+			entries -= countAt(drop)
+			drop++
+		}
+	}
+	first0 := j.first + uint64(drop)
+	ops = append(ops, storage.SetOperation(j.metaKey(), j.meta(first0, j.next+uint64(segs))))
 	if err := j.client.Batch(ctx, ops...); err != nil {
-		j.stats.Failed++
+		j.stats.Failed += uint64(segs)
+		if segs > 1 {
+			return fmt.Errorf("appending %d journal segments: %w", segs, err)
+		}
 		return fmt.Errorf("appending journal segment: %w", err)
 	}
-	j.first = first
-	j.times = append(j.times[drop:], at)
-	j.counts = append(j.counts[drop:], count)
-	j.parts = append(j.parts[drop:], parts)
+	for k := range segs {
+		s := seg(k)
+		j.times = append(j.times, s.at)
+		j.counts = append(j.counts, s.count)
+		j.parts = append(j.parts, s.parts)
+	}
+	j.times, j.counts, j.parts = j.times[drop:], j.counts[drop:], j.parts[drop:]
+	j.first = first0
 	j.entries = entries
 	j.stats.Dropped += uint64(drop)
-	j.next++
-	j.stats.Appended++
+	j.next += uint64(segs)
+	j.stats.Appended += uint64(segs)
 	return nil
 }
 

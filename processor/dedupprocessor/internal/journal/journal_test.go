@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"runtime"
+	"sync"
 	"testing"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/filestorage"
@@ -363,5 +365,97 @@ func TestForgetSegmentsReplayInOrder(t *testing.T) {
 	}
 	if len(ats) != 3 || ats[2] != 4 {
 		t.Fatalf("insert times %v, want [1 2 4]", ats)
+	}
+}
+
+// gatedClient is a real storage client whose first Batch waits for open,
+// and which counts Batch calls: the writes the journal made.
+type gatedClient struct {
+	storage.Client
+	mu      sync.Mutex
+	batches int
+	entered chan struct{} // closed when the first Batch has begun
+	open    chan struct{}
+}
+
+func (c *gatedClient) Batch(ctx context.Context, ops ...*storage.Operation) error {
+	c.mu.Lock()
+	c.batches++
+	first := c.batches == 1
+	c.mu.Unlock()
+	if first {
+		close(c.entered)
+		<-c.open
+	}
+	return c.Client.Batch(ctx, ops...)
+}
+
+// TestConcurrentAppendsShareTransactions: appends that arrive while one is
+// being written are written together in one transaction, each still its
+// own segment, in arrival order, with the MaxSegments and MaxEntries bounds
+// applied as if they had come one by one (segments written and dropped in
+// the same transaction included).
+func TestConcurrentAppendsShareTransactions(t *testing.T) {
+	for _, tc := range []struct {
+		name                    string
+		maxSegments, maxEntries int
+		wantLen                 int
+	}{
+		{"max segments", 8, 0, 8},
+		{"max entries", 1000, 10, 10}, // one entry each: the newest 10 cover the window
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			real, closeFn := fileStorage(t, t.TempDir())
+			defer closeFn()
+			c := &gatedClient{Client: real, entered: make(chan struct{}), open: make(chan struct{})}
+			ctx := context.Background()
+			opt := Options{Prefix: "g/", MaxSegments: tc.maxSegments, MaxEntries: tc.maxEntries, RecordSize: 8}
+			j, err := Open(ctx, c, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const n = 20
+			var wg sync.WaitGroup
+			errs := make([]error, n)
+			wg.Go(func() { errs[0] = j.Append(ctx, 1, payload(0)) })
+			<-c.entered
+			for i := 1; i < n; i++ {
+				wg.Go(func() { errs[i] = j.Append(ctx, int64(i+1), payload(uint64(i))) })
+				for j.group.Stats().Calls < uint64(i+1) { // queued in arrival order
+					runtime.Gosched()
+				}
+			}
+			close(c.open)
+			wg.Wait()
+			for i, err := range errs {
+				if err != nil {
+					t.Fatalf("append %d: %v", i, err)
+				}
+			}
+			if c.batches != 2 {
+				t.Fatalf("%d transactions, want 2: the first append alone, the 19 that waited together", c.batches)
+			}
+			if st := j.Stats(); j.Len() != tc.wantLen || st.Appended != n || st.Dropped != uint64(n-tc.wantLen) {
+				t.Fatalf("Len=%d Appended=%d Dropped=%d, want %d, %d, %d", j.Len(), st.Appended, st.Dropped, tc.wantLen, n, n-tc.wantLen)
+			}
+			var got []uint64
+			var ats []int64
+			opt.Insert = func(at int64, p []byte) { got = append(got, binary.LittleEndian.Uint64(p)); ats = append(ats, at) }
+			if _, err := Open(ctx, real, opt); err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != tc.wantLen || got[0] != uint64(n-tc.wantLen) || got[len(got)-1] != n-1 || ats[0] != int64(n-tc.wantLen+1) {
+				t.Fatalf("replayed %v at %v, want the newest %d in order", got, ats, tc.wantLen)
+			}
+			for k := range n - tc.wantLen {
+				key := fmt.Sprintf("g/c/%020d", k)
+				if v, _ := real.Get(ctx, key); v != nil {
+					t.Fatalf("dropped segment %d is still stored (%s)", k, key)
+				}
+				if v, _ := real.Get(ctx, key+"/000000"); v != nil {
+					t.Fatalf("dropped segment %d's part is still stored", k)
+				}
+			}
+		})
 	}
 }
