@@ -44,7 +44,8 @@ go vet ./...
 go test -count=1 -timeout 40m ./... "$@"
 
 # The concurrent paths again under the race detector.
-go test -count=1 -race ./processor/... ./internal/capture/
+go test -count=1 -race ./processor/... ./internal/capture/ ./internal/groupcommit/
+go test -count=1 -race -run GroupCommit ./internal/distro/
 
 # Every fuzz target, briefly, from its committed seed corpus
 # (testdata/fuzz/<Target>): FUZZTIME=0 skips this step.
