@@ -10,16 +10,18 @@
 // The index is a table of 64-byte buckets (Swiss-table style): each holds
 // twelve one-byte tags, compared twelve at a time by word arithmetic, and
 // twelve 32-bit words pointing into the ring. A key lives in its home
-// bucket, or when that is full of current entries in one of the next few,
-// which the buckets it passed count, so that a lookup almost always stops at
-// its home bucket. An entry that leaves the ring (evicted, expired or
-// shrunk) is not looked up in the index: its word carries the lap of the
-// ring in which the entry was written, so that a slot whose entry has been
-// overwritten or has left the ring is recognised as stale by arithmetic
-// alone, and an insertion into its bucket overwrites it in place. A slow
-// sweep (a bucket every few insertions, the whole index in less than a lap)
-// empties the stale slots that no insertion met, so that none lives long
-// enough for its lap to come round again.
+// bucket, or when that is full of current entries in one of the next few;
+// each bucket counts the keys placed past it, and a lookup reads on only
+// while that count is not 0 (in a full set, about half of the buckets, and
+// then mostly just the adjacent one). An entry that leaves the ring
+// (evicted, expired or shrunk) is not looked up in the index: its word
+// carries the lap of the ring in which the entry was written, so that a
+// slot whose entry has been overwritten or has left the ring is recognised
+// as stale by arithmetic alone, and an insertion into its bucket
+// overwrites it in place, with no shift. A slow sweep (a bucket every 8
+// insertions, the whole index in less than a lap) empties the stale slots
+// that no insertion met, so that none lives long enough for its lap to
+// come round again.
 package window
 
 import (
@@ -139,12 +141,13 @@ type Set[K comparable, V any] struct {
 	toSweep   int    // insertions until the sweep visits a bucket
 
 	// A slot's stamp is lap<<posBits | (ring position + 1), its word's
-	// bits below the displacement. The stamps of current slots are two
-	// intervals (modulo stampMask+1): [lo1, lo1+len1) for the entries
-	// written before head last wrapped, [lo2, lo2+len2) for those written
-	// since.
-	stampMask            uint32
-	lo1, len1, lo2, len2 uint32
+	// bits below the displacement. The stamps of current slots are those
+	// in [lo, lo+span) (modulo stampMask+1), from the tail's to the
+	// head's: when the ring has wrapped the interval also holds the
+	// stamps between the last position of one lap and the first of the
+	// next (position + 1 above capacity, or 0), which no word has.
+	stampMask uint32
+	lo, span  uint32
 
 	blockFirst []int64 // arrival time of the first entry written into each block
 	blockLast  []int64 // arrival time of the last entry written into each block
@@ -265,35 +268,46 @@ func (b *bucket) setTag(i int, t uint64) {
 // pos is the ring position word w points at.
 func (s *Set[K, V]) pos(w uint32) int { return int(w&s.posMask) - 1 }
 
-// stamps recomputes the intervals of current stamps after head, n or lap
+// stamps recomputes the interval of current stamps after head, n or lap
 // changed.
 func (s *Set[K, V]) stamps() {
 	if start := s.head - s.n; start >= 0 {
-		s.lo1, s.len1 = 0, 0
-		s.lo2, s.len2 = (s.lap<<s.posBits+uint32(start)+1)&s.stampMask, uint32(s.n)
+		s.lo, s.span = (s.lap<<s.posBits+uint32(start)+1)&s.stampMask, uint32(s.n)
 	} else {
-		s.lo1, s.len1 = ((s.lap-1)<<s.posBits+uint32(start+len(s.ring))+1)&s.stampMask, uint32(-start)
-		s.lo2, s.len2 = (s.lap<<s.posBits+1)&s.stampMask, uint32(s.head)
+		s.lo = ((s.lap-1)<<s.posBits + uint32(start+len(s.ring)) + 1) & s.stampMask
+		s.span = (s.lap<<s.posBits + uint32(s.head) + 1 - s.lo) & s.stampMask
 	}
 }
 
-// current reports whether word w belongs to the entry now at its ring
-// position: written in the lap the word records, and still in the ring.
-// Stamps and lengths are below 1<<27, so x < len is the sign of x-len,
-// which takes no branch. The word 0 of an empty slot is never current.
+// current reports whether the word w of a taken slot belongs to the entry
+// now at its ring position: written in the lap the word records, and still
+// in the ring. (The word 0 of an empty slot may look current: callers look
+// at taken slots only.)
 func (s *Set[K, V]) current(w uint32) bool {
-	st := w & s.stampMask
-	return (((st-s.lo1)&s.stampMask-s.len1)|((st-s.lo2)&s.stampMask-s.len2))>>31 != 0
+	return (w&s.stampMask-s.lo)&s.stampMask < s.span
 }
 
-// stale returns a bit per slot of b that is taken but not current.
+// stale returns a bit per slot of b that is taken but not current. It is
+// current for two words at a time, in the halves of a uint64: a guard bit
+// above each half's stamp takes the borrow of its subtractions, so that
+// the halves do not spill into each other.
 func (s *Set[K, V]) stale(b *bucket) uint32 {
+	const (
+		both  = 1 | 1<<32
+		guard = 1<<31 | 1<<63
+		low31 = 0x7fffffff7fffffff
+	)
+	mask := uint64(s.stampMask) * both
+	lo, span := uint64(s.lo)*both, uint64(s.span)*both
 	var m uint32
-	mask, lo1, len1, lo2, len2 := s.stampMask, s.lo1, s.len1, s.lo2, s.len2
-	for i, w := range &b.words {
-		st := w & mask
-		cur := ((st-lo1)&mask - len1) | ((st-lo2)&mask - len2)
-		m |= (^cur & (w | -w)) >> 31 << i
+	for i := 0; i < bucketSlots; i += 2 {
+		x := uint64(b.words[i]) | uint64(b.words[i+1])<<32
+		st := x & mask
+		// Guard bit set: not below span (so not in the interval).
+		out := ((st|guard)-lo)&mask | guard - span
+		taken := (x&low31 + low31) | x // guard bit set: the word is not 0
+		v := out & taken & guard
+		m |= uint32(v>>31&1|v>>62) << i
 	}
 	return m
 }
@@ -418,32 +432,18 @@ func (s *Set[K, V]) Hash(k *K) uint64 { return s.hash(k) }
 
 // Prefetch loads, without changing anything, the index lines that observing
 // keys with the hashes hs (in this order, nothing else in between) will
-// read: each key's home bucket and the ring entry its tag points at, which a
-// duplicate is compared with. The loads do not depend on each other, so
-// their cache misses overlap; observed one by one, each key would wait for
-// the misses of the one before. (An eviction reads no random line, and the
-// sweep reads the index in order: see the package comment.)
+// read first: each key's home bucket. The loads do not depend on each other
+// and nothing waits for them here, so their cache misses overlap; observed
+// one by one, each key would wait for the misses of the one before. (An
+// eviction reads no random line, and the sweep reads the index in order:
+// see the package comment. Loading also the ring entries that the buckets'
+// tags point at, and the next bucket of an overflowing one, measured
+// slower: it waits for the buckets to arrive.)
 func (s *Set[K, V]) Prefetch(hs []uint64) {
 	var sink uint64
-	// First every home bucket, with as little work per key as possible,
-	// so that many misses are in flight at once; then, with the buckets
-	// arriving, the ring entries their tags point at.
 	for _, h := range hs {
 		bi, _ := s.home(h)
 		sink += s.buckets[bi].ctrl[0]
-	}
-	for _, h := range hs {
-		bi, t := s.home(h)
-		b := &s.buckets[bi]
-		if m := b.match(t); m != 0 {
-			// A likely hit: find compares the key in the ring.
-			w := b.words[bits.TrailingZeros32(m)]
-			sink += uint64(firstByte(&s.ring[s.pos(w)]))
-		}
-		if b.overflow() != 0 {
-			// A miss goes on to the next bucket.
-			sink += s.buckets[s.next(bi)].ctrl[0]
-		}
 	}
 	s.sink += uint32(sink)
 }

@@ -448,6 +448,64 @@ func checkIndex(t *testing.T, s *Set[[24]byte, uint64]) {
 	}
 }
 
+// TestStaleMask checks current and stale, two words at a time, against a
+// plain reading of the ring (a word is current when its lap is the one in
+// which head last wrote its position, or the one before for positions at
+// or after head, and its position is among the n before head), for random
+// words and ring states, at the smallest and the largest stamp widths.
+func TestStaleMask(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, capacity := range []int{1, 5, 1000, MaxCapacity} {
+		s, err := New[[24]byte, uint64](capacity, 1, NewSeed().Hash24)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 20000 {
+			s.head, s.n, s.lap = r.IntN(capacity), r.IntN(capacity+1), r.Uint32()
+			s.stamps()
+			var b bucket
+			for i := range b.words {
+				if r.IntN(4) == 0 {
+					continue // empty
+				}
+				p := r.IntN(capacity)
+				if r.IntN(2) == 0 { // near the tail or the head
+					p = (s.head - []int{s.n, 0}[r.IntN(2)] + r.IntN(3) - 1 + 2*capacity) % capacity
+				}
+				lap := s.lap - uint32(r.IntN(3))
+				if r.IntN(4) == 0 {
+					lap = r.Uint32()
+				}
+				b.words[i] = r.Uint32()>>s.dispShift<<s.dispShift | (lap<<s.posBits|uint32(p+1))&s.stampMask
+			}
+			var want uint32
+			for i, w := range b.words {
+				if w == 0 {
+					continue
+				}
+				p := s.pos(w)
+				lap := (w >> s.posBits) & lapMask
+				wrote := s.lap // the lap of head's last write at p
+				if p >= s.head {
+					wrote--
+				}
+				age := (s.head - p - 1 + capacity) % capacity // writes since p's
+				current := lap == wrote&lapMask && age < s.n
+				if s.current(w) != current {
+					t.Fatalf("capacity %d head %d n %d lap %d: word %#x current = %v, want %v", capacity, s.head, s.n, s.lap, w, !current, current)
+				}
+				if !current {
+					want |= 1 << i
+				}
+			}
+			if got := s.stale(&b); got != want {
+				t.Fatalf("capacity %d head %d n %d lap %d words %x: stale %012b, want %012b",
+					capacity, s.head, s.n, s.lap, b.words, got, want)
+			}
+		}
+	}
+}
+
 // TestBucketMasks checks the word arithmetic on tag bytes against a byte
 // by byte reading, for random and for extreme bytes.
 func TestBucketMasks(t *testing.T) {
