@@ -49,8 +49,8 @@ const (
 
 const (
 	defaultWindow          = 5 * time.Minute // exporterhelper's retry horizon (max_elapsed_time)
-	defaultMaxSpans        = 2_000_000       // about 79 MB at 40 bytes per tracked span
-	defaultMaxLogRecords   = 1_000_000       // about 24 MB at 24 bytes per tracked record
+	defaultMaxSpans        = 2_000_000       // about 86 MB at 43 bytes per tracked span
+	defaultMaxLogRecords   = 1_000_000       // about 27 MB at 27 bytes per tracked record
 	defaultMaxServices     = 200
 	defaultWarnInterval    = time.Minute
 	defaultSummaryInterval = 0 // off

@@ -4,7 +4,7 @@
 // out. Keys are compared exactly (never by a hash alone), so two different
 // keys can never be taken for one another. Its memory is fixed at
 // construction: a ring of entries in arrival order, a bucketed index over
-// it and a bit per entry, about (sizeof(K)+sizeof(V)) + 7.7 bytes per entry
+// it and a bit per entry, about (sizeof(K)+sizeof(V)) + 10.9 bytes per entry
 // of capacity. A Set is not safe for concurrent use.
 //
 // The index is a table of 64-byte buckets (Swiss-table style): each holds
@@ -12,13 +12,12 @@
 // twelve 32-bit words pointing into the ring. A key lives in its home
 // bucket, or when that is full of current entries in one of the next few;
 // each bucket counts the keys placed past it, and a lookup reads on only
-// while that count is not 0 (in a full set, about half of the buckets, and
-// then mostly just the adjacent one). An entry that leaves the ring
+// while that count is not 0 (in a full set, a few buckets in a hundred). An entry that leaves the ring
 // (evicted, expired or shrunk) is not looked up in the index: its word
 // carries the lap of the ring in which the entry was written, so that a
 // slot whose entry has been overwritten or has left the ring is recognised
 // as stale by arithmetic alone, and an insertion into its bucket
-// overwrites it in place, with no shift. A slow sweep (a bucket every 8
+// overwrites it in place, with no shift. A slow sweep (a bucket every 5
 // insertions, the whole index in less than a lap) empties the stale slots
 // that no insertion met, so that none lives long enough for its lap to
 // come round again.
@@ -58,7 +57,7 @@ const (
 // its position (and that position is still in the ring). A stale slot
 // would look current again 1<<lapBits-1 laps after its entry was
 // overwritten; the sweep visits every bucket at least once in two laps
-// (once a lap from about 100 entries up, see sweepEvery) and empties it
+// (once a lap from about 60 entries up, see sweepEvery) and empties it
 // long before.
 const (
 	lapBits = 3
@@ -68,15 +67,18 @@ const (
 // sweepEvery is how many insertions pass between two buckets swept; the
 // sweep also visits one when the ring's head wraps round, so that a small
 // set sweeps its whole index in at most two laps. With the load below there
-// are at most capacity*7/60+1 buckets, visited in 0.94 of a lap.
-const sweepEvery = 8
+// are at most capacity/6+2 buckets, visited in 0.84 of a lap.
+const sweepEvery = 5
 
-// loadNum/loadDen is the number of slots relative to capacity: 7/5, so the
-// index is at most 0.71 full of current slots. (At 4/3 too many keys
-// sit past their home bucket; 3/2 would cost 40.2 bytes per entry.)
+// loadNum/loadDen is the number of slots relative to capacity: 2, so the
+// index is at most half full of current slots. It costs 10.7 bytes per
+// entry, and buys the most of the window's speed: at 1.4 slots per entry
+// (7.5 bytes) half of the buckets of a full set had a key past them and an
+// insertion mostly had to look for a stale slot; the span path measured
+// 0.63 of that layout's CPU per span at a full 2M window (docs/benchmarks.md).
 const (
-	loadNum = 7
-	loadDen = 5
+	loadNum = 2
+	loadDen = 1
 )
 
 // The tag bytes and the overflow count, in a bucket's ctrl words.

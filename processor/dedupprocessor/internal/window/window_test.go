@@ -247,8 +247,10 @@ func newerCopy(order [][24]byte, k [24]byte) bool {
 func TestBytesPerEntry(t *testing.T) {
 	s := newSet(t, 1<<20, 1)
 	per := float64(s.Bytes()) / float64(s.Capacity())
-	if per > 40 {
-		t.Errorf("%.1f bytes per tracked span, want at most 40", per)
+	// 32 for the entry, 10.67 for two index slots, 0.19 for the bit
+	// and the block times.
+	if per > 43 {
+		t.Errorf("%.1f bytes per tracked span, want at most 43", per)
 	}
 	t.Logf("%.2f bytes per tracked span", per)
 }
@@ -365,7 +367,7 @@ func TestStaleSlotsAreSwept(t *testing.T) {
 		}
 	}
 	slots := len(s.buckets) * bucketSlots
-	// Measured: 0.19 of the slots stale, 0.54 of the buckets passed by
+	// Measured: 0.19 of the slots stale, 0.07 of the buckets passed by
 	// some key on its way from home (a lookup reads the next bucket).
 	if frac := float64(stale) / float64(slots); frac > 0.25 {
 		t.Errorf("%.3f of the slots stale, want at most 0.25", frac)
@@ -373,8 +375,8 @@ func TestStaleSlotsAreSwept(t *testing.T) {
 		t.Logf("%.3f of the slots stale, %.3f current; %.3f of the buckets overflowing", frac,
 			float64(capacity)/float64(slots), float64(overflowing)/float64(len(s.buckets)))
 	}
-	if frac := float64(overflowing) / float64(len(s.buckets)); frac > 0.65 {
-		t.Errorf("%.3f of the buckets overflowing, want at most 0.65", frac)
+	if frac := float64(overflowing) / float64(len(s.buckets)); frac > 0.15 {
+		t.Errorf("%.3f of the buckets overflowing, want at most 0.15", frac)
 	}
 	for i := uint64(19 * capacity); i < 20*capacity; i++ {
 		if v, ok := s.Lookup(key(i)); !ok || v != i {
