@@ -12,7 +12,7 @@
 // twelve 32-bit words pointing into the ring. A key lives in its home
 // bucket, or when that is full of current entries in one of the next few;
 // each bucket counts the keys placed past it, and a lookup reads on only
-// while that count is not 0 (in a full set, a few buckets in a hundred). An entry that leaves the ring
+// while that count is not 0 (in a full set, about 7 buckets in a hundred). An entry that leaves the ring
 // (evicted, expired or shrunk) is not looked up in the index: its word
 // carries the lap of the ring in which the entry was written, so that a
 // slot whose entry has been overwritten or has left the ring is recognised
