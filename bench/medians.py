@@ -3,10 +3,11 @@
 # exact two-sided Mann-Whitney p-value of each benchmark's per-item metrics:
 # ns/span and cpu-ns/span (BenchmarkTracesProcessor's cases first, without
 # their prefix), ns/record and cpu-ns/record (BenchmarkLogsProcessor),
-# ns/point (BenchmarkMetrics), from two files of `go test -bench` output (for
+# ns/point (BenchmarkMetrics), ns/key and cpu-ns/key (the window's
+# BenchmarkObserveBatch), from two files of `go test -bench` output (for
 # when benchstat cannot be fetched). Standard library only.
 import re, sys, itertools, statistics as st
-METRICS = ('ns/span', 'cpu-ns/span', 'ns/record', 'cpu-ns/record', 'ns/point')
+METRICS = ('ns/span', 'cpu-ns/span', 'ns/record', 'cpu-ns/record', 'ns/point', 'ns/key', 'cpu-ns/key')
 def load(fn):
     d = {}
     for line in open(fn):

@@ -49,8 +49,8 @@ const (
 
 const (
 	defaultWindow          = 5 * time.Minute // exporterhelper's retry horizon (max_elapsed_time)
-	defaultMaxSpans        = 2_000_000       // about 76 MB at 38 bytes per tracked span
-	defaultMaxLogRecords   = 1_000_000       // about 22 MB at 22 bytes per tracked record
+	defaultMaxSpans        = 2_000_000       // about 86 MB at 43 bytes per tracked span
+	defaultMaxLogRecords   = 1_000_000       // about 27 MB at 27 bytes per tracked record
 	defaultMaxServices     = 200
 	defaultWarnInterval    = time.Minute
 	defaultSummaryInterval = 0 // off

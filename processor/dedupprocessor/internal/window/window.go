@@ -3,18 +3,24 @@
 // A Set remembers up to Capacity keys for at least Window, first in, first
 // out. Keys are compared exactly (never by a hash alone), so two different
 // keys can never be taken for one another. Its memory is fixed at
-// construction: a ring of entries in arrival order, an open-addressing
-// index of 32-bit slots over it and a bit per entry, about
-// (sizeof(K)+sizeof(V)) + 6.2 bytes per entry of capacity. A Set is not safe
-// for concurrent use.
+// construction: a ring of entries in arrival order, a bucketed index over
+// it and a bit per entry, about (sizeof(K)+sizeof(V)) + 10.9 bytes per entry
+// of capacity. A Set is not safe for concurrent use.
 //
-// An entry that leaves the ring (evicted, expired or shrunk) is not looked
-// up in the index: its slot carries the lap of the ring in which the entry
-// was written, so that a slot whose entry has been overwritten or has left
-// the ring is recognised as stale by arithmetic alone. Stale slots are
-// reused by insertions that meet them and removed by a sweep that walks the
-// index in order, a few slots per insertion, so that a removal costs a
-// sequential read instead of a second random probe.
+// The index is a table of 64-byte buckets (Swiss-table style): each holds
+// twelve one-byte tags, compared twelve at a time by word arithmetic, and
+// twelve 32-bit words pointing into the ring. A key lives in its home
+// bucket, or when that is full of current entries in one of the next few;
+// each bucket counts the keys placed past it, and a lookup reads on only
+// while that count is not 0 (in a full set, about 7 buckets in a hundred). An entry that leaves the ring
+// (evicted, expired or shrunk) is not looked up in the index: its word
+// carries the lap of the ring in which the entry was written, so that a
+// slot whose entry has been overwritten or has left the ring is recognised
+// as stale by arithmetic alone, and an insertion into its bucket
+// overwrites it in place, with no shift. A slow sweep (a bucket every 5
+// insertions, the whole index in less than a lap) empties the stale slots
+// that no insertion met, so that none lives long enough for its lap to
+// come round again.
 package window
 
 import (
@@ -28,46 +34,60 @@ import (
 const blockShift = 8
 
 // MaxCapacity is the largest capacity a Set accepts: a ring position, its
-// probe distance, its lap and a bit of hash tag share one 32-bit index slot.
+// lap and its bucket displacement share one 32-bit word.
 const MaxCapacity = 1<<24 - 1
 
-// distBits is the width of the probe distance kept in each slot. Robin Hood
-// probing keeps distances short (a few at the load used here); a key that
-// would need more than maxDist is not indexed, which is counted as an
-// eviction, never as a wrong answer.
+// bucketSlots is the number of slots in a bucket: 12 tag bytes and an
+// overflow count in two words, and 12 words of ring positions, 64 bytes.
+const bucketSlots = 12
+
+// dispBits is the width of a slot's displacement: how many buckets past its
+// home bucket its key sits. A key that finds no free slot within maxDisp
+// buckets of its home is not indexed, which is counted as an eviction,
+// never as a wrong answer (at the load used here it does not happen unless
+// keys collide on purpose: the hash is seeded per process).
 const (
-	distBits = 5
-	maxDist  = 1<<distBits - 1
+	dispBits = 5
+	maxDisp  = 1<<dispBits - 1
 )
 
-// lapBits is the width of the lap kept in each slot: the number of times the
-// ring had wrapped when the slot's entry was written, modulo 1<<lapBits. A
-// slot is current when its lap is that of the last write at its position
-// (and that position is still in the ring). The sweep visits every slot at
-// least once per nslots/sweepPerInsert insertions (0.375 of a lap; a Forget
-// can take it back one slot; a set smaller than sweepEvery sweeps its whole
-// index once a lap), so a stale slot is gone long before its position's lap
-// comes round to the same bits again, 1<<lapBits laps after it was written.
+// lapBits is the width of the lap kept in each word: the number of times
+// the ring had wrapped when the slot's entry was written, modulo
+// 1<<lapBits. A slot is current when its lap is that of the last write at
+// its position (and that position is still in the ring). A stale slot
+// would look current again 1<<lapBits-1 laps after its entry was
+// overwritten; the sweep visits every bucket at least once in two laps
+// (once a lap from about 60 entries up, see sweepEvery) and empties it
+// long before.
 const (
-	lapBits = 2
+	lapBits = 3
 	lapMask = 1<<lapBits - 1
 )
 
-// sweepPerInsert is how many index slots the sweep visits per insertion, in
-// runs of sweepEvery insertions' worth. A stale slot lives at most
-// nslots/sweepPerInsert insertions (0.375 of the capacity) unless an
-// insertion reuses it first: a full set in steady state keeps its index
-// about 0.78 full (0.67 of it current), measured at 64Ki and 2M entries.
+// sweepEvery is how many insertions pass between two buckets swept; the
+// sweep also visits one when the ring's head wraps round, so that a small
+// set sweeps its whole index in at most two laps. With the load below there
+// are at most capacity/6+2 buckets, visited in 0.84 of a lap.
+const sweepEvery = 5
+
+// loadNum/loadDen is the number of slots relative to capacity: 2, so the
+// index is at most half full of current slots. It costs 10.7 bytes per
+// entry, and buys the most of the window's speed: at 1.4 slots per entry
+// (7.5 bytes) half of the buckets of a full set had a key past them and an
+// insertion mostly had to look for a stale slot; the span path measured
+// 0.63 of that layout's CPU per span at a full 2M window (docs/benchmarks.md).
 const (
-	sweepPerInsert = 4
-	sweepEvery     = 16
+	loadNum = 2
+	loadDen = 1
 )
 
-// loadNum/loadDen is the index size relative to capacity: 3/2, so the index
-// is never more than two-thirds full of current slots.
+// The tag bytes and the overflow count, in a bucket's ctrl words.
 const (
-	loadNum = 3
-	loadDen = 2
+	lo7      = 0x7f7f7f7f7f7f7f7f
+	bytes01  = 0x0101010101010101
+	hi1Mask  = 0x80808080 // the tag bytes of slots 8-11, in ctrl[1]
+	ovfShift = 32         // the overflow count, in ctrl[1]
+	ovfMax   = 255
 )
 
 var (
@@ -78,6 +98,17 @@ var (
 type entry[K comparable, V any] struct {
 	key K
 	val V
+}
+
+// bucket is one 64-byte line of the index. Slot i is empty when its tag
+// byte is 0 (its word is then 0 too); otherwise its word is
+// disp<<dispShift | lap<<posBits | (ring position + 1).
+type bucket struct {
+	// Tag bytes of slots 0-7; tag bytes of slots 8-11, then the
+	// overflow count: how many keys placed past this bucket have it on
+	// their way from their home (saturating at ovfMax, then kept).
+	ctrl  [2]uint64
+	words [bucketSlots]uint32
 }
 
 // Stats counts what a Set did with its entries since it was made.
@@ -102,20 +133,23 @@ type Set[K comparable, V any] struct {
 	// current slot (not forgotten, not left out of the index).
 	indexed []uint64
 
-	// slots: 0 empty; else tag | lap<<lapShift | (ring position + 1)<<distBits | dist
-	slots    []uint32
-	nslots   uint64
-	posMask  uint32 // the ring position + 1, shifted down by distBits
-	lapShift uint
-	tagMask  uint32 // the tag field, in place
-	sweep    uint64 // the next slot the sweep visits
+	buckets   []bucket
+	nbuckets  uint64
+	maxDisp   uint64 // maxDisp, or fewer when there are fewer buckets
+	posBits   uint
+	posMask   uint32 // the ring position + 1, in a word
+	dispShift uint
+	sweep     uint64 // the next bucket the sweep visits
+	toSweep   int    // insertions until the sweep visits a bucket
 
-	// A slot's stamp is lap<<posBits | (ring position + 1), its bits
-	// above dist. The stamps of current slots are two intervals (modulo
-	// stampMask+1): [lo1, lo1+len1) for the entries written before head
-	// last wrapped, [lo2, lo2+len2) for those written since.
-	stampMask            uint32
-	lo1, len1, lo2, len2 uint32
+	// A slot's stamp is lap<<posBits | (ring position + 1), its word's
+	// bits below the displacement. The stamps of current slots are those
+	// in [lo, lo+span) (modulo stampMask+1), from the tail's to the
+	// head's: when the ring has wrapped the interval also holds the
+	// stamps between the last position of one lap and the first of the
+	// next (position + 1 above capacity, or 0), which no word has.
+	stampMask uint32
+	lo, span  uint32
 
 	blockFirst []int64 // arrival time of the first entry written into each block
 	blockLast  []int64 // arrival time of the last entry written into each block
@@ -135,20 +169,21 @@ func New[K comparable, V any](capacity int, window int64, hash func(*K) uint64) 
 	if window <= 0 {
 		return nil, errWindow
 	}
-	nslots := uint64(capacity)*loadNum/loadDen + 1
+	nbuckets := (uint64(capacity)*loadNum/loadDen + bucketSlots) / bucketSlots
 	posBits := uint(bits.Len32(uint32(capacity)))
-	lapShift := distBits + posBits
 	blocks := (capacity + 1<<blockShift - 1) >> blockShift
 	return &Set[K, V]{
 		hash:       hash,
 		window:     window,
 		ring:       make([]entry[K, V], capacity),
 		indexed:    make([]uint64, (capacity+63)/64),
-		slots:      make([]uint32, nslots),
-		nslots:     nslots,
+		buckets:    make([]bucket, nbuckets),
+		nbuckets:   nbuckets,
+		maxDisp:    min(maxDisp, nbuckets-1),
+		posBits:    posBits,
 		posMask:    1<<posBits - 1,
-		lapShift:   lapShift,
-		tagMask:    ^uint32(0) << (lapShift + lapBits),
+		dispShift:  posBits + lapBits,
+		toSweep:    sweepEvery,
 		stampMask:  1<<(posBits+lapBits) - 1,
 		blockFirst: make([]int64, blocks),
 		blockLast:  make([]int64, blocks),
@@ -167,7 +202,8 @@ func (s *Set[K, V]) Stats() Stats { return s.stats }
 // Bytes is the memory the set holds, fixed at construction.
 func (s *Set[K, V]) Bytes() int {
 	var e entry[K, V]
-	return len(s.ring)*sizeOf(e) + len(s.slots)*4 + len(s.indexed)*8 + 2*8*len(s.blockFirst)
+	var b bucket
+	return len(s.ring)*sizeOf(e) + len(s.buckets)*sizeOf(b) + len(s.indexed)*8 + 2*8*len(s.blockFirst)
 }
 
 // Oldest returns the arrival time of the oldest block still held, and false
@@ -188,149 +224,202 @@ func (s *Set[K, V]) tail() int {
 	return t
 }
 
-// home maps a hash to its first slot (Lemire's multiply-shift range
-// reduction, so the index size need not be a power of two) and its tag, the
-// low bits of the hash, which the range reduction barely uses.
-func (s *Set[K, V]) home(h uint64) (uint64, uint32) {
-	i, _ := bits.Mul64(h, s.nslots)
-	return i, uint32(h) & s.tagMask
+// home maps a hash to its home bucket (Lemire's multiply-shift range
+// reduction, so the number of buckets need not be a power of two) and its
+// tag: the low byte of the hash, which the range reduction barely uses,
+// with 0 (an empty slot) taken as 1.
+func (s *Set[K, V]) home(h uint64) (uint64, uint64) {
+	b, _ := bits.Mul64(h, s.nbuckets)
+	t := h & 0xff
+	return b, t + (t-1)>>63
 }
 
-func (s *Set[K, V]) next(i uint64) uint64 {
-	i++
-	if i == s.nslots {
+func (s *Set[K, V]) next(b uint64) uint64 {
+	b++
+	if b == s.nbuckets {
 		return 0
 	}
-	return i
+	return b
 }
 
-func dist(v uint32) uint32 { return v & maxDist }
+// zeroBytes has the top bit of each byte of x that is 0 set, and no other.
+func zeroBytes(x uint64) uint64 { return ^((x&lo7 + lo7) | x | lo7) }
 
-// pos is the ring position slot v points at.
-func (s *Set[K, V]) pos(v uint32) int { return int(v>>distBits&s.posMask) - 1 }
+// slotBits gathers the top bit of each byte of m (as zeroBytes gives) into
+// the low 8 bits.
+func slotBits(m uint64) uint32 { return uint32((m >> 7) * 0x0102040810204080 >> 56) }
 
-// stamps recomputes the intervals of current stamps after head, n or lap
+// match returns a bit per slot of b whose tag is t.
+func (b *bucket) match(t uint64) uint32 {
+	tt := t * bytes01
+	return slotBits(zeroBytes(b.ctrl[0]^tt)) | slotBits(zeroBytes(b.ctrl[1]^tt)&hi1Mask)<<8
+}
+
+// empty returns a bit per empty slot of b.
+func (b *bucket) empty() uint32 {
+	return slotBits(zeroBytes(b.ctrl[0])) | slotBits(zeroBytes(b.ctrl[1])&hi1Mask)<<8
+}
+
+func (b *bucket) overflow() uint64 { return b.ctrl[1] >> ovfShift & ovfMax }
+
+func (b *bucket) setTag(i int, t uint64) {
+	sh := uint(i&7) * 8
+	b.ctrl[i>>3] = b.ctrl[i>>3]&^(0xff<<sh) | t<<sh
+}
+
+// pos is the ring position word w points at.
+func (s *Set[K, V]) pos(w uint32) int { return int(w&s.posMask) - 1 }
+
+// stamps recomputes the interval of current stamps after head, n or lap
 // changed.
 func (s *Set[K, V]) stamps() {
-	posBits := s.lapShift - distBits
 	if start := s.head - s.n; start >= 0 {
-		s.lo1, s.len1 = 0, 0
-		s.lo2, s.len2 = (s.lap<<posBits+uint32(start)+1)&s.stampMask, uint32(s.n)
+		s.lo, s.span = (s.lap<<s.posBits+uint32(start)+1)&s.stampMask, uint32(s.n)
 	} else {
-		s.lo1, s.len1 = ((s.lap-1)<<posBits+uint32(start+len(s.ring))+1)&s.stampMask, uint32(-start)
-		s.lo2, s.len2 = (s.lap<<posBits+1)&s.stampMask, uint32(s.head)
+		s.lo = ((s.lap-1)<<s.posBits + uint32(start+len(s.ring)) + 1) & s.stampMask
+		s.span = (s.lap<<s.posBits + uint32(s.head) + 1 - s.lo) & s.stampMask
 	}
 }
 
-// current reports whether slot v belongs to the entry now at its ring
-// position: written in the lap the slot records, and still in the ring.
-// Stamps and lengths are below 1<<29, so x < len is the sign of x-len,
-// which takes no branch.
-func (s *Set[K, V]) current(v uint32) bool {
-	st := v >> distBits & s.stampMask
-	return (((st-s.lo1)&s.stampMask-s.len1)|((st-s.lo2)&s.stampMask-s.len2))>>31 != 0
+// current reports whether the word w of a taken slot belongs to the entry
+// now at its ring position: written in the lap the word records, and still
+// in the ring. (The word 0 of an empty slot may look current: callers look
+// at taken slots only.)
+func (s *Set[K, V]) current(w uint32) bool {
+	return (w&s.stampMask-s.lo)&s.stampMask < s.span
+}
+
+// stale returns a bit per slot of b that is taken but not current. It is
+// current for two words at a time, in the halves of a uint64: a guard bit
+// above each half's stamp takes the borrow of its subtractions, so that
+// the halves do not spill into each other.
+func (s *Set[K, V]) stale(b *bucket) uint32 {
+	const (
+		both  = 1 | 1<<32
+		guard = 1<<31 | 1<<63
+		low31 = 0x7fffffff7fffffff
+	)
+	mask := uint64(s.stampMask) * both
+	lo, span := uint64(s.lo)*both, uint64(s.span)*both
+	var m uint32
+	for i := 0; i < bucketSlots; i += 2 {
+		x := uint64(b.words[i]) | uint64(b.words[i+1])<<32
+		st := x & mask
+		// Guard bit set: not below span (so not in the interval).
+		out := ((st|guard)-lo)&mask | guard - span
+		taken := (x&low31 + low31) | x // guard bit set: the word is not 0
+		v := out & taken & guard
+		m |= uint32(v>>31&1|v>>62) << i
+	}
+	return m
 }
 
 func (s *Set[K, V]) setIndexed(p int)   { s.indexed[p>>6] |= 1 << (p & 63) }
 func (s *Set[K, V]) clearIndexed(p int) { s.indexed[p>>6] &^= 1 << (p & 63) }
 
-// find returns the slot holding k. Robin Hood order lets a miss stop at the
-// first slot whose resident is closer to its home than k would be. Stale
-// slots are residents like any other, but never an answer.
-func (s *Set[K, V]) find(k *K, h uint64) (uint64, bool) {
-	i, _, ok := s.probe(k, h)
-	return i, ok
+// find returns the bucket and slot holding k. A lookup goes on past a
+// bucket only while the bucket's overflow count says some key was placed
+// beyond it; stale slots are passed over, never an answer.
+func (s *Set[K, V]) find(k *K, h uint64) (uint64, int, bool) {
+	bi, t := s.home(h)
+	for d := uint64(0); ; d++ {
+		b := &s.buckets[bi]
+		for m := b.match(t); m != 0; m &= m - 1 {
+			i := bits.TrailingZeros32(m)
+			if w := b.words[i]; s.current(w) && s.ring[s.pos(w)].key == *k {
+				return bi, i, true
+			}
+		}
+		if b.overflow() == 0 || d == s.maxDisp {
+			return 0, 0, false
+		}
+		bi = s.next(bi)
+	}
 }
 
-// probe is find that, when k is not held, returns where an insertion of k
-// would start: the slot where the lookup stopped and k's distance from its
-// home there (maxDist+1 when k cannot be indexed).
-func (s *Set[K, V]) probe(k *K, h uint64) (uint64, uint32, bool) {
-	i, tag := s.home(h)
-	d := uint32(0)
-	for ; d <= maxDist; d++ {
-		v := s.slots[i]
-		if v == 0 || dist(v) < d {
-			return i, d, false
-		}
-		if dist(v) == d && v&s.tagMask == tag && s.current(v) && s.ring[s.pos(v)].key == *k {
-			return i, d, true
-		}
-		i = s.next(i)
-	}
-	return i, d, false
+// clear empties slot i of bucket b, the bi-th, and takes its key off the
+// overflow counts of the buckets it passed.
+func (s *Set[K, V]) clear(b *bucket, bi uint64, i int) {
+	d := uint64(b.words[i] >> s.dispShift)
+	b.setTag(i, 0)
+	b.words[i] = 0
+	s.unpass(bi, d)
 }
 
-// insert indexes ring position pos, written in lap lap, under hash h, Robin
-// Hood style: an entry farther from its home takes the slot of one nearer to
-// its own. A stale slot that would be passed over or moved on is overwritten
-// instead, which ends the insertion. It reports false when some current
-// entry would have to sit beyond maxDist; that entry is then left out of the
-// index. It starts at slot i, d slots from the home of h, where probe left
-// off: every slot before it holds an entry at least as far from its home.
-func (s *Set[K, V]) insert(pos int, h uint64, lap uint32, i uint64, d uint32) bool {
-	if d > maxDist {
-		s.clearIndexed(pos)
-		return false
+// unpass takes one key placed d buckets past its home off the overflow
+// counts of the d buckets before bucket bi.
+func (s *Set[K, V]) unpass(bi, d uint64) {
+	for ; d > 0; d-- {
+		if bi == 0 {
+			bi = s.nbuckets
+		}
+		bi--
+		p := &s.buckets[bi].ctrl[1]
+		if c := *p >> ovfShift & ovfMax; c != ovfMax {
+			*p -= 1 << ovfShift
+		}
 	}
-	cur := uint32(h)&s.tagMask | (lap<<(s.lapShift-distBits)|uint32(pos+1))&s.stampMask<<distBits + d
-	for {
-		v := s.slots[i]
-		if v == 0 {
-			s.slots[i] = cur
+}
+
+// insert indexes ring position pos, written in lap lap, under hash h: in the
+// first free slot (empty, or stale and overwritten in place) of its home
+// bucket or of the next maxDisp ones. It reports false when there is none;
+// the entry is then left out of the index.
+func (s *Set[K, V]) insert(pos int, h uint64, lap uint32) bool {
+	bi, t := s.home(h)
+	stamp := (lap<<s.posBits | uint32(pos+1)) & s.stampMask
+	for d := uint64(0); ; d++ {
+		b := &s.buckets[bi]
+		free := b.empty()
+		if free == 0 {
+			free = s.stale(b)
+		}
+		if free != 0 {
+			i := bits.TrailingZeros32(free)
+			if b.words[i] != 0 {
+				s.clear(b, bi, i)
+			}
+			b.setTag(i, t)
+			b.words[i] = uint32(d)<<s.dispShift | stamp
+			// Count the key on the buckets it passed.
+			for j, e := bi, d; e > 0; e-- {
+				if j == 0 {
+					j = s.nbuckets
+				}
+				j--
+				p := &s.buckets[j].ctrl[1]
+				if c := *p >> ovfShift & ovfMax; c != ovfMax {
+					*p += 1 << ovfShift
+				}
+			}
 			return true
 		}
-		if dist(v) <= dist(cur) {
-			if !s.current(v) {
-				// Every lookup that passes this slot saw a distance of
-				// dist(v) or less here; cur's is no less.
-				s.slots[i] = cur
-				return true
-			}
-			if dist(v) < dist(cur) {
-				s.slots[i], cur = cur, v
-			}
-		}
-		i = s.next(i)
-		if dist(cur) == maxDist {
-			s.clearIndexed(s.pos(cur))
+		if d == s.maxDisp {
+			s.clearIndexed(pos)
 			return false
 		}
-		cur++
+		bi = s.next(bi)
 	}
 }
 
-// sweepSlots visits the next m slots in index order and removes the stale
-// ones.
-func (s *Set[K, V]) sweepSlots(m int) {
-	slots, i := s.slots, s.sweep
-	mask, lo1, len1, lo2, len2 := s.stampMask, s.lo1, s.len1, s.lo2, s.len2
-	for ; m > 0; m-- {
-		v := slots[i]
-		st := v >> distBits & mask
-		// Bit 31 of cur is set when the slot is current, of v|-v when
-		// it is not empty: one branch, rarely taken.
-		cur := ((st-lo1)&mask - len1) | ((st-lo2)&mask - len2)
-		if (^cur&(v|-v))>>31 != 0 {
-			s.sweep = i
-			s.deleteSlot(i) // the slot after it moves here: visit i again
-			continue
-		}
-		if i++; i == s.nslots {
-			i = 0
-		}
+// sweepBucket empties the stale slots of the next bucket in index order.
+func (s *Set[K, V]) sweepBucket() {
+	bi := s.sweep
+	b := &s.buckets[bi]
+	for m := s.stale(b); m != 0; m &= m - 1 {
+		s.clear(b, bi, bits.TrailingZeros32(m))
 	}
-	s.sweep = i
+	s.sweep = s.next(bi)
 }
 
 // Lookup reports the value stored with k, if k is held.
 func (s *Set[K, V]) Lookup(k K) (V, bool) {
-	i, ok := s.find(&k, s.hash(&k))
+	bi, i, ok := s.find(&k, s.hash(&k))
 	if !ok {
 		var zero V
 		return zero, false
 	}
-	return s.ring[s.pos(s.slots[i])].val, true
+	return s.ring[s.pos(s.buckets[bi].words[i])].val, true
 }
 
 // Observe looks k up. When k is held it returns the value stored with it and
@@ -345,41 +434,27 @@ func (s *Set[K, V]) Hash(k *K) uint64 { return s.hash(k) }
 
 // Prefetch loads, without changing anything, the index lines that observing
 // keys with the hashes hs (in this order, nothing else in between) will
-// read: each key's home slot and the ring entry its tag points at, which a
-// duplicate is compared with. The loads do not depend on each other, so
-// their cache misses overlap; observed one by one, each key would wait for
-// the misses of the one before. It also loads the index lines the sweep will
-// visit while these keys are stored, which are in order. (An eviction reads
-// no random line: see the package comment.)
+// read first: each key's home bucket. The loads do not depend on each other
+// and nothing waits for them here, so their cache misses overlap; observed
+// one by one, each key would wait for the misses of the one before. (An
+// eviction reads no random line, and the sweep reads the index in order:
+// see the package comment. Loading also the ring entries that the buckets'
+// tags point at, and the next bucket of an overflowing one, measured
+// slower: it waits for the buckets to arrive.)
 func (s *Set[K, V]) Prefetch(hs []uint64) {
-	var sink uint32
+	var sink uint64
 	for _, h := range hs {
-		i, tag := s.home(h)
-		v := s.slots[i]
-		sink += v
-		if v != 0 && v&s.tagMask == tag {
-			// A likely hit: find compares the key in the ring.
-			sink += uint32(firstByte(&s.ring[s.pos(v)]))
-		}
+		bi, _ := s.home(h)
+		sink += s.buckets[bi].ctrl[0]
 	}
-	// One load per 64-byte line of 16 slots, from where the sweep is
-	// now, for as many slots as storing every key would sweep.
-	i := s.sweep &^ 15
-	for range min(uint64(len(hs)+sweepEvery)*sweepPerInsert/16+1, s.nslots/16) {
-		sink += s.slots[i]
-		if i += 16; i >= s.nslots {
-			i = 0
-		}
-	}
-	s.sink += sink
+	s.sink += uint32(sink)
 }
 
 // ObserveHashed is Observe for the key *k whose Hash is h; it reads *k in
 // place.
 func (s *Set[K, V]) ObserveHashed(k *K, h uint64, v V, now int64) (V, bool) {
-	i, d, ok := s.probe(k, h)
-	if ok {
-		return s.ring[s.pos(s.slots[i])].val, true
+	if bi, i, ok := s.find(k, h); ok {
+		return s.ring[s.pos(s.buckets[bi].words[i])].val, true
 	}
 	if s.n == len(s.ring) && s.dropTail() {
 		s.stats.Evicted++
@@ -394,7 +469,8 @@ func (s *Set[K, V]) ObserveHashed(k *K, h uint64, v V, now int64) (V, bool) {
 	s.blockLast[b] = now
 	lap := s.lap
 	s.head++
-	if s.head == len(s.ring) {
+	wrapped := s.head == len(s.ring)
+	if wrapped {
 		s.head = 0
 		s.lap++
 	}
@@ -402,14 +478,15 @@ func (s *Set[K, V]) ObserveHashed(k *K, h uint64, v V, now int64) (V, bool) {
 	s.stamps()
 	s.live++
 	s.setIndexed(pos)
-	if !s.insert(pos, h, lap, i, d) {
-		// The index had no room near some key's home: one key (not
-		// necessarily k) is no longer indexed. It is as if it were evicted.
+	if !s.insert(pos, h, lap) {
+		// No free slot near k's home: k is not indexed. It is as if it
+		// were evicted at once.
 		s.live--
 		s.stats.Evicted++
 	}
-	if s.head%sweepEvery == 0 {
-		s.sweepSlots(sweepEvery * sweepPerInsert)
+	if s.toSweep--; s.toSweep == 0 || wrapped {
+		s.toSweep = sweepEvery
+		s.sweepBucket()
 	}
 	var zero V
 	return zero, false
@@ -419,12 +496,13 @@ func (s *Set[K, V]) ObserveHashed(k *K, h uint64, v V, now int64) (V, bool) {
 // caller takes back keys whose data was not delivered. It reports whether k
 // was held.
 func (s *Set[K, V]) Forget(k K) bool {
-	i, ok := s.find(&k, s.hash(&k))
+	bi, i, ok := s.find(&k, s.hash(&k))
 	if !ok {
 		return false
 	}
-	s.clearIndexed(s.pos(s.slots[i]))
-	s.deleteSlot(i)
+	b := &s.buckets[bi]
+	s.clearIndexed(s.pos(b.words[i]))
+	s.clear(b, bi, i)
 	s.live--
 	return true
 }
@@ -505,24 +583,4 @@ func (s *Set[K, V]) evictTail() bool {
 	var zero entry[K, V]
 	s.ring[t] = zero
 	return held
-}
-
-// deleteSlot empties slot i and shifts the rest of its probe run back one
-// slot each, so that lookups never meet tombstones. A slot shifted back over
-// the sweep's position takes the sweep back with it, so that the sweep does
-// not miss it.
-func (s *Set[K, V]) deleteSlot(i uint64) {
-	for {
-		j := s.next(i)
-		v := s.slots[j]
-		if v == 0 || dist(v) == 0 {
-			break
-		}
-		s.slots[i] = v - 1
-		if j == s.sweep {
-			s.sweep = i
-		}
-		i = j
-	}
-	s.slots[i] = 0
 }
