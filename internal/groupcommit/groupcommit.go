@@ -152,24 +152,27 @@ func (g *Group[T]) lead(ctx context.Context, item T, rest []*waiter[T]) error {
 // gather waits while hold is true, up to holdFor, then adds to rest the
 // calls that arrived, within the group's bounds.
 func (g *Group[T]) gather(item T, rest []*waiter[T]) []*waiter[T] {
+	sum := g.weight(item)
+	for _, w := range rest {
+		sum += g.weight(w.item)
+	}
+	// Waiting stops early once the group is full: under a sustained load
+	// the queue never empties, and waiting then would only cap the rate
+	// at a group per holdFor.
 	deadline := time.Now().Add(g.holdFor)
 	for g.hold() && time.Now().Before(deadline) {
+		g.mu.Lock()
+		n, w := g.fits(sum, len(rest))
+		full := n < len(g.waiting) || w >= g.maxWeight || 1+len(rest)+n >= g.maxCalls
+		g.mu.Unlock()
+		if full {
+			break
+		}
 		time.Sleep(g.holdPoll)
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	n, sum := 0, g.weight(item)
-	for _, w := range rest {
-		sum += g.weight(w.item)
-	}
-	for n < len(g.waiting) && 1+len(rest)+n < g.maxCalls {
-		wt := g.weight(g.waiting[n].item)
-		if sum+wt > g.maxWeight {
-			break
-		}
-		sum += wt
-		n++
-	}
+	n, _ := g.fits(sum, len(rest))
 	if n == 0 {
 		return rest
 	}
@@ -178,6 +181,22 @@ func (g *Group[T]) gather(item T, rest []*waiter[T]) []*waiter[T] {
 	clear(g.waiting[rem:])
 	g.waiting = g.waiting[:rem]
 	return rest
+}
+
+// fits returns how many of the calls waiting, in order, fit into a group
+// that already holds 1+calls calls of weight sum, and the weight then.
+// g.mu is held.
+func (g *Group[T]) fits(sum, calls int) (int, int) {
+	n := 0
+	for n < len(g.waiting) && 1+calls+n < g.maxCalls {
+		wt := g.weight(g.waiting[n].item)
+		if sum+wt > g.maxWeight {
+			break
+		}
+		sum += wt
+		n++
+	}
+	return n, sum
 }
 
 // Stats returns what the Group has done so far.

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 )
 
 // recorder commits by recording each group; the first commit can be held
@@ -228,4 +229,30 @@ func seq(n int) []int {
 
 func equalGroups(a, b [][]int) bool {
 	return slices.EqualFunc(a, b, func(x, y []int) bool { return slices.Equal(x, y) })
+}
+
+// TestHoldStopsWhenTheGroupIsFull: a commit that waits for hold gathers the
+// calls that arrive, and stops waiting as soon as they fill the group, so
+// that a queue that never empties does not cap the rate at a group per
+// hold time.
+func TestHoldStopsWhenTheGroupIsFull(t *testing.T) {
+	r := &recorder{}
+	g := New(r.commit, nil, 3, 100)
+	g.Hold(func() bool { return true }, time.Hour, time.Millisecond)
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for i := range 3 {
+		wg.Go(func() { errs[i] = g.Do(t.Context(), i) })
+		waitCalls(t, g, uint64(i+1))
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Minute): // only a failing run waits: the hold is an hour
+		t.Fatal("the full group was not committed: the leader kept waiting for hold")
+	}
+	if want := [][]int{{0, 1, 2}}; !equalGroups(r.groups, want) {
+		t.Fatalf("groups %v, want %v", r.groups, want)
+	}
 }
