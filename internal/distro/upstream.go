@@ -75,8 +75,8 @@ type upstreamConfig struct {
 // wait, and the first of them then writes them all at once, up to MaxItems
 // spans, log records or metric points together (a single larger request
 // goes alone). With MaxDelay, a request that finds the queue still holding
-// earlier entries waits for it to empty, at most MaxDelay, gathering the
-// requests that arrive meanwhile: bbolt rewrites the entries sharing a page
+// earlier entries waits for it to empty, at most MaxDelay and only until
+// the requests that arrive meanwhile fill MaxItems, gathering them: bbolt rewrites the entries sharing a page
 // at every change, so fewer entries held means fewer bytes written. Every
 // request is still answered only once its entry is in the queue. Requests
 // carrying client metadata or authentication data are never merged, as
