@@ -26,56 +26,24 @@ func FuzzSet(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var order [][24]byte
-		held := map[[24]byte]uint64{}
-		drop := func() {
-			old := order[0]
-			order = order[1:]
-			if _, ok := held[old]; ok && !newerCopy(order, old) {
-				delete(held, old)
-			}
-		}
+		m := newModel(capacity)
 		ops := in[1:]
 		for step := 0; step+1 < len(ops); step += 2 {
 			op, k := ops[step]%8, key(uint64(ops[step+1]))
 			switch op {
 			case 0:
-				m := int(ops[step+1] % 8)
-				if got := s.Shrink(m); got != min(m, len(order)) {
-					t.Fatalf("step %d: Shrink(%d) = %d, want %d", step, m, got, min(m, len(order)))
-				}
-				for range min(m, len(order)) {
-					drop()
-				}
+				m.shrink(t, step, s, int(ops[step+1]%8))
 			case 1, 2:
-				_, want := held[k]
-				if got := s.Forget(k); got != want {
-					t.Fatalf("step %d: Forget = %v, want %v", step, got, want)
-				}
-				delete(held, k)
+				m.forget(t, step, s, k)
 			default:
-				v := uint64(step) + 1
-				prev, seen := s.Observe(k, v, 0)
-				mv, want := held[k]
-				if seen != want || (seen && prev != mv) {
-					t.Fatalf("step %d: Observe = (%d, %v), want (%d, %v)", step, prev, seen, mv, want)
-				}
-				if !seen {
-					if len(order) == capacity {
-						drop()
-					}
-					order = append(order, k)
-					held[k] = v
-				}
+				m.observe(t, step, s, k, uint64(step)+1, 0)
 			}
-			if s.Len() != len(held) {
-				t.Fatalf("step %d: Len = %d, want %d", step, s.Len(), len(held))
-			}
+			m.checkLen(t, step, s)
 		}
 		checkIndex(t, s)
 		for i := range uint64(256) {
 			got, ok := s.Lookup(key(i))
-			if want, h := held[key(i)]; ok != h || got != want {
+			if want, h := m.held[key(i)]; ok != h || got != want {
 				t.Fatalf("key %d: (%d, %v), want (%d, %v)", i, got, ok, want, h)
 			}
 		}

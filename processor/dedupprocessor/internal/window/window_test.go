@@ -161,66 +161,29 @@ func TestAgainstModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var order [][24]byte // model: arrival order of live ring entries
-	held := map[[24]byte]uint64{}
+	m := newModel(capacity)
 	for step := range 100000 {
 		k := key(uint64(r.IntN(80)))
 		switch r.IntN(20) {
 		case 0:
 			// Shrink: the oldest entries leave the ring without being
 			// overwritten, so their slots go stale by position, not lap.
-			m := r.IntN(5)
-			if got := s.Shrink(m); got != min(m, len(order)) {
-				t.Fatalf("step %d: Shrink(%d) = %d, want %d", step, m, got, min(m, len(order)))
-			}
-			for range min(m, len(order)) {
-				old := order[0]
-				order = order[1:]
-				if _, ok := held[old]; ok && !newerCopy(order, old) {
-					delete(held, old)
-				}
-			}
+			m.shrink(t, step, s, r.IntN(5))
 		case 1, 2, 3, 4:
-			got := s.Forget(k)
-			_, want := held[k]
-			if got != want {
-				t.Fatalf("step %d: Forget = %v, want %v", step, got, want)
-			}
-			delete(held, k)
+			m.forget(t, step, s, k)
 		default:
-			v := uint64(step)
-			prev, seen := s.Observe(k, v, int64(step))
-			mv, want := held[k]
-			if seen != want || (seen && prev != mv) {
-				t.Fatalf("step %d: Observe = (%d, %v), want (%d, %v)", step, prev, seen, mv, want)
-			}
-			if !seen {
-				if len(order) == capacity {
-					old := order[0]
-					order = order[1:]
-					// The oldest ring entry goes; its key only if it was
-					// not forgotten and stored again since.
-					if still, ok := held[old]; ok && !newerCopy(order, old) {
-						_ = still
-						delete(held, old)
-					}
-				}
-				order = append(order, k)
-				held[k] = v
-			}
+			m.observe(t, step, s, k, uint64(step), int64(step))
 		}
-		if s.Len() != len(held) {
-			t.Fatalf("step %d: Len = %d, want %d", step, s.Len(), len(held))
-		}
+		m.checkLen(t, step, s)
 		if step%97 == 0 {
 			checkIndex(t, s)
-			for k, v := range held {
+			for k, v := range m.held {
 				if got, ok := s.Lookup(k); !ok || got != v {
 					t.Fatalf("step %d: key %x = (%d, %v), want %d", step, k[:1], got, ok, v)
 				}
 			}
 			for i := range uint64(80) {
-				if _, ok := held[key(i)]; !ok {
+				if _, ok := m.held[key(i)]; !ok {
 					if _, got := s.Lookup(key(i)); got {
 						t.Fatalf("step %d: key %d held, want not", step, i)
 					}
@@ -228,20 +191,11 @@ func TestAgainstModel(t *testing.T) {
 			}
 		}
 	}
-	for k, v := range held {
+	for k, v := range m.held {
 		if got, ok := s.Lookup(k); !ok || got != v {
 			t.Fatalf("final: key %x = (%d, %v), want %d", k[:1], got, ok, v)
 		}
 	}
-}
-
-func newerCopy(order [][24]byte, k [24]byte) bool {
-	for _, o := range order {
-		if o == k {
-			return true
-		}
-	}
-	return false
 }
 
 func TestBytesPerEntry(t *testing.T) {
@@ -559,37 +513,15 @@ func TestAgainstModelSizes(t *testing.T) {
 			keys := 2*capacity + 3
 			r := rand.New(rand.NewPCG(7, uint64(capacity)))
 			s := newSet(t, capacity, 1<<60)
-			var order [][24]byte
-			held := map[[24]byte]uint64{}
+			m := newModel(capacity)
 			for step := range 60000 {
 				k := key(uint64(r.IntN(keys)))
 				if r.IntN(8) == 0 {
-					if got, want := s.Forget(k), held[k] != 0; got != want {
-						t.Fatalf("step %d: Forget = %v, want %v", step, got, want)
-					}
-					delete(held, k)
-					continue
+					m.forget(t, step, s, k)
+				} else {
+					m.observe(t, step, s, k, uint64(step)+1, 0)
 				}
-				v := uint64(step) + 1
-				prev, seen := s.Observe(k, v, 0)
-				mv, want := held[k]
-				if seen != want || (seen && prev != mv) {
-					t.Fatalf("step %d: Observe = (%d, %v), want (%d, %v)", step, prev, seen, mv, want)
-				}
-				if !seen {
-					if len(order) == capacity {
-						old := order[0]
-						order = order[1:]
-						if _, ok := held[old]; ok && !newerCopy(order, old) {
-							delete(held, old)
-						}
-					}
-					order = append(order, k)
-					held[k] = v
-				}
-				if s.Len() != len(held) {
-					t.Fatalf("step %d: Len = %d, want %d", step, s.Len(), len(held))
-				}
+				m.checkLen(t, step, s)
 				if step%997 == 0 {
 					checkIndex(t, s)
 				}
@@ -597,7 +529,7 @@ func TestAgainstModelSizes(t *testing.T) {
 			checkIndex(t, s)
 			for i := range uint64(keys) {
 				got, ok := s.Lookup(key(i))
-				if want, held := held[key(i)]; ok != held || got != want {
+				if want, held := m.held[key(i)]; ok != held || got != want {
 					t.Fatalf("key %d: (%d, %v), want (%d, %v)", i, got, ok, want, held)
 				}
 			}
