@@ -324,35 +324,29 @@ func newGroup(j *Journal) *groupcommit.Group[*segment] {
 func (j *Journal) write(ctx context.Context, first *segment, rest []*segment) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	segs := 1 + len(rest)
-	seg := func(k int) *segment {
-		if k == 0 {
-			return first
-		}
-		return rest[k-1]
-	}
+	segs := append([]*segment{first}, rest...)
 	n0 := len(j.times)
 	// Index i < n0 is a segment held, n0+k the k-th written here.
 	countAt := func(i int) int {
 		if i < n0 {
 			return j.counts[i]
 		}
-		return seg(i - n0).count
+		return segs[i-n0].count
 	}
 	partsAt := func(i int) int {
 		if i < n0 {
 			return j.parts[i]
 		}
-		return seg(i - n0).parts
+		return segs[i-n0].parts
 	}
 	size := 4
-	for k := range segs {
-		size += 2*seg(k).parts + 2
+	for _, s := range segs {
+		size += 2*s.parts + 2
 	}
 	ops := make([]*storage.Operation, 0, size)
 	drop, entries := 0, j.entries
-	for k := range segs {
-		s, num := seg(k), j.next+uint64(k)
+	for k, s := range segs {
+		num := j.next + uint64(k)
 		head := make([]byte, headerLen)
 		binary.LittleEndian.PutUint64(head, s.stamp)
 		binary.LittleEndian.PutUint32(head[8:], uint32(s.parts))
@@ -379,16 +373,15 @@ func (j *Journal) write(ctx context.Context, first *segment, rest []*segment) er
 		}
 	}
 	first0 := j.first + uint64(drop)
-	ops = append(ops, storage.SetOperation(j.metaKey(), j.meta(first0, j.next+uint64(segs))))
+	ops = append(ops, storage.SetOperation(j.metaKey(), j.meta(first0, j.next+uint64(len(segs)))))
 	if err := j.client.Batch(ctx, ops...); err != nil {
-		j.stats.Failed += uint64(segs)
-		if segs > 1 {
-			return fmt.Errorf("appending %d journal segments: %w", segs, err)
+		j.stats.Failed += uint64(len(segs))
+		if len(segs) > 1 {
+			return fmt.Errorf("appending %d journal segments: %w", len(segs), err)
 		}
 		return fmt.Errorf("appending journal segment: %w", err)
 	}
-	for k := range segs {
-		s := seg(k)
+	for _, s := range segs {
 		j.times = append(j.times, s.at)
 		j.counts = append(j.counts, s.count)
 		j.parts = append(j.parts, s.parts)
@@ -397,8 +390,8 @@ func (j *Journal) write(ctx context.Context, first *segment, rest []*segment) er
 	j.first = first0
 	j.entries = entries
 	j.stats.Dropped += uint64(drop)
-	j.next += uint64(segs)
-	j.stats.Appended += uint64(segs)
+	j.next += uint64(len(segs))
+	j.stats.Appended += uint64(len(segs))
 	return nil
 }
 
