@@ -14,13 +14,9 @@ import (
 	"go.opentelemetry.io/collector/client"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
-	"go.opentelemetry.io/collector/confmap"
-	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/collector/extension/extensiontest"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/grpc"
-
-	"github.com/doubletake/doubletake/processor/dedupprocessor"
 )
 
 // blockingUpstream is a real OTLP/gRPC trace server that counts the spans
@@ -61,8 +57,9 @@ func (u *blockingUpstream) received() (total int, copies int) {
 
 // startGroupedExporter starts a dedup_otlp_grpc exporter with a persistent
 // queue in a real file_storage, one consumer, and group_commit gc, sending
-// to a blockingUpstream.
-func startGroupedExporter(t *testing.T, gc map[string]any) (*tracesGuard, *blockingUpstream) {
+// to a blockingUpstream; metrics false runs it with the service's metrics
+// off.
+func startGroupedExporter(t *testing.T, gc map[string]any, metrics bool) (*tracesGuard, *blockingUpstream) {
 	t.Helper()
 	up := &blockingUpstream{spans: map[string]int{}, entered: make(chan struct{}), release: make(chan struct{})}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -87,29 +84,17 @@ func startGroupedExporter(t *testing.T, gc map[string]any) (*tracesGuard, *block
 	t.Cleanup(func() { _ = ext.Shutdown(context.Background()) })
 	host := storagetest.NewStorageHost().WithExtension(component.NewID(sf.Type()), ext)
 
-	_, tb := dedupprocessor.NewFactoryWithTakeBack()
-	f := newDedupOTLPFactory(dedupOTLPGRPCType, otlpGRPCFactoryForTest(), tb)
-	cfg := f.CreateDefaultConfig().(*upstreamConfig)
-	if err := confmap.NewFromStringMap(map[string]any{
+	var tel *componenttest.Telemetry
+	if metrics {
+		// Real telemetry: the queue's size is read through its metrics.
+		tel = componenttest.NewTelemetry()
+		t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+	}
+	exp, _ := newUpstreamTraces(t, map[string]any{
 		"endpoint": ln.Addr().String(), "tls": map[string]any{"insecure": true}, "dedup": "dedup",
 		"sending_queue": map[string]any{"enabled": true, "storage": "file_storage", "num_consumers": 1},
 		"group_commit":  gc,
-	}).Unmarshal(cfg); err != nil {
-		t.Fatal(err)
-	}
-	if err := confmap.Validate(cfg); err != nil {
-		t.Fatal(err)
-	}
-	// Real telemetry: the queue's size is read through its metrics.
-	tel := componenttest.NewTelemetry()
-	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
-	set := exportertest.NewNopSettings(dedupOTLPGRPCType)
-	set.ID = component.MustNewIDWithName("dedup_otlp_grpc", "upstream")
-	set.TelemetrySettings = tel.NewTelemetrySettings()
-	exp, err := f.CreateTraces(context.Background(), set, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	}, tel)
 	if err := exp.Start(context.Background(), host); err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +114,7 @@ func startGroupedExporter(t *testing.T, gc map[string]any) (*tracesGuard, *block
 // together as one queue entry once it is done; every span reaches the
 // upstream once.
 func TestGroupCommitHoldsWhileTheQueueIsBusy(t *testing.T) {
-	g, up := startGroupedExporter(t, map[string]any{"max_items": 1000, "max_delay": "1m"})
+	g, up := startGroupedExporter(t, map[string]any{"max_items": 1000, "max_delay": "1m"}, true)
 	if g.group == nil {
 		t.Fatal("group_commit on, with a queue, made no group")
 	}
@@ -183,7 +168,7 @@ func TestGroupCommitHoldsWhileTheQueueIsBusy(t *testing.T) {
 // client metadata or authentication data is never merged with others (the
 // exporter may take headers from its context); it is queued on its own.
 func TestGroupCommitLeavesClientMetadataAlone(t *testing.T) {
-	g, up := startGroupedExporter(t, map[string]any{"max_items": 1000})
+	g, up := startGroupedExporter(t, map[string]any{"max_items": 1000}, true)
 	close(up.release)
 	tenant := client.NewContext(context.Background(), client.Info{Metadata: client.NewMetadata(map[string][]string{"x-tenant": {"a"}})})
 	if err := g.ConsumeTraces(tenant, spansOf(3, func(i int) string { return fmt.Sprintf("t-%d", i) })); err != nil {
@@ -211,8 +196,33 @@ func (fakeAuth) GetAttributeNames() []string { return []string{"subject"} }
 // TestGroupCommitOff: max_items 0, or no sending queue, writes each request
 // alone, as before.
 func TestGroupCommitOff(t *testing.T) {
-	g, _ := startGroupedExporter(t, map[string]any{"max_items": 0})
+	g, _ := startGroupedExporter(t, map[string]any{"max_items": 0}, true)
 	if g.group != nil {
 		t.Fatal("max_items 0 made a group")
+	}
+}
+
+// TestGroupCommitWithoutQueueMetricsDoesNotWait: max_delay reads the
+// queue's size through its metrics; with the service's metrics off it
+// cannot, and a request is written at once (as README says), not held
+// for max_delay.
+func TestGroupCommitWithoutQueueMetricsDoesNotWait(t *testing.T) {
+	g, up := startGroupedExporter(t, map[string]any{"max_items": 1000, "max_delay": "1m"}, false)
+	ctx := context.Background()
+	if err := g.ConsumeTraces(ctx, spansOf(10, func(i int) string { return fmt.Sprintf("a-%d", i) })); err != nil {
+		t.Fatal(err)
+	}
+	<-up.entered // the queue holds the first request, its export held upstream
+	done := make(chan error, 1)
+	go func() {
+		done <- g.ConsumeTraces(ctx, spansOf(10, func(i int) string { return fmt.Sprintf("b-%d", i) }))
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second): // only a failing run waits: the hold would last a minute
+		t.Fatal("with the service's metrics off a request waited for the queue")
 	}
 }

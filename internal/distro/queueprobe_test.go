@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
@@ -27,25 +28,13 @@ func TestQueueDepthReachesDedup(t *testing.T) {
 	dead := ln.Addr().String()
 	ln.Close() // nothing listens: every send fails and is retried
 
-	_, tb := dedupprocessor.NewFactoryWithTakeBack()
-	f := newDedupOTLPFactory(dedupOTLPGRPCType, otlpGRPCFactoryForTest(), tb)
-	cfg := f.CreateDefaultConfig().(*upstreamConfig)
-	if err := confmap.NewFromStringMap(map[string]any{
+	tel := componenttest.NewTelemetry()
+	defer func() { _ = tel.Shutdown(context.Background()) }()
+	exp, tb := newUpstreamTraces(t, map[string]any{
 		"endpoint": dead, "tls": map[string]any{"insecure": true}, "dedup": "dedup",
 		"retry_on_failure": map[string]any{"enabled": true, "initial_interval": "10s", "max_elapsed_time": 0},
 		"sending_queue":    map[string]any{"enabled": true, "sizer": "bytes", "queue_size": 1 << 20},
-	}).Unmarshal(cfg); err != nil {
-		t.Fatal(err)
-	}
-	tel := componenttest.NewTelemetry()
-	defer func() { _ = tel.Shutdown(context.Background()) }()
-	set := exportertest.NewNopSettings(dedupOTLPGRPCType)
-	set.ID = component.MustNewIDWithName("dedup_otlp_grpc", "upstream")
-	set.TelemetrySettings = tel.NewTelemetrySettings()
-	exp, err := f.CreateTraces(context.Background(), set, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	}, tel)
 	dedup := component.NewID(dedupprocessor.Type)
 	if q := tb.Queues(dedup); len(q) != 0 {
 		t.Fatalf("queues %+v before the exporter started", q)
@@ -94,4 +83,30 @@ func TestQueueDepthReachesDedup(t *testing.T) {
 	if q := tb.Queues(dedup); len(q) != 0 {
 		t.Errorf("queues %+v after the exporter shut down", q)
 	}
+}
+
+// newUpstreamTraces makes the traces exporter of a dedup_otlp_grpc/upstream
+// configured by raw (validated), with the TakeBack it reports to, and the
+// telemetry tel (nil: none, as with the service's metrics off).
+func newUpstreamTraces(t *testing.T, raw map[string]any, tel *componenttest.Telemetry) (exporter.Traces, *dedupprocessor.TakeBack) {
+	t.Helper()
+	_, tb := dedupprocessor.NewFactoryWithTakeBack()
+	f := newDedupOTLPFactory(dedupOTLPGRPCType, otlpGRPCFactoryForTest(), tb)
+	cfg := f.CreateDefaultConfig().(*upstreamConfig)
+	if err := confmap.NewFromStringMap(raw).Unmarshal(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := confmap.Validate(cfg); err != nil {
+		t.Fatal(err)
+	}
+	set := exportertest.NewNopSettings(dedupOTLPGRPCType)
+	set.ID = component.MustNewIDWithName("dedup_otlp_grpc", "upstream")
+	if tel != nil {
+		set.TelemetrySettings = tel.NewTelemetrySettings()
+	}
+	exp, err := f.CreateTraces(context.Background(), set, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exp, tb
 }

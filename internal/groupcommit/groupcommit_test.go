@@ -256,3 +256,25 @@ func TestHoldStopsWhenTheGroupIsFull(t *testing.T) {
 		t.Fatalf("groups %v, want %v", r.groups, want)
 	}
 }
+
+// TestHoldEndsAtMaxDelay: a commit waits for hold at most the hold time,
+// even when hold never turns false (a queue that never empties, an
+// upstream that is down): what README bounds as max_delay.
+func TestHoldEndsAtMaxDelay(t *testing.T) {
+	r := &recorder{}
+	g := New(r.commit, nil, 100, 100)
+	g.Hold(func() bool { return true }, 10*time.Millisecond, time.Millisecond)
+	done := make(chan error, 1)
+	go func() { done <- g.Do(t.Context(), 0) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute): // only a failing run waits: the hold is 10ms
+		t.Fatal("the commit kept waiting past the hold time")
+	}
+	if want := [][]int{{0}}; !equalGroups(r.groups, want) {
+		t.Fatalf("groups %v, want %v", r.groups, want)
+	}
+}
