@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/doubletake/doubletake/internal/streams"
+	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/statuspage"
 	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/window"
 )
 
@@ -95,8 +96,8 @@ type Config struct {
 	// by a quarter every second that the process's resident memory is above
 	// it, so that dedup gives memory back before the process is at risk.
 	MemorySoftLimitMiB int `mapstructure:"memory_soft_limit_mib"`
-	// Status serves the status page (status.go); off by default.
-	Status StatusConfig `mapstructure:"status"`
+	// Status serves the status page (internal/statuspage); off by default.
+	Status statuspage.Config `mapstructure:"status"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -206,7 +207,7 @@ func createDefaultConfig() *Config {
 			InterpolateChangeover: true,
 		},
 		CheckpointInterval: defaultCheckpoint,
-		Status:             defaultStatusConfig(),
+		Status:             statuspage.NewDefaultConfig(),
 		Telemetry: TelemetryConfig{
 			MaxServices:     defaultMaxServices,
 			WarnInterval:    defaultWarnInterval,
@@ -235,7 +236,6 @@ func (c *Config) Validate() error {
 	if c.CheckpointInterval <= 0 {
 		errs = append(errs, fmt.Errorf("checkpoint_interval must be positive, got %s", c.CheckpointInterval))
 	}
-	errs = append(errs, c.Status.validate()...)
 	return errors.Join(errs...)
 }
 

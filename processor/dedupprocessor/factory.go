@@ -54,9 +54,7 @@ func (f *factory) stateFor(set processor.Settings, cfg *Config) (*state, error) 
 		return nil, err
 	}
 	st.users = 1
-	if st.status != nil {
-		st.status.queues = &f.queues
-	}
+	st.queues = &f.queues
 	f.states[set.ID] = st
 	return st, nil
 }

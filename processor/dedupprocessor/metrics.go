@@ -22,14 +22,14 @@ import (
 const sweepBase = 64
 
 // metricUnit is the metric signal: one writer election per stream, its
-// services and totals; with storage, its elections are checkpointed whole.
+// services, and the streams with more than one writer; with storage, its
+// elections are checkpointed whole.
 type metricUnit struct {
 	signalWindow
 	tracker *streams.Tracker // guarded by mu
 	hasher  *streams.Hasher  // guarded by mu
 	svcs    *services        // signal "metrics": serviceStats.metrics is set
-	book    *streamBook      // the status page's streams (status.go); nil without it
-	totals  metricTotals
+	book    *streamBook      // the streams with more than one writer (metrics_streams.go); nil without the status page
 
 	lastFull time.Time // the last warning that max_streams was reached; guarded by svcs.mu
 

@@ -2,7 +2,6 @@ package dedupprocessor
 
 import (
 	"context"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -108,47 +107,17 @@ func newMetricLabels(name string) *metricLabels {
 	return l
 }
 
-// metricTotals are the metric signal's running totals, for the summary log.
-type metricTotals struct {
-	received  atomic.Int64
-	reasons   [streams.NumReasons]atomic.Int64
-	elections atomic.Int64
-}
-
-type metricTotalsSnapshot struct {
-	received  int64
-	reasons   [streams.NumReasons]int64
-	elections int64
-}
-
-func (t *metricTotals) load() metricTotalsSnapshot {
-	s := metricTotalsSnapshot{received: t.received.Load(), elections: t.elections.Load()}
-	for i := range s.reasons {
-		s.reasons[i] = t.reasons[i].Load()
-	}
-	return s
-}
-
-func (s metricTotalsSnapshot) sub(o metricTotalsSnapshot) metricTotalsSnapshot {
-	d := metricTotalsSnapshot{received: s.received - o.received, elections: s.elections - o.elections}
-	for i := range d.reasons {
-		d.reasons[i] = s.reasons[i] - o.reasons[i]
-	}
-	return d
-}
-
-// record adds one request's counts to the instruments and the totals and,
-// at most once per service per telemetry.warn_interval, warns naming the
-// stream and both writers' start times.
+// record enters one request's counts in the services' ledgers and the
+// OTel counters and, at most once per service per
+// telemetry.warn_interval, warns naming the stream and both writers'
+// start times.
 func (w *metricUnit) record(ctx context.Context, t *telemetry, counts []metricCounts) {
-	var received, elections int64
-	var reasons [streams.NumReasons]int64
+	var unjudged int64
 	for i := range counts {
 		c := &counts[i]
 		if c.received == 0 {
 			continue
 		}
-		received += c.received
 		l := c.svc.metrics
 		t.received.Add(ctx, c.received, l.received...)
 		for a := range numActions {
@@ -157,8 +126,8 @@ func (w *metricUnit) record(ctx context.Context, t *telemetry, counts []metricCo
 				if n == 0 {
 					continue
 				}
-				reasons[r] += n
 				if r == streams.ReasonUnjudged {
+					unjudged += n
 					t.unjudged.Add(ctx, n, l.unjudged...)
 				} else {
 					t.metricPoints.Add(ctx, n, l.points[a][r]...)
@@ -167,32 +136,10 @@ func (w *metricUnit) record(ctx context.Context, t *telemetry, counts []metricCo
 		}
 		for e := streams.Election(1); e < streams.NumElections; e++ {
 			if n := c.elections[e]; n > 0 {
-				elections += n
 				t.metricElections.Add(ctx, n, l.elections[e]...)
 			}
 		}
 	}
-	if received == 0 {
-		return
-	}
-	w.totals.received.Add(received)
-	w.totals.elections.Add(elections)
-	notable := elections
-	for r, n := range reasons {
-		if n > 0 {
-			w.totals.reasons[r].Add(n)
-			notable += n
-		}
-	}
-	if notable > 0 { // the common case, all well, takes no lock
-		w.warn(counts, reasons[streams.ReasonUnjudged])
-	}
-}
-
-// warn logs at most once per service per telemetry.warn_interval. The
-// per-service state is serviceStats' own: lastWarn, and dups counting the
-// points that broke the rule or changed the writer since.
-func (w *metricUnit) warn(counts []metricCounts, unjudged int64) {
 	s := w.svcs
 	now := time.Now()
 	s.mu.Lock()
@@ -204,21 +151,18 @@ func (w *metricUnit) warn(counts []metricCounts, unjudged int64) {
 	}
 	for i := range counts {
 		c := &counts[i]
+		if c.received == 0 {
+			continue
+		}
 		st := c.svc
-		before := st.dups
-		for a := range numActions {
-			for r := streams.Reason(1); r < streams.NumReasons; r++ {
-				if r != streams.ReasonUnjudged {
-					st.dups += c.points[a][r]
-				}
-			}
+		req := ledger{received: c.received, points: c.points, elections: c.elections}
+		st.ledger.plus(&req, now)
+		notable := req.notable()
+		if notable == 0 {
+			continue
 		}
-		var elections int64
-		for _, n := range c.elections {
-			st.dups += n
-			elections += n
-		}
-		w.book.note(st.name, c.event, st.dups-before-elections, elections, now)
+		elections := req.allElections()
+		w.book.note(st.name, c.event, notable-elections, elections, now)
 		if !c.event.set || now.Sub(st.lastWarn) < s.every {
 			continue
 		}
@@ -233,13 +177,14 @@ func (w *metricUnit) warn(counts []metricCounts, unjudged int64) {
 				zap.Time("elected_start", time.Unix(0, int64(e.elected)).UTC()),
 				zap.Time("other_start", time.Unix(0, int64(e.writer)).UTC()))
 		}
+		since := st.ledger.minus(st.warned)
 		fields = append(fields,
-			zap.Int64("points", st.dups),
+			zap.Int64("points", since.notable()),
 			zap.String("action", actionNames[e.action]),
 			zap.String("suggests", suggest(e)))
 		s.logger.Warn("metric stream has more than one writer", fields...)
 		st.lastWarn = now
-		st.dups = 0
+		st.warned = st.ledger
 	}
 }
 

@@ -29,7 +29,7 @@ type persistence struct {
 func (s *state) openPersistence(ctx context.Context, host component.Host) (*persistence, error) {
 	ext, ok := host.GetExtensions()[*s.cfg.Storage]
 	if !ok {
-		return nil, fmt.Errorf("storage: no extension %q in this collector's service.extensions", s.cfg.Storage)
+		return nil, fmt.Errorf("storage: no extension %q in this collector's service::extensions", s.cfg.Storage)
 	}
 	se, ok := ext.(storage.Extension)
 	if !ok {

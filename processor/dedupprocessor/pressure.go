@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/statuspage"
 )
 
 // pressureEvery is how often resident memory is compared with
@@ -28,6 +30,16 @@ func residentBytes() uint64 {
 	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
 	metrics.Read(s)
 	return s[0].Value.Uint64() - s[1].Value.Uint64()
+}
+
+// memoryStatus is the process against memory_soft_limit_mib (0: off) as
+// the status page shows it.
+func memoryStatus(softLimitMiB int) statuspage.MemoryStatus {
+	rss := residentBytes()
+	return statuspage.MemoryStatus{
+		ResidentMiB: rss >> 20, SoftLimitMiB: softLimitMiB,
+		Pressure: softLimitMiB > 0 && rss > uint64(softLimitMiB)<<20,
+	}
 }
 
 // pressureLoop shrinks every unit's window by a quarter whenever the

@@ -5,21 +5,17 @@ import (
 	"sync"
 
 	"go.opentelemetry.io/collector/component"
+
+	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/statuspage"
 )
 
 // QueueDepth reads a sending queue now: what it holds and the most it may
 // hold, in the unit of its sizer.
 type QueueDepth func() (size, capacity int64)
 
-// QueueStatus is one sending queue after dedup, as its exporter reports it.
-type QueueStatus struct {
-	Exporter string  `json:"exporter"`
-	Signal   string  `json:"signal"`
-	Sizer    string  `json:"sizer"` // bytes, items or requests
-	Size     int64   `json:"size"`
-	Capacity int64   `json:"capacity"`
-	Fill     float64 `json:"fill"`
-}
+// QueueStatus is one sending queue after dedup, as its exporter reports it
+// and the status page shows it.
+type QueueStatus = statuspage.QueueStatus
 
 type watchedQueue struct {
 	exporter, signal, sizer string

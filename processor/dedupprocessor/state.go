@@ -3,13 +3,12 @@ package dedupprocessor
 import (
 	"context"
 	"sync"
-	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/doubletake/doubletake/internal/streams"
+	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/statuspage"
 	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/window"
 )
 
@@ -30,7 +29,8 @@ type state struct {
 
 	users int // processors holding this state; guarded by factory.mu
 
-	status *statusServer // nil unless status.http.endpoint (status.go)
+	status *statuspage.Server // nil unless status.http.endpoint; reads statusSnapshot (status.go)
+	queues *queueWatch        // the factory's: the sending queues exporters after dedup report
 
 	// mu guards the background work: the storage while it is open, and
 	// the context whose cancel stops the loops that wg waits for.
@@ -103,11 +103,11 @@ func newState(id component.ID, set component.TelemetrySettings, cfg *Config) (*s
 	if err := tel.observe(set, windows); err != nil {
 		return nil, err
 	}
-	if st.status, err = newStatusServer(st, set); err != nil {
-		return nil, err
-	}
-	if st.status != nil {
-		metrics.book = st.status.book
+	if cfg.Status.Enabled() {
+		metrics.book = newStreamBook(cfg.Status.MaxStreams, tel.statusRefused)
+		if st.status, err = statuspage.New(cfg.Status, set, st.statusSnapshot); err != nil {
+			return nil, err
+		}
 	}
 	return st, nil
 }
@@ -129,7 +129,7 @@ func (s *state) start(ctx context.Context, host component.Host) error {
 		}
 		s.persist = p
 	}
-	if err := s.status.start(ctx, host, s.persist); err != nil {
+	if err := s.status.Start(ctx, host); err != nil {
 		s.closePersistence()
 		return err
 	}
@@ -158,7 +158,7 @@ func (s *state) stop() {
 	if s.cancel == nil {
 		return
 	}
-	s.status.stop()
+	s.status.Stop()
 	s.cancel()
 	s.wg.Wait()
 	s.cancel = nil
@@ -171,54 +171,5 @@ func (s *state) closePersistence() {
 	if s.persist != nil {
 		s.persist.close(s.units(), s.logger)
 		s.persist = nil
-	}
-}
-
-func (s *state) summaryLoop(ctx context.Context, every time.Duration) {
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	var prevSpans, prevLogs totals
-	var prevMetrics metricTotalsSnapshot
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		now := time.Now().UnixNano()
-		spans, logs := s.traces.totals.load(), s.logs.totals.load()
-		ts, ls := s.traces.snapshot(now), s.logs.snapshot(now)
-		ds, dl := spans.sub(prevSpans), logs.sub(prevLogs)
-		prevSpans, prevLogs = spans, logs
-		metrics := s.metrics.totals.load()
-		dm := metrics.sub(prevMetrics)
-		prevMetrics = metrics
-		ms := s.metrics.snapshot(now)
-		if ds.received == 0 && dl.received == 0 && dm.received == 0 {
-			continue // quiet: nothing to say
-		}
-		s.logger.Info("dedup summary",
-			zap.Duration("interval", every),
-			zap.Int64("spans_received", ds.received),
-			zap.Int64("spans_duplicate", ds.duplicates),
-			zap.Int64("spans_conflict", ds.conflicts),
-			zap.Int64("spans_invalid_id", ds.invalid),
-			zap.Int64("logs_received", dl.received),
-			zap.Int64("logs_duplicate", dl.duplicates),
-			zap.String("mode", string(s.cfg.Mode)),
-			zap.Int("span_entries", ts.entries),
-			zap.Duration("span_window_effective", ts.effective.Round(time.Second)),
-			zap.Uint64("span_entries_evicted", ts.stats.Evicted),
-			zap.Int("log_entries", ls.entries),
-			zap.Uint64("log_entries_evicted", ls.stats.Evicted),
-			zap.Int64("metric_points_received", dm.received),
-			zap.Int64("metric_points_duplicate", dm.reasons[streams.ReasonDuplicate]),
-			zap.Int64("metric_points_overlap", dm.reasons[streams.ReasonOverlap]),
-			zap.Int64("metric_points_out_of_order", dm.reasons[streams.ReasonOutOfOrder]),
-			zap.Int64("metric_points_decrease", dm.reasons[streams.ReasonDecrease]),
-			zap.Int64("metric_points_unjudged", dm.reasons[streams.ReasonUnjudged]),
-			zap.Int64("metric_elections", dm.elections),
-			zap.Int("metric_streams", ms.entries),
-		)
 	}
 }
