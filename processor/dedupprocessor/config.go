@@ -56,8 +56,6 @@ const (
 	defaultWarnInterval    = time.Minute
 	defaultSummaryInterval = 0 // off
 	defaultCheckpoint      = 5 * time.Second
-	defaultNestedSpans     = 20_000   // spans held awaiting their parent: about 7 MB
-	defaultNestedBytes     = 16 << 20 // what those spans may take, long strings included
 
 	defaultMaxStreams     = streams.DefaultMaxStreams // about 15 MB at 150 bytes per tracked stream
 	defaultMaxStale       = streams.DefaultMaxStale
@@ -75,6 +73,13 @@ var (
 )
 
 // Config is the dedup processor's configuration.
+//
+// 0 means one thing in every section: off. It switches off what can be off
+// (telemetry.summary_interval, memory_soft_limit_mib, a fixed
+// metrics.failover_after, traces.nested.max_examples); a bound or a
+// tolerance refuses 0, and createDefaultConfig writes its default. Each
+// section's Validate names its own fields only; the collector's
+// confmap.Validate prefixes the section's path ("traces::nested: ...").
 type Config struct {
 	// Mode is drop (default) or detect.
 	Mode Mode `mapstructure:"mode"`
@@ -192,7 +197,11 @@ func createDefaultConfig() *Config {
 			OnConflict: ConflictKeepFirst,
 			// Off by default: it roughly doubles the span path's cost
 			// (docs/benchmarks.md); the embedded default config turns it on.
-			Nested: NestedConfig{Detect: false, Options: nested.Options{MaxSpans: defaultNestedSpans, MaxBytes: defaultNestedBytes}},
+			Nested: NestedConfig{Detect: false, Options: nested.Options{
+				MinCoverage: nested.DefaultMinCoverage, Skew: nested.DefaultSkew,
+				MaxSpans: nested.ProcessorMaxSpans, MaxBytes: nested.ProcessorMaxBytes,
+				MaxExamples: nested.DefaultMaxExamples,
+			}},
 		},
 		Logs: LogsConfig{
 			Window:     defaultWindow,
@@ -219,7 +228,7 @@ func createDefaultConfig() *Config {
 // Every section validates its own fields (confmap.Validator): the
 // collector's config validation (confmap.Validate) walks the config and
 // calls each section's Validate once, prefixing its path, e.g.
-// "traces::nested: min_coverage 2: ...". No Validate calls another
+// "traces::nested: min_coverage must be in (0, 1], got 2". No Validate calls another
 // section's, which would report its errors twice.
 
 // Validate checks the top-level fields.
@@ -259,9 +268,10 @@ func (c *TracesConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Validate checks the traces.nested section: the detector's options.
+// Validate checks the traces.nested section: the detector's options, each
+// set (0 is refused for its bounds and tolerances, not a default).
 func (c *NestedConfig) Validate() error {
-	return c.Options.Check()
+	return c.Options.CheckSet()
 }
 
 // Validate checks the logs section.
@@ -276,18 +286,10 @@ func (c *LogsConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Validate checks the metrics section.
+// Validate checks the metrics section: the bounds and election rules are
+// the streams.Policy's to check, the rest is the section's own.
 func (c *MetricsConfig) Validate() error {
-	var errs []error
-	if c.MaxStreams < 1 || c.MaxStreams > streams.MaxStreamsLimit {
-		errs = append(errs, fmt.Errorf("max_streams must be between 1 and %d, got %d", streams.MaxStreamsLimit, c.MaxStreams))
-	}
-	if c.MaxStale <= 0 {
-		errs = append(errs, fmt.Errorf("max_stale must be positive, got %s", c.MaxStale))
-	}
-	if c.FailoverAfter < 0 {
-		errs = append(errs, fmt.Errorf("failover_after must not be negative (0 derives it from each stream's interval), got %s", c.FailoverAfter))
-	}
+	errs := []error{c.policy().Validate()}
 	switch c.Overlap {
 	case OverlapKeepOne, OverlapSplit:
 	default:

@@ -45,8 +45,8 @@ func newNestedState(cfg *Config, seed window.Seed) *nestedState {
 		return nil
 	}
 	n := &nestedState{
-		det:  nested.NewDetectorSeeded(cfg.Traces.Nested.Options, seed),
-		opts: cfg.Traces.Nested.Options,
+		det:  nested.NewDetectorSeeded(cfg.Traces.Nested.Options.Set(), seed),
+		opts: cfg.Traces.Nested.Options.Set(),
 		evictedOpt: metric.WithAttributeSet(attribute.NewSet(
 			attribute.String("signal", "traces"), attribute.String("reason", "nested_capacity"))),
 		evictedBytesOpt: metric.WithAttributeSet(attribute.NewSet(
