@@ -159,7 +159,7 @@ func (u *logUnit) judge(ctx context.Context, ld plog.Logs, sc *logScratch, tel *
 	u.mu.Unlock()
 
 	u.reportEvictions(ctx, tel, capEv, shrunk)
-	u.svcs.record(ctx, tel, sc.counts, drop, false, total > 0 && kept == 0, "log records")
+	u.svcs.record(sc.counts, drop, total > 0 && kept == 0, "log records")
 	return !drop || rls.Len() > 0
 }
 

@@ -273,7 +273,7 @@ func (u *metricUnit) judge(ctx context.Context, md pmetric.Metrics, sc *metricSc
 	u.mu.Unlock()
 	j.c = nil
 
-	u.record(ctx, tel, sc.counts)
+	u.record(sc.counts)
 	// Nothing left: every point was a repeat or another writer's.
 	return !drop || rms.Len() > 0
 }

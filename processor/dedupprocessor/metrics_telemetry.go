@@ -1,7 +1,6 @@
 package dedupprocessor
 
 import (
-	"context"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -80,22 +79,19 @@ func (c *metricCounts) note(d streams.Decision, metricName string, attrs pcommon
 }
 
 // metricLabels is one service's label sets for the metric signal, kept on
-// its serviceStats. Each is a ready-made option slice: passing it on with
-// ... allocates nothing, where a single option would be boxed into a new
-// slice for every Add.
+// its serviceStats: what its ledger's counters are observed with.
 type metricLabels struct {
-	points    [numActions][streams.NumReasons][]metric.AddOption
-	elections [streams.NumElections][]metric.AddOption
-	unjudged  []metric.AddOption
-	received  []metric.AddOption
+	points    [numActions][streams.NumReasons]metric.MeasurementOption
+	elections [streams.NumElections]metric.MeasurementOption
+	unjudged  metric.MeasurementOption
 }
 
 func newMetricLabels(name string) *metricLabels {
-	attrs := func(kv ...attribute.KeyValue) []metric.AddOption {
+	attrs := func(kv ...attribute.KeyValue) metric.MeasurementOption {
 		kv = append(kv, attribute.String("signal", "metrics"), attribute.String("service.name", name))
-		return []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(kv...))}
+		return metric.WithAttributeSet(attribute.NewSet(kv...))
 	}
-	l := &metricLabels{received: attrs(), unjudged: attrs(attribute.String("reason", "stream_limit"))}
+	l := &metricLabels{unjudged: attrs(attribute.String("reason", "stream_limit"))}
 	for a := range numActions {
 		for r := streams.Reason(1); r < streams.NumReasons; r++ {
 			l.points[a][r] = attrs(attribute.String("reason", r.String()), attribute.String("action", actionNames[a]))
@@ -107,37 +103,14 @@ func newMetricLabels(name string) *metricLabels {
 	return l
 }
 
-// record enters one request's counts in the services' ledgers and the
-// OTel counters and, at most once per service per
-// telemetry.warn_interval, warns naming the stream and both writers'
-// start times.
-func (w *metricUnit) record(ctx context.Context, t *telemetry, counts []metricCounts) {
+// record enters one request's counts in the services' ledgers and, at
+// most once per service per telemetry.warn_interval, warns naming the
+// stream and both writers' start times.
+func (w *metricUnit) record(counts []metricCounts) {
 	var unjudged int64
 	for i := range counts {
-		c := &counts[i]
-		if c.received == 0 {
-			continue
-		}
-		l := c.svc.metrics
-		t.received.Add(ctx, c.received, l.received...)
 		for a := range numActions {
-			for r := streams.Reason(1); r < streams.NumReasons; r++ {
-				n := c.points[a][r]
-				if n == 0 {
-					continue
-				}
-				if r == streams.ReasonUnjudged {
-					unjudged += n
-					t.unjudged.Add(ctx, n, l.unjudged...)
-				} else {
-					t.metricPoints.Add(ctx, n, l.points[a][r]...)
-				}
-			}
-		}
-		for e := streams.Election(1); e < streams.NumElections; e++ {
-			if n := c.elections[e]; n > 0 {
-				t.metricElections.Add(ctx, n, l.elections[e]...)
-			}
+			unjudged += counts[i].points[a][streams.ReasonUnjudged]
 		}
 	}
 	s := w.svcs

@@ -2,6 +2,7 @@ package dedupprocessor
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -20,10 +21,11 @@ const otherService = "_other"
 
 // ledger is one service's count of one signal since the state was made:
 // the one record of what the service sent and what dedup found in it.
-// Each request is entered once (services.record, metricUnit.record), in
-// the same step that adds it to the OTel counters; the summary line
-// (summary.go), the warnings (the difference to the ledger at the last
-// warning) and the status page read it. Guarded by services.mu.
+// Each request is entered once (services.record, metricUnit.record); the
+// OTel counters observe it at collection time (observeLedgers), the
+// summary line (summary.go) sums it, the warnings take the difference to
+// the ledger at their last one, and the status page shows it. Guarded by
+// services.mu.
 type ledger struct {
 	received   int64 // items judged: spans, log records, metric points
 	duplicates int64 // spans and log records: exact copies
@@ -250,6 +252,93 @@ func (s *services) statusRows(action string) []statuspage.ServiceStatus {
 	return out
 }
 
+// observeLedgers makes the per-service counters (received, duplicate,
+// conflict and invalid-id items; metric points, elections, unjudged
+// points) read the services' ledgers whenever telemetry is collected.
+// dupDropped and conflictDropped say what the config does with copies and
+// conflicts: the action label.
+func (t *telemetry) observeLedgers(traces, logs, metrics *services, dupDropped, conflictDropped bool) error {
+	each := func(ss []*services, f func(st *serviceStats, l *ledger)) {
+		for _, s := range ss {
+			s.mu.Lock()
+			s.all(func(st *serviceStats) { f(st, &st.ledger) })
+			s.mu.Unlock()
+		}
+	}
+	pick := func(drop bool, dropped, passed metric.MeasurementOption) metric.MeasurementOption {
+		if drop {
+			return dropped
+		}
+		return passed
+	}
+	items := []*services{traces, logs}
+	b := t.builder
+	return errors.Join(
+		b.RegisterProcessorDedupReceivedItemsCallback(func(_ context.Context, o metric.Int64Observer) error {
+			each([]*services{traces, logs, metrics}, func(st *serviceStats, l *ledger) {
+				if l.received > 0 {
+					o.Observe(l.received, st.received)
+				}
+			})
+			return nil
+		}),
+		b.RegisterProcessorDedupDuplicateItemsCallback(func(_ context.Context, o metric.Int64Observer) error {
+			each(items, func(st *serviceStats, l *ledger) {
+				if l.duplicates > 0 {
+					o.Observe(l.duplicates, pick(dupDropped, st.dupDropped, st.dupPassed))
+				}
+			})
+			return nil
+		}),
+		b.RegisterProcessorDedupConflictItemsCallback(func(_ context.Context, o metric.Int64Observer) error {
+			each(items, func(st *serviceStats, l *ledger) {
+				if l.conflicts > 0 {
+					o.Observe(l.conflicts, pick(conflictDropped, st.conflictDropped, st.conflictPassed))
+				}
+			})
+			return nil
+		}),
+		b.RegisterProcessorDedupInvalidIDItemsCallback(func(_ context.Context, o metric.Int64Observer) error {
+			each(items, func(st *serviceStats, l *ledger) {
+				if l.invalid > 0 {
+					o.Observe(l.invalid, st.invalid)
+				}
+			})
+			return nil
+		}),
+		b.RegisterProcessorDedupMetricPointsCallback(func(_ context.Context, o metric.Int64Observer) error {
+			each([]*services{metrics}, func(st *serviceStats, l *ledger) {
+				for a := range numActions {
+					for r := streams.Reason(1); r < streams.NumReasons; r++ {
+						if n := l.points[a][r]; n > 0 && r != streams.ReasonUnjudged {
+							o.Observe(n, st.metrics.points[a][r])
+						}
+					}
+				}
+			})
+			return nil
+		}),
+		b.RegisterProcessorDedupUnjudgedPointsCallback(func(_ context.Context, o metric.Int64Observer) error {
+			each([]*services{metrics}, func(st *serviceStats, l *ledger) {
+				if n := l.reason(streams.ReasonUnjudged); n > 0 {
+					o.Observe(n, st.metrics.unjudged)
+				}
+			})
+			return nil
+		}),
+		b.RegisterProcessorDedupMetricElectionsCallback(func(_ context.Context, o metric.Int64Observer) error {
+			each([]*services{metrics}, func(st *serviceStats, l *ledger) {
+				for e := streams.Election(1); e < streams.NumElections; e++ {
+					if n := l.elections[e]; n > 0 {
+						o.Observe(n, st.metrics.elections[e])
+					}
+				}
+			})
+			return nil
+		}),
+	)
+}
+
 // counts is what one request brought for one service.
 type counts struct {
 	svc        *serviceStats
@@ -259,33 +348,10 @@ type counts struct {
 	invalid    int64
 }
 
-// record enters one request's counts in the services' ledgers and the
-// OTel counters and, at most once per service per interval, warns about
-// what the pattern suggests.
-func (s *services) record(ctx context.Context, t *telemetry, c []counts, drop, dropConflicts bool, wholeRequest bool, noun string) {
-	for i := range c {
-		cs := &c[i]
-		if cs.received > 0 {
-			t.received.Add(ctx, cs.received, cs.svc.received)
-		}
-		if cs.duplicates > 0 {
-			if drop {
-				t.duplicates.Add(ctx, cs.duplicates, cs.svc.dupDropped)
-			} else {
-				t.duplicates.Add(ctx, cs.duplicates, cs.svc.dupPassed)
-			}
-		}
-		if cs.conflicts > 0 {
-			if dropConflicts {
-				t.conflicts.Add(ctx, cs.conflicts, cs.svc.conflictDropped)
-			} else {
-				t.conflicts.Add(ctx, cs.conflicts, cs.svc.conflictPassed)
-			}
-		}
-		if cs.invalid > 0 {
-			t.invalid.Add(ctx, cs.invalid, cs.svc.invalid)
-		}
-	}
+// record enters one request's counts in the services' ledgers and, at
+// most once per service per interval, warns about what the pattern
+// suggests.
+func (s *services) record(c []counts, drop bool, wholeRequest bool, noun string) {
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -103,6 +103,10 @@ func newState(id component.ID, set component.TelemetrySettings, cfg *Config) (*s
 	if err := tel.observe(set, windows); err != nil {
 		return nil, err
 	}
+	if err := tel.observeLedgers(traces.svcs, logs.svcs, metrics.svcs,
+		cfg.Mode == ModeDrop, cfg.Mode == ModeDrop && cfg.Traces.OnConflict == ConflictKeepFirst); err != nil {
+		return nil, err
+	}
 	if cfg.Status.Enabled() {
 		metrics.book = newStreamBook(cfg.Status.MaxStreams, tel.statusRefused)
 		if st.status, err = statuspage.New(cfg.Status, set, st.statusSnapshot); err != nil {

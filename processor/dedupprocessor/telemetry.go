@@ -20,18 +20,9 @@ import (
 type telemetry struct {
 	builder *metadata.TelemetryBuilder
 
-	received   metric.Int64Counter
-	duplicates metric.Int64Counter
-	conflicts  metric.Int64Counter
-	invalid    metric.Int64Counter
 	evicted    metric.Int64Counter
 	rolledBack metric.Int64Counter
 	lost       metric.Int64Counter
-
-	// Metrics only (metrics.go).
-	metricPoints    metric.Int64Counter
-	metricElections metric.Int64Counter
-	unjudged        metric.Int64Counter
 
 	// Nested duplicates (nested.go).
 	nestedSpans metric.Int64Counter
@@ -50,19 +41,12 @@ func newTelemetry(set component.TelemetrySettings) (*telemetry, error) {
 		return nil, err
 	}
 	t := &telemetry{
-		builder:         tb,
-		received:        tb.ProcessorDedupReceivedItems,
-		duplicates:      tb.ProcessorDedupDuplicateItems,
-		conflicts:       tb.ProcessorDedupConflictItems,
-		invalid:         tb.ProcessorDedupInvalidIDItems,
-		evicted:         tb.ProcessorDedupEvictedEntries,
-		rolledBack:      tb.ProcessorDedupRolledBackEntries,
-		lost:            tb.ProcessorDedupLostItems,
-		metricPoints:    tb.ProcessorDedupMetricPoints,
-		metricElections: tb.ProcessorDedupMetricElections,
-		unjudged:        tb.ProcessorDedupUnjudgedPoints,
-		nestedSpans:     tb.ProcessorDedupNestedSpans,
-		statusRefused:   tb.ProcessorDedupStatusRefusedEvents,
+		builder:       tb,
+		evicted:       tb.ProcessorDedupEvictedEntries,
+		rolledBack:    tb.ProcessorDedupRolledBackEntries,
+		lost:          tb.ProcessorDedupLostItems,
+		nestedSpans:   tb.ProcessorDedupNestedSpans,
+		statusRefused: tb.ProcessorDedupStatusRefusedEvents,
 	}
 	tracesOpt := metric.WithAttributeSet(attribute.NewSet(attribute.String("signal", "traces")))
 	logsOpt := metric.WithAttributeSet(attribute.NewSet(attribute.String("signal", "logs")))

@@ -192,7 +192,7 @@ func (u *spanUnit) judge(ctx context.Context, td ptrace.Traces, sc *spanScratch,
 
 	u.reportEvictions(ctx, tel, capEv, shrunk)
 	whole := total > 0 && kept == 0
-	u.svcs.record(ctx, tel, sc.counts, drop, drop && keepFirst, whole, "spans")
+	u.svcs.record(sc.counts, drop, whole, "spans")
 	// Nothing new left: the sender already delivered all of it.
 	return !drop || rss.Len() > 0
 }
