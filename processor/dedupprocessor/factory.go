@@ -53,6 +53,10 @@ func (f *factory) stateFor(set processor.Settings, cfg *Config) (*state, error) 
 	if err != nil {
 		return nil, err
 	}
+	if err := st.serveStatus(set.TelemetrySettings); err != nil {
+		_ = st.tel.shutdown()
+		return nil, err
+	}
 	st.users = 1
 	st.queues = &f.queues
 	f.states[set.ID] = st

@@ -238,6 +238,9 @@ func (u *logUnit) forgetKeys(ctx context.Context, keys [][16]byte) error {
 	return u.appendSegment(ctx, j, u.now(), keys, true)
 }
 
+// storedJournal is the unit's journal while storage is open.
+func (u *logUnit) storedJournal() *journal.Journal { return u.journal.Load() }
+
 // reseed keys the digests with the stored seed, so that this run's
 // digests match the journal's.
 func (u *logUnit) reseed(seed window.Seed) {

@@ -29,9 +29,7 @@ type metricUnit struct {
 	tracker *streams.Tracker // guarded by mu
 	hasher  *streams.Hasher  // guarded by mu
 	svcs    *services        // signal "metrics": serviceStats.metrics is set
-	book    *streamBook      // the streams with more than one writer (metrics_streams.go); nil without the status page
-
-	lastFull time.Time // the last warning that max_streams was reached; guarded by svcs.mu
+	rec     metricRecorder   // enters requests in svcs' ledgers and the stream book (metrics_telemetry.go)
 
 	now func() int64 // the clock, in Unix nanoseconds; tests replace it
 
@@ -66,6 +64,7 @@ func newMetricUnit(cfg *Config, seed window.Seed, svcs *services) (*metricUnit, 
 		// collision of stream IDs.
 		hasher: streams.NewHasher(metricSeed(seed)),
 		svcs:   svcs,
+		rec:    metricRecorder{svcs: svcs, maxStreams: cfg.Metrics.MaxStreams},
 	}
 	u.now = func() int64 { return time.Now().UnixNano() }
 	u.scratch.New = func() any { return &metricScratch{u: u} }
@@ -273,7 +272,7 @@ func (u *metricUnit) judge(ctx context.Context, md pmetric.Metrics, sc *metricSc
 	u.mu.Unlock()
 	j.c = nil
 
-	u.record(sc.counts)
+	u.rec.record(sc.counts)
 	// Nothing left: every point was a repeat or another writer's.
 	return !drop || rms.Len() > 0
 }

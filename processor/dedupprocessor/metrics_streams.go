@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/doubletake/doubletake/internal/streams"
 	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/statuspage"
 )
 
@@ -21,6 +22,51 @@ const (
 	streamAttrBytes = statuspage.AttrBytes
 	streamAttrCount = 32
 )
+
+// metricEvent is the first notable point of a request for one resource:
+// what a warning names.
+type metricEvent struct {
+	set      bool
+	metric   string
+	attrs    string // the point's attributes, as the status page shows them (streamAttrs)
+	reason   streams.Reason
+	election streams.Election
+	elected  uint64 // start time of the writer elected before the point
+	writer   uint64 // start time of the point's writer
+	action   int    // what happened to the point
+}
+
+// warnable says whether a point's decision belongs in a warning: a second
+// writer (overlap, decrease, suspected gauge writer) or a change of writer
+// other than a restart. Repeats and late points are counted only.
+func warnable(d streams.Decision) bool {
+	switch d.Reason {
+	case streams.ReasonOverlap, streams.ReasonDecrease, streams.ReasonSuspect:
+		return true
+	}
+	return d.Election == streams.ElectionEarlierStart || d.Election == streams.ElectionFailover
+}
+
+func eventName(e metricEvent) string {
+	if e.election != streams.ElectionNone {
+		return "election:" + e.election.String()
+	}
+	return e.reason.String()
+}
+
+// suggest names the likely cause from the kind of event.
+func suggest(e metricEvent) string {
+	switch {
+	case e.reason == streams.ReasonDecrease:
+		return "writers share a start time but report different values: two readers or exporters over one SDK aggregation, or processes that started together without a unique service.instance.id"
+	case e.reason == streams.ReasonSuspect:
+		return "a gauge reported more often than its interval: two processes or two metric readers writing one stream"
+	case e.writer > e.elected:
+		return "a second writer started later: a metric reader or exporter added after start (e.g. a framework attaching its own), or a second process without a unique service.instance.id"
+	default:
+		return "a writer with an earlier start: another process or pipeline writes the same stream; give each process a unique service.instance.id"
+	}
+}
 
 // streamBook remembers the metric streams (service, metric) that had more
 // than one writer, up to status.max_streams; the events of the ones past

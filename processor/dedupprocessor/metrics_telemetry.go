@@ -4,36 +4,11 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
 	"github.com/doubletake/doubletake/internal/sanitize"
 	"github.com/doubletake/doubletake/internal/streams"
 )
-
-// What happened to a point that broke the single-writer rule.
-const (
-	actionDropped = iota
-	actionPassed
-	actionSplit
-	numActions
-)
-
-var actionNames = [numActions]string{"dropped", "passed", "split"}
-
-// metricEvent is the first notable point of a request for one resource:
-// what a warning names.
-type metricEvent struct {
-	set      bool
-	metric   string
-	attrs    string // the point's attributes, as the status page shows them (streamAttrs)
-	reason   streams.Reason
-	election streams.Election
-	elected  uint64 // start time of the writer elected before the point
-	writer   uint64 // start time of the point's writer
-	action   int    // what happened to the point
-}
 
 // metricCounts is what one request brought for one resource's service.
 type metricCounts struct {
@@ -42,17 +17,6 @@ type metricCounts struct {
 	points    [numActions][streams.NumReasons]int64
 	elections [streams.NumElections]int64
 	event     metricEvent
-}
-
-// warnable says whether a point's decision belongs in a warning: a second
-// writer (overlap, decrease, suspected gauge writer) or a change of writer
-// other than a restart. Repeats and late points are counted only.
-func warnable(d streams.Decision) bool {
-	switch d.Reason {
-	case streams.ReasonOverlap, streams.ReasonDecrease, streams.ReasonSuspect:
-		return true
-	}
-	return d.Election == streams.ElectionEarlierStart || d.Election == streams.ElectionFailover
 }
 
 // note counts a decision with a reason or an election of a point with
@@ -78,35 +42,20 @@ func (c *metricCounts) note(d streams.Decision, metricName string, attrs pcommon
 	}
 }
 
-// metricLabels is one service's label sets for the metric signal, kept on
-// its serviceStats: what its ledger's counters are observed with.
-type metricLabels struct {
-	points    [numActions][streams.NumReasons]metric.MeasurementOption
-	elections [streams.NumElections]metric.MeasurementOption
-	unjudged  metric.MeasurementOption
-}
+// metricRecorder enters the metric signal's requests in its services'
+// ledgers and the stream book, and warns.
+type metricRecorder struct {
+	svcs       *services   // signal "metrics": serviceStats.metrics is set
+	book       *streamBook // the streams with more than one writer (metrics_streams.go); nil without the status page
+	maxStreams int         // metrics.max_streams, for the warning that it is reached
 
-func newMetricLabels(name string) *metricLabels {
-	attrs := func(kv ...attribute.KeyValue) metric.MeasurementOption {
-		kv = append(kv, attribute.String("signal", "metrics"), attribute.String("service.name", name))
-		return metric.WithAttributeSet(attribute.NewSet(kv...))
-	}
-	l := &metricLabels{unjudged: attrs(attribute.String("reason", "stream_limit"))}
-	for a := range numActions {
-		for r := streams.Reason(1); r < streams.NumReasons; r++ {
-			l.points[a][r] = attrs(attribute.String("reason", r.String()), attribute.String("action", actionNames[a]))
-		}
-	}
-	for e := streams.Election(1); e < streams.NumElections; e++ {
-		l.elections[e] = attrs(attribute.String("reason", e.String()))
-	}
-	return l
+	lastFull time.Time // the last warning that max_streams was reached; guarded by svcs.mu
 }
 
 // record enters one request's counts in the services' ledgers and, at
 // most once per service per telemetry.warn_interval, warns naming the
 // stream and both writers' start times.
-func (w *metricUnit) record(counts []metricCounts) {
+func (w *metricRecorder) record(counts []metricCounts) {
 	var unjudged int64
 	for i := range counts {
 		for a := range numActions {
@@ -119,7 +68,7 @@ func (w *metricUnit) record(counts []metricCounts) {
 	defer s.mu.Unlock()
 	if unjudged > 0 && now.Sub(w.lastFull) >= s.every {
 		s.logger.Warn("metric stream limit reached, new streams pass unjudged",
-			zap.Int("max_streams", w.tracker.Limit()), zap.Int64("unjudged_points", unjudged))
+			zap.Int("max_streams", w.maxStreams), zap.Int64("unjudged_points", unjudged))
 		w.lastFull = now
 	}
 	for i := range counts {
@@ -158,26 +107,5 @@ func (w *metricUnit) record(counts []metricCounts) {
 		s.logger.Warn("metric stream has more than one writer", fields...)
 		st.lastWarn = now
 		st.warned = st.ledger
-	}
-}
-
-func eventName(e metricEvent) string {
-	if e.election != streams.ElectionNone {
-		return "election:" + e.election.String()
-	}
-	return e.reason.String()
-}
-
-// suggest names the likely cause from the kind of event.
-func suggest(e metricEvent) string {
-	switch {
-	case e.reason == streams.ReasonDecrease:
-		return "writers share a start time but report different values: two readers or exporters over one SDK aggregation, or processes that started together without a unique service.instance.id"
-	case e.reason == streams.ReasonSuspect:
-		return "a gauge reported more often than its interval: two processes or two metric readers writing one stream"
-	case e.writer > e.elected:
-		return "a second writer started later: a metric reader or exporter added after start (e.g. a framework attaching its own), or a second process without a unique service.instance.id"
-	default:
-		return "a writer with an earlier start: another process or pipeline writes the same stream; give each process a unique service.instance.id"
 	}
 }

@@ -42,12 +42,21 @@ func memoryStatus(softLimitMiB int) statuspage.MemoryStatus {
 	}
 }
 
-// pressureLoop shrinks every unit's window by a quarter whenever the
+// pressure shrinks every unit's window by a quarter whenever the
 // process's resident memory is above limit, before the memory_limiter (or
 // the kernel) has to act; what it removes is counted as
 // evicted_entries{reason="shrink"}. The span and log windows shrink; the
 // metric streams are bounded by metrics.max_streams alone.
-func (s *state) pressureLoop(ctx context.Context, limit uint64) {
+type pressure struct {
+	signals   [3]unit
+	tel       *telemetry
+	logger    *zap.Logger
+	limitMiB  int           // memory_soft_limit_mib, positive
+	warnEvery time.Duration // telemetry.warn_interval
+}
+
+func (p pressure) loop(ctx context.Context) {
+	limit := uint64(p.limitMiB) << 20
 	tick := time.NewTicker(pressureEvery)
 	defer tick.Stop()
 	var lastWarn time.Time
@@ -62,13 +71,13 @@ func (s *state) pressureLoop(ctx context.Context, limit uint64) {
 			continue
 		}
 		var removed int
-		for _, u := range s.units() {
-			removed += u.window().shrink(ctx, s.tel)
+		for _, u := range p.signals {
+			removed += u.window().shrink(ctx, p.tel)
 		}
-		if time.Since(lastWarn) >= s.cfg.Telemetry.WarnInterval {
-			s.logger.Warn("memory pressure: dedup windows shrunk",
+		if time.Since(lastWarn) >= p.warnEvery {
+			p.logger.Warn("memory pressure: dedup windows shrunk",
 				zap.Uint64("resident_mib", rss>>20),
-				zap.Int("memory_soft_limit_mib", s.cfg.MemorySoftLimitMiB),
+				zap.Int("memory_soft_limit_mib", p.limitMiB),
 				zap.Int("entries_removed", removed))
 			lastWarn = time.Now()
 		}

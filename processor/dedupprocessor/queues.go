@@ -29,13 +29,9 @@ type queueWatch struct {
 	queues map[component.ID]map[*watchedQueue]struct{}
 }
 
-// WatchQueue makes the status page of the dedup processor id show the
-// sending queue of exporter (its signal, its sizer's unit), read by depth
-// whenever the page is read, until the returned function is called. The
-// exporter calls it when it starts, whether or not the processor runs yet,
-// and the returned function when it shuts down.
-func (t *TakeBack) WatchQueue(id, exporter component.ID, signal, sizer string, depth QueueDepth) (unwatch func()) {
-	w := &t.f.queues
+// watch adds a queue to those of the dedup processor id until the returned
+// function is called.
+func (w *queueWatch) watch(id, exporter component.ID, signal, sizer string, depth QueueDepth) (unwatch func()) {
 	q := &watchedQueue{exporter: exporter.String(), signal: signal, sizer: sizer, depth: depth}
 	w.mu.Lock()
 	if w.queues == nil {
@@ -59,10 +55,7 @@ func (t *TakeBack) WatchQueue(id, exporter component.ID, signal, sizer string, d
 	}
 }
 
-// Queues reads the sending queues watched for the dedup processor id,
-// by exporter and signal.
-func (t *TakeBack) Queues(id component.ID) []QueueStatus { return t.f.queues.read(id) }
-
+// read reads the queues of the dedup processor id now.
 func (w *queueWatch) read(id component.ID) []QueueStatus {
 	w.mu.Lock()
 	qs := make([]*watchedQueue, 0, len(w.queues[id]))

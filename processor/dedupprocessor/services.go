@@ -115,6 +115,41 @@ func (l ledger) minus(o ledger) ledger {
 	return d
 }
 
+// What happened to a point that broke the single-writer rule.
+const (
+	actionDropped = iota
+	actionPassed
+	actionSplit
+	numActions
+)
+
+var actionNames = [numActions]string{"dropped", "passed", "split"}
+
+// metricLabels is one service's label sets for the metric signal, kept on
+// its serviceStats: what its ledger's counters are observed with.
+type metricLabels struct {
+	points    [numActions][streams.NumReasons]metric.MeasurementOption
+	elections [streams.NumElections]metric.MeasurementOption
+	unjudged  metric.MeasurementOption
+}
+
+func newMetricLabels(name string) *metricLabels {
+	attrs := func(kv ...attribute.KeyValue) metric.MeasurementOption {
+		kv = append(kv, attribute.String("signal", "metrics"), attribute.String("service.name", name))
+		return metric.WithAttributeSet(attribute.NewSet(kv...))
+	}
+	l := &metricLabels{unjudged: attrs(attribute.String("reason", "stream_limit"))}
+	for a := range numActions {
+		for r := streams.Reason(1); r < streams.NumReasons; r++ {
+			l.points[a][r] = attrs(attribute.String("reason", r.String()), attribute.String("action", actionNames[a]))
+		}
+	}
+	for e := streams.Election(1); e < streams.NumElections; e++ {
+		l.elections[e] = attrs(attribute.String("reason", e.String()))
+	}
+	return l
+}
+
 // serviceStats is one service's label sets, its ledger and its warning
 // state.
 type serviceStats struct {

@@ -26,6 +26,7 @@ type state struct {
 	logs    *logUnit
 	metrics *metricUnit
 	nested  *nestedState // nil unless traces.nested.detect
+	streams *streamBook  // the metric streams with more than one writer; nil without the status page
 
 	users int // processors holding this state; guarded by factory.mu
 
@@ -100,18 +101,12 @@ func newState(id component.ID, set component.TelemetrySettings, cfg *Config) (*s
 	for _, u := range st.units() {
 		windows = append(windows, u.window())
 	}
-	if err := tel.observe(set, windows); err != nil {
+	if err := observeWindows(tel, windows); err != nil {
 		return nil, err
 	}
 	if err := tel.observeLedgers(traces.svcs, logs.svcs, metrics.svcs,
 		cfg.Mode == ModeDrop, cfg.Mode == ModeDrop && cfg.Traces.OnConflict == ConflictKeepFirst); err != nil {
 		return nil, err
-	}
-	if cfg.Status.Enabled() {
-		metrics.book = newStreamBook(cfg.Status.MaxStreams, tel.statusRefused)
-		if st.status, err = statuspage.New(cfg.Status, set, st.statusSnapshot); err != nil {
-			return nil, err
-		}
 	}
 	return st, nil
 }
@@ -127,7 +122,7 @@ func (s *state) start(ctx context.Context, host component.Host) error {
 		return nil
 	}
 	if s.cfg.Storage != nil {
-		p, err := s.openPersistence(ctx, host)
+		p, err := openPersistence(ctx, host, *s.cfg.Storage, s.id, s.units(), &s.seed, s.tel, s.logger)
 		if err != nil {
 			return err
 		}
@@ -142,13 +137,16 @@ func (s *state) start(ctx context.Context, host component.Host) error {
 	bg, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	if s.persist != nil {
-		s.wg.Go(func() { s.checkpointLoop(bg, s.cfg.CheckpointInterval) })
+		p := s.persist
+		s.wg.Go(func() { p.checkpointLoop(bg, s.cfg.CheckpointInterval) })
 	}
 	if s.cfg.MemorySoftLimitMiB > 0 {
-		s.wg.Go(func() { s.pressureLoop(bg, uint64(s.cfg.MemorySoftLimitMiB)<<20) })
+		p := pressure{signals: s.units(), tel: s.tel, logger: s.logger, limitMiB: s.cfg.MemorySoftLimitMiB, warnEvery: s.cfg.Telemetry.WarnInterval}
+		s.wg.Go(func() { p.loop(bg) })
 	}
 	if s.cfg.Telemetry.SummaryInterval > 0 {
-		s.wg.Go(func() { s.summaryLoop(bg, s.cfg.Telemetry.SummaryInterval) })
+		sum := s.summary()
+		s.wg.Go(func() { sum.loop(bg, s.cfg.Telemetry.SummaryInterval) })
 	}
 	return nil
 }
@@ -169,11 +167,21 @@ func (s *state) stop() {
 	s.closePersistence()
 }
 
+// summary is what the summary line reads: the signals' services and
+// windows.
+func (s *state) summary() summary {
+	return summary{
+		traces: s.traces.svcs, logs: s.logs.svcs, metrics: s.metrics.svcs,
+		windows: [3]*signalWindow{s.traces.window(), s.logs.window(), s.metrics.window()},
+		mode:    s.cfg.Mode, logger: s.logger,
+	}
+}
+
 // closePersistence stores what is left and closes the storage. Call with
 // mu held.
 func (s *state) closePersistence() {
 	if s.persist != nil {
-		s.persist.close(s.units(), s.logger)
+		s.persist.close()
 		s.persist = nil
 	}
 }

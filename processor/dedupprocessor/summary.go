@@ -9,17 +9,26 @@ import (
 	"github.com/doubletake/doubletake/internal/streams"
 )
 
+// summary logs, every telemetry.summary_interval, what the signals'
+// services' ledgers say came in since the last line.
+type summary struct {
+	traces, logs, metrics *services
+	windows               [3]*signalWindow // traces, logs, metrics
+	mode                  Mode
+	logger                *zap.Logger
+}
+
 // signalSums are the three signals' ledgers, each summed over its
 // services: what the summary line takes differences of.
 type signalSums struct{ spans, logs, metrics ledger }
 
-func (s *state) sums() signalSums {
-	return signalSums{s.traces.svcs.sum(), s.logs.svcs.sum(), s.metrics.svcs.sum()}
+func (s summary) sums() signalSums {
+	return signalSums{s.traces.sum(), s.logs.sum(), s.metrics.sum()}
 }
 
-// summaryLoop logs, every interval in which anything arrived, what came
-// in and what dedup found, from the services' ledgers.
-func (s *state) summaryLoop(ctx context.Context, every time.Duration) {
+// loop logs, every interval in which anything arrived, what came in and
+// what dedup found, from the services' ledgers.
+func (s summary) loop(ctx context.Context, every time.Duration) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	var prev signalSums
@@ -35,14 +44,14 @@ func (s *state) summaryLoop(ctx context.Context, every time.Duration) {
 		if d.spans.received == 0 && d.logs.received == 0 && d.metrics.received == 0 {
 			continue // quiet: nothing to say
 		}
-		s.logger.Info("dedup summary", s.summaryFields(every, d, time.Now().UnixNano())...)
+		s.logger.Info("dedup summary", s.fields(every, d, time.Now().UnixNano())...)
 	}
 }
 
 // summaryFields are the summary line's fields for the differences d. The
 // metric points are one field per streams.Reason, named after it.
-func (s *state) summaryFields(every time.Duration, d signalSums, now int64) []zap.Field {
-	ts, ls, ms := s.traces.snapshot(now), s.logs.snapshot(now), s.metrics.snapshot(now)
+func (s summary) fields(every time.Duration, d signalSums, now int64) []zap.Field {
+	ts, ls, ms := s.windows[0].snapshot(now), s.windows[1].snapshot(now), s.windows[2].snapshot(now)
 	fields := []zap.Field{
 		zap.Duration("interval", every),
 		zap.Int64("spans_received", d.spans.received),
@@ -51,7 +60,7 @@ func (s *state) summaryFields(every time.Duration, d signalSums, now int64) []za
 		zap.Int64("spans_invalid_id", d.spans.invalid),
 		zap.Int64("logs_received", d.logs.received),
 		zap.Int64("logs_duplicate", d.logs.duplicates),
-		zap.String("mode", string(s.cfg.Mode)),
+		zap.String("mode", string(s.mode)),
 		zap.Int("span_entries", ts.entries),
 		zap.Duration("span_window_effective", ts.effective.Round(time.Second)),
 		zap.Uint64("span_entries_evicted", ts.stats.Evicted),

@@ -25,7 +25,7 @@ func TestSummaryCountsEveryReason(t *testing.T) {
 		}
 	}
 	d.metrics.received = want
-	fields := st.summaryFields(time.Second, d, time.Now().UnixNano())
+	fields := st.summary().fields(time.Second, d, time.Now().UnixNano())
 
 	named := map[string]int64{}
 	for _, f := range fields {
@@ -57,7 +57,7 @@ func TestLedgerIsWhatTheCountersSay(t *testing.T) {
 		}
 	}
 	st := h.traces.(*tracesProcessor).st
-	sum := st.sums().spans
+	sum := st.summary().sums().spans
 	if sum.received != 4 || sum.duplicates != 2 {
 		t.Fatalf("span ledger sums: received %d, duplicates %d; want 4, 2", sum.received, sum.duplicates)
 	}

@@ -111,3 +111,16 @@ func (s *state) reportLoss(ctx context.Context, w *signalWindow, items int64, ta
 	}
 	s.logger.Error("Items lost after dedup had accepted them; their records are taken back so that a re-send passes", fields...)
 }
+
+// WatchQueue makes the status page of the dedup processor id show the
+// sending queue of exporter (its signal, its sizer's unit), read by depth
+// whenever the page is read, until the returned function is called. The
+// exporter calls it when it starts, whether or not the processor runs yet,
+// and the returned function when it shuts down.
+func (t *TakeBack) WatchQueue(id, exporter component.ID, signal, sizer string, depth QueueDepth) (unwatch func()) {
+	return t.f.queues.watch(id, exporter, signal, sizer, depth)
+}
+
+// Queues reads the sending queues watched for the dedup processor id,
+// by exporter and signal.
+func (t *TakeBack) Queues(id component.ID) []QueueStatus { return t.f.queues.read(id) }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync/atomic"
-	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/otel/attribute"
@@ -59,9 +58,9 @@ func newTelemetry(set component.TelemetrySettings) (*telemetry, error) {
 			return nil
 		}),
 		tb.RegisterProcessorDedupJournalSegmentsLimitCallback(func(_ context.Context, o metric.Int64Observer) error {
-			if t.journals.Load() != nil {
-				o.Observe(maxSegments, tracesOpt)
-				o.Observe(maxSegments, logsOpt)
+			if j := t.journals.Load(); j != nil {
+				o.Observe(int64(j.limit), tracesOpt)
+				o.Observe(int64(j.limit), logsOpt)
 			}
 			return nil
 		}),
@@ -74,9 +73,10 @@ func newTelemetry(set component.TelemetrySettings) (*telemetry, error) {
 }
 
 // journalLens is what the journal gauges read: the stored span and log
-// journals' lengths.
+// journals' lengths, and their bound.
 type journalLens struct {
 	spans, logs interface{ Len() int }
+	limit       int
 }
 
 // journalGauges ends the journal gauges' observation of one pair of
@@ -94,34 +94,10 @@ func (g *journalGauges) Unregister() error {
 
 // observeJournals reports the stored journals' segments against their
 // bound until the registration is unregistered (when storage closes).
-func (t *telemetry) observeJournals(spans, logs interface{ Len() int }) (metric.Registration, error) {
-	j := &journalLens{spans: spans, logs: logs}
+func (t *telemetry) observeJournals(spans, logs interface{ Len() int }, limit int) (metric.Registration, error) {
+	j := &journalLens{spans: spans, logs: logs, limit: limit}
 	t.journals.Store(j)
 	return &journalGauges{t: t, j: j}, nil
-}
-
-// observe registers the gauges, read from the windows at collection time.
-func (t *telemetry) observe(_ component.TelemetrySettings, windows []*signalWindow) error {
-	snapshots := func(f func(s windowSnapshot, attrs metric.ObserveOption)) {
-		now := time.Now().UnixNano()
-		for _, w := range windows {
-			f(w.snapshot(now), metric.WithAttributeSet(w.signalAttrs))
-		}
-	}
-	return errors.Join(
-		t.builder.RegisterProcessorDedupEntriesCallback(func(_ context.Context, o metric.Int64Observer) error {
-			snapshots(func(s windowSnapshot, attrs metric.ObserveOption) { o.Observe(int64(s.entries), attrs) })
-			return nil
-		}),
-		t.builder.RegisterProcessorDedupEntriesLimitCallback(func(_ context.Context, o metric.Int64Observer) error {
-			snapshots(func(s windowSnapshot, attrs metric.ObserveOption) { o.Observe(int64(s.limit), attrs) })
-			return nil
-		}),
-		t.builder.RegisterProcessorDedupEffectiveWindowCallback(func(_ context.Context, o metric.Float64Observer) error {
-			snapshots(func(s windowSnapshot, attrs metric.ObserveOption) { o.Observe(s.effective.Seconds(), attrs) })
-			return nil
-		}),
-	)
 }
 
 // shutdown unregisters the gauges' callbacks.

@@ -276,6 +276,9 @@ func (u *spanUnit) forgetKeys(ctx context.Context, keys [][24]byte) error {
 	return err
 }
 
+// storedJournal is the unit's journal while storage is open.
+func (u *spanUnit) storedJournal() *journal.Journal { return u.journal.Load() }
+
 func (u *spanUnit) reseed(window.Seed) {} // span ids are stored as they are
 
 // restore opens the span journal and replays it into the window.

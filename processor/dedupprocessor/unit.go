@@ -2,6 +2,7 @@ package dedupprocessor
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -88,6 +89,30 @@ func (w *signalWindow) status(now int64, configured time.Duration) statuspage.Wi
 	// had to evict: otherwise it is young, not short.
 	ws.Short = snap.stats.Evicted+snap.stats.Shrunk > 0 && snap.effective < configured
 	return ws
+}
+
+// observe registers the gauges, read from the windows at collection time.
+func observeWindows(t *telemetry, windows []*signalWindow) error {
+	snapshots := func(f func(s windowSnapshot, attrs metric.ObserveOption)) {
+		now := time.Now().UnixNano()
+		for _, w := range windows {
+			f(w.snapshot(now), metric.WithAttributeSet(w.signalAttrs))
+		}
+	}
+	return errors.Join(
+		t.builder.RegisterProcessorDedupEntriesCallback(func(_ context.Context, o metric.Int64Observer) error {
+			snapshots(func(s windowSnapshot, attrs metric.ObserveOption) { o.Observe(int64(s.entries), attrs) })
+			return nil
+		}),
+		t.builder.RegisterProcessorDedupEntriesLimitCallback(func(_ context.Context, o metric.Int64Observer) error {
+			snapshots(func(s windowSnapshot, attrs metric.ObserveOption) { o.Observe(int64(s.limit), attrs) })
+			return nil
+		}),
+		t.builder.RegisterProcessorDedupEffectiveWindowCallback(func(_ context.Context, o metric.Float64Observer) error {
+			snapshots(func(s windowSnapshot, attrs metric.ObserveOption) { o.Observe(s.effective.Seconds(), attrs) })
+			return nil
+		}),
+	)
 }
 
 // evictionsLocked returns the evictions not yet reported and marks them

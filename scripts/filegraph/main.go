@@ -127,5 +127,55 @@ func main() {
 		sort.Strings(ns)
 		fmt.Printf("%s -> %s%s: %s\n", e[0], e[1], mark, strings.Join(ns, " "))
 	}
-	fmt.Printf("%d files, %d arrows, %d run back up (%d mutual pairs)\n", len(files), len(list), back, back/2)
+	cyc := cycles(files, edges)
+	fmt.Printf("%d files, %d arrows, %d run back up (%d mutual pairs), %d files on a longer or shorter cycle\n", len(files), len(list), back, back/2, cyc)
+}
+
+// cycles is how many files lie on a cycle of arrows of any length: the
+// files of the graph's strongly connected components of more than one
+// file (Tarjan's algorithm).
+func cycles(files map[string]*ast.File, edges map[[2]string]bool) int {
+	out := map[string][]string{}
+	for e := range edges {
+		out[e[0]] = append(out[e[0]], e[1])
+	}
+	index, low, on := map[string]int{}, map[string]int{}, map[string]bool{}
+	var stack []string
+	n, total := 0, 0
+	var visit func(v string)
+	visit = func(v string) {
+		index[v], low[v] = n, n
+		n++
+		stack = append(stack, v)
+		on[v] = true
+		for _, w := range out[v] {
+			if _, seen := index[w]; !seen {
+				visit(w)
+				low[v] = min(low[v], low[w])
+			} else if on[w] {
+				low[v] = min(low[v], index[w])
+			}
+		}
+		if low[v] == index[v] {
+			size := 0
+			for {
+				w := stack[len(stack)-1]
+				stack = stack[:len(stack)-1]
+				on[w] = false
+				size++
+				if w == v {
+					break
+				}
+			}
+			if size > 1 {
+				total += size
+			}
+		}
+	}
+	for f := range files {
+		if _, seen := index[f]; !seen {
+			visit(f)
+		}
+	}
+	return total
 }
