@@ -84,12 +84,12 @@ const (
 // history beyond each writer's newest point) and not safe for concurrent
 // use. The zero value is ready to use.
 type Pair struct {
-	start   [2]uint64    // [0] the earlier start; 0: not seen yet
+	start   [2]uint64          // [0] the earlier start; 0: not seen yet
 	pts     [2][History]sample // each writer's newest points, newest first
-	last    [2][2]float64 // per writer: its own and the other's first value at its previous test
-	lo, hi  [MaxParts]float64 // bounds of c per value
-	scale   [MaxParts]float64 // the largest magnitude compared per value
-	bounded uint8             // bit k: lo/hi[k] hold a bound
+	last    [2][2]float64      // per writer: its own and the other's first value at its previous test
+	lo, hi  [MaxParts]float64  // bounds of c per value
+	scale   [MaxParts]float64  // the largest magnitude compared per value
+	bounded uint8              // bit k: lo/hi[k] hold a bound
 	layout  uint64
 	shape   Shape
 	class   Class

@@ -113,12 +113,12 @@ func merge(a, b []simPoint) []simPoint {
 
 // outcome is what a Pair made of two readers' points.
 type outcome struct {
-	class    Class
-	seconds  float64 // from the later writer's first point to the last decision
-	points   int     // points of both writers fed
+	class   Class
+	seconds float64 // from the later writer's first point to the last decision
+	points  int     // points of both writers fed
 	// points of both writers up to the first decision
 	decidedPoints int
-	everPeer bool
+	everPeer      bool
 }
 
 func judgePair(shape Shape, pts []simPoint) outcome {
