@@ -35,7 +35,7 @@ func TestAutoCumulative(t *testing.T) {
 		{"processes sharing an identity: the later one, busier, is a peer at its second point", []pt{
 			{start: 100, time: 110, value: 10, want: "pass"},
 			{start: 103, time: 111, value: 50, want: "drop overlap"}, // c ≥ 10 − 50: no news
-			{start: 100, time: 120, value: 20, want: "pass"},          // c ≤ 20 − 50 < 0: a peer
+			{start: 100, time: 120, value: 20, want: "pass"},         // c ≤ 20 − 50 < 0: a peer
 			{start: 103, time: 121, value: 60, want: "label overlap"},
 			{start: 103, time: 121, value: 60, want: "drop duplicate"}, // its own repeat
 			{start: 103, time: 115, value: 55, want: "drop out_of_order"},
