@@ -1,6 +1,9 @@
 package streams
 
-import "math"
+import (
+	"math"
+	"time"
+)
 
 // judge is a Tracker's classifier under Policy.Auto: a Pair for every
 // (stream, second writer) under judgement, and a pooled class for every
@@ -39,9 +42,10 @@ type pairKey struct {
 
 type writerKey struct{ origin, start uint64 }
 
+// pooled is a writer's class over its streams: a peer once any of its
+// pairs is (a crossing is a proof), a copy once any is and none is a peer.
 type pooled struct {
 	class   Class
-	moves   uint32
 	streams uint32 // pairs that refer to it
 	seen    int64
 }
@@ -55,6 +59,7 @@ type judged struct {
 	origin uint64
 	next   uint32 // the stream's next pair, plus one
 	seen   int64  // the caller's clock at this writer's newest point
+	skip   uint8  // points since the last fed, while a copy (CopySample)
 	// this writer's newest point, for its own order while it is labelled
 	otime        uint64
 	ovalue, osum float64
@@ -87,8 +92,9 @@ func (j *judge) pool(k writerKey, now int64) (pooled, bool) {
 		}
 		j.counts[ClassUndecided]++
 	}
-	if now > w.seen {
-		w.seen = now
+	if !ok || now-w.seen > int64(time.Second) { // seen matters to sweep only: coarse
+		w.seen = max(w.seen, now)
+		j.writers[k] = w
 	}
 	return w, true
 }
@@ -130,7 +136,9 @@ func (j *judge) other(s *stream, origin uint64, p Point, now int64) (cls Class, 
 	wk := writerKey{origin, p.Start}
 	var w pooled
 	pooledOK := false
-	if origin != 0 { // 0: no origin known, no pooling
+	// 0: no origin known, no pooling; a peer's pair is final, and its
+	// writer was told when it became one.
+	if origin != 0 && (!ok || j.pairs[i].class != ClassPeer) {
 		w, pooledOK = j.pool(wk, now)
 	}
 	if !ok {
@@ -177,17 +185,21 @@ func (j *judge) other(s *stream, origin uint64, p Point, now int64) (cls Class, 
 				jp.osum = p.Sum
 			}
 		}
-		moves, _ := jp.Pair.Add(s.shape, p)
-		w.moves += uint32(moves)
+		if feed(jp) {
+			jp.Pair.Add(s.shape, p)
+		}
 	}
 	if pooledOK {
+		before := w
 		if jp.class == ClassPeer {
 			j.setClass(wk, &w, ClassPeer)
-		} else if w.moves >= CopyMoves || jp.class == ClassCopy {
+		} else if jp.class == ClassCopy {
 			j.setClass(wk, &w, ClassCopy)
 		}
 		jp.SetClass(w.class, p.Time)
-		j.writers[wk] = w
+		if w != before || !ok {
+			j.writers[wk] = w
+		}
 	}
 	return jp.class, r, false
 }
@@ -208,21 +220,38 @@ func (j *judge) elected(s *stream, p Point, origin uint64, now int64) {
 		if jp.class == ClassPeer {
 			continue
 		}
-		moves, _ := jp.Pair.Add(s.shape, p)
-		if moves == 0 && jp.class != ClassPeer {
+		if !feed(jp) {
+			continue
+		}
+		before := jp.class
+		jp.Pair.Add(s.shape, p)
+		if jp.class == before {
 			continue
 		}
 		wk := writerKey{jp.origin, jp.other}
 		if w, ok := j.writers[wk]; ok {
-			w.moves += uint32(moves)
 			if jp.class == ClassPeer {
 				j.setClass(wk, &w, ClassPeer)
-			} else if w.moves >= CopyMoves || jp.class == ClassCopy {
+			} else if jp.class == ClassCopy {
 				j.setClass(wk, &w, ClassCopy)
 			}
 			j.writers[wk] = w
 		}
 	}
+}
+
+// CopySample is how a copy is tested once decided: one point of every
+// CopySample of each writer (the bounds stay valid, only looser), so that
+// a long-lived copy costs little; a peer taken for a copy is still found.
+const CopySample = 8
+
+// feed says whether to feed a pair the next point.
+func feed(jp *judged) bool {
+	if jp.class != ClassCopy {
+		return true
+	}
+	jp.skip++
+	return jp.skip%CopySample == 0
 }
 
 func (j *judge) alloc() uint32 {

@@ -34,6 +34,11 @@ type metricEvent struct {
 	elected  uint64 // start time of the writer elected before the point
 	writer   uint64 // start time of the point's writer
 	action   int    // what happened to the point
+	// With metrics.overlap auto, for a second writer's point: its class
+	// and the evidence (metrics_class.go).
+	class    streams.Class
+	judged   bool
+	evidence string
 }
 
 // warnable says whether a point's decision belongs in a warning: a second
@@ -56,6 +61,9 @@ func eventName(e metricEvent) string {
 
 // suggest names the likely cause from the kind of event.
 func suggest(e metricEvent) string {
+	if e.judged && e.class != streams.ClassUndecided {
+		return e.class.Cause() // metrics.overlap auto: from the values
+	}
 	switch {
 	case e.reason == streams.ReasonDecrease:
 		return "writers share a start time but report different values: two readers or exporters over one SDK aggregation, or processes that started together without a unique service.instance.id"
@@ -94,6 +102,7 @@ type streamEntry struct {
 	event           string // the latest: overlap, decrease, election:earlier_start...
 	action          string
 	diagnosis       string
+	class, evidence string // metrics.overlap auto: the other writer's (metrics_class.go)
 	first, last     time.Time
 }
 
@@ -127,6 +136,9 @@ func (b *streamBook) note(service string, e metricEvent, points, elections int64
 	en.points += points
 	en.elections += elections
 	en.event, en.action, en.diagnosis = eventName(e), actionNames[e.action], suggest(e)
+	if e.judged {
+		en.class, en.evidence = e.class.String(), e.evidence
+	}
 	en.last = now
 	b.mu.Unlock()
 }
@@ -150,6 +162,7 @@ func (b *streamBook) statusRows() ([]statuspage.StreamStatus, int64) {
 			Service: e.service, Metric: e.metric, Attributes: e.attrs,
 			Points: e.points, Elections: e.elections,
 			Event: e.event, Action: e.action, FirstSeen: e.first.UTC(), LastSeen: e.last.UTC(), Diagnosis: e.diagnosis,
+			Class: e.class, Evidence: e.evidence,
 		}
 		if e.elected != 0 || e.other != 0 {
 			el, ot := time.Unix(0, int64(e.elected)).UTC(), time.Unix(0, int64(e.other)).UTC()

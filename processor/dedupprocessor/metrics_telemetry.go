@@ -102,8 +102,11 @@ func (w *metricRecorder) record(counts []metricCounts) {
 		since := st.ledger.minus(st.warned)
 		fields = append(fields,
 			zap.Int64("points", since.notable()),
-			zap.String("action", actionNames[e.action]),
-			zap.String("suggests", suggest(e)))
+			zap.String("action", actionNames[e.action]))
+		if e.judged {
+			fields = append(fields, zap.String("class", e.class.String()), zap.String("evidence", e.evidence))
+		}
+		fields = append(fields, zap.String("suggests", suggest(e)))
 		s.logger.Warn("metric stream has more than one writer", fields...)
 		st.lastWarn = now
 		st.warned = st.ledger

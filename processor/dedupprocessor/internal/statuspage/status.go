@@ -80,6 +80,10 @@ type StreamStatus struct {
 	FirstSeen    time.Time  `json:"first_seen"`
 	LastSeen     time.Time  `json:"last_seen"`
 	Diagnosis    string     `json:"diagnosis"`
+	// Class and Evidence, with metrics.overlap auto: what the other writer
+	// is (undecided, copy, peer) and why, judged from the values.
+	Class    string `json:"class,omitempty"`
+	Evidence string `json:"evidence,omitempty"`
 }
 
 // WindowStatus is one signal's state.
@@ -161,6 +165,7 @@ func (s *Status) bound(maxRows int) {
 	for i := range s.Streams {
 		e := &s.Streams[i]
 		e.Service, e.Metric, e.Attributes = CleanName(e.Service), CleanName(e.Metric), CleanNameBytes(e.Attributes, AttrBytes)
+		e.Evidence = CleanNameBytes(e.Evidence, AttrBytes)
 	}
 
 	sort.Slice(s.Nested, func(i, j int) bool {
