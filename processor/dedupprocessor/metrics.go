@@ -130,7 +130,7 @@ func (j *judging) remove(attrs pcommon.Map, pt streams.Point) bool {
 		set := j.c.event.set
 		j.c.note(d, j.metric, attrs, j.mutate)
 		if j.auto && !set && j.c.event.set {
-			j.classify(id, d) // metrics_class.go
+			classify(&j.c.event, j.tracker, j.shape, id, d) // metrics_class.go
 		}
 	}
 	switch d.Verdict {
@@ -306,6 +306,13 @@ func (sc *metricScratch) rollback(ctx context.Context, tel *telemetry) {
 	if n > 0 {
 		tel.rolledBack.Add(ctx, int64(n), u.signalOpt)
 	}
+}
+
+// judgeStats is the classifier's count of writers, for observeWriters.
+func (u *metricUnit) judgeStats() streams.JudgeStats {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.tracker.JudgeStats()
 }
 
 // metricsSnapshotKey holds the metric streams' elections, rewritten every

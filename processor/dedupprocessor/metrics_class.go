@@ -16,15 +16,15 @@ import (
 // status page and in otelcol_processor_dedup_writers{class}.
 
 // classify adds the class and evidence of the point's writer to the
-// request's event, which the point has just set. The elected writer's own
-// events (a repeat, an election) carry no class.
-func (j *judging) classify(id streams.ID, d streams.Decision) {
-	e := &j.c.event
-	if !j.shape.Cumulative() || d.Writer == d.Elected || d.Election != streams.ElectionNone {
+// request's event e, which the point of stream id (of shape) has just
+// set. The elected writer's own events (a repeat, an election) carry no
+// class. Call with the tracker's lock held.
+func classify(e *metricEvent, tracker *streams.Tracker, shape streams.Shape, id streams.ID, d streams.Decision) {
+	if !shape.Cumulative() || d.Writer == d.Elected || d.Election != streams.ElectionNone {
 		return // deltas and gauges are not classified
 	}
 	e.judged, e.class = true, d.Class
-	if jd, ok := j.tracker.Judgement(id, d.Writer); ok {
+	if jd, ok := tracker.Judgement(id, d.Writer); ok {
 		e.evidence = jd.Evidence.String()
 	} else {
 		e.evidence = "not judged: metrics.max_judged_writers reached"
@@ -32,21 +32,17 @@ func (j *judging) classify(id streams.ID, d streams.Decision) {
 }
 
 // observeWriters reports the writers under judgement by class and the
-// writers refused at metrics.max_judged_writers.
-func (u *metricUnit) observeWriters(tb *metadata.TelemetryBuilder) error {
+// writers refused at metrics.max_judged_writers, as stats reads them;
+// nothing unless auto (metrics.overlap auto).
+func observeWriters(tb *metadata.TelemetryBuilder, auto bool, stats func() streams.JudgeStats) error {
 	var byClass [streams.NumClasses]metric.ObserveOption
 	for c := range streams.Class(streams.NumClasses) {
 		byClass[c] = metric.WithAttributeSet(attribute.NewSet(attribute.String("signal", "metrics"), attribute.String("class", c.String())))
 	}
 	signal := metric.WithAttributeSet(attribute.NewSet(attribute.String("signal", "metrics")))
-	stats := func() streams.JudgeStats {
-		u.mu.Lock()
-		defer u.mu.Unlock()
-		return u.tracker.JudgeStats()
-	}
 	return errors.Join(
 		tb.RegisterProcessorDedupWritersCallback(func(_ context.Context, o metric.Int64Observer) error {
-			if !u.auto {
+			if !auto {
 				return nil
 			}
 			s := stats()
@@ -56,7 +52,7 @@ func (u *metricUnit) observeWriters(tb *metadata.TelemetryBuilder) error {
 			return nil
 		}),
 		tb.RegisterProcessorDedupWritersRefusedCallback(func(_ context.Context, o metric.Int64Observer) error {
-			if !u.auto {
+			if !auto {
 				return nil
 			}
 			o.Observe(int64(stats().Refused), signal)

@@ -108,7 +108,7 @@ func newState(id component.ID, set component.TelemetrySettings, cfg *Config) (*s
 		cfg.Mode == ModeDrop, cfg.Mode == ModeDrop && cfg.Traces.OnConflict == ConflictKeepFirst); err != nil {
 		return nil, err
 	}
-	if err := metrics.observeWriters(tel.builder); err != nil { // metrics_class.go
+	if err := observeWriters(tel.builder, metrics.auto, metrics.judgeStats); err != nil { // metrics_class.go
 		return nil, err
 	}
 	return st, nil
