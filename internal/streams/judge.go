@@ -19,6 +19,7 @@ type judge struct {
 	byStream map[ID]uint32      // first slot of the stream's pairs, plus one
 	writers  map[writerKey]pooled
 	cursor   uint32
+	lastPass int64           // the cutoff of the last pass over the writers
 	counts   [NumClasses]int // pooled writers by class
 	stats    JudgeStats
 }
@@ -335,7 +336,10 @@ func (j *judge) sweep(cutoff int64, budget int) {
 		}
 		j.cursor++
 	}
-	if len(j.writers) >= j.max {
+	// At the limit, a pass over the writers; at most once a second of the
+	// caller's clock, so that a full set costs one pass, not one a request.
+	if len(j.writers) >= j.max && cutoff-j.lastPass >= int64(time.Second) {
+		j.lastPass = cutoff
 		for k, w := range j.writers {
 			if w.streams == 0 && w.seen < cutoff {
 				j.counts[w.class]--
