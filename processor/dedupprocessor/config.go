@@ -276,7 +276,7 @@ func (c *TracesConfig) Validate() error {
 		errs = append(errs, fmt.Errorf("%w, got %q", errOnConflict, c.OnConflict))
 	}
 	if c.CollapseNested && !c.Nested.Detect {
-		errs = append(errs, errors.New("collapse_nested needs nested.detect"))
+		errs = append(errs, errors.New("collapse_nested needs nested::detect"))
 	}
 	return errors.Join(errs...)
 }

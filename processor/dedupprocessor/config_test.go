@@ -29,7 +29,7 @@ func TestConfigValidate(t *testing.T) {
 		{"zero max_spans", func(c *Config) { c.Traces.MaxSpans = 0 }, "traces: max_spans must be between 1 and"},
 		{"huge max_spans", func(c *Config) { c.Traces.MaxSpans = 1 << 30 }, "traces: max_spans must be between 1 and"},
 		{"bad on_conflict", func(c *Config) { c.Traces.OnConflict = "last" }, `traces: on_conflict must be "keep_first" or "pass", got "last"`},
-		{"collapse without detect", func(c *Config) { c.Traces.CollapseNested = true }, "traces: collapse_nested needs nested.detect"},
+		{"collapse without detect", func(c *Config) { c.Traces.CollapseNested = true }, "traces: collapse_nested needs nested::detect"},
 		{"negative logs window", func(c *Config) { c.Logs.Window = -time.Second }, "logs: window must be positive, got -1s"},
 		{"zero max_records", func(c *Config) { c.Logs.MaxRecords = 0 }, "logs: max_records must be between 1 and"},
 		{"zero max_services", func(c *Config) { c.Telemetry.MaxServices = 0 }, "telemetry: max_services must be at least 1, got 0"},
