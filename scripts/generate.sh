@@ -17,7 +17,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 components=(processor/dedupprocessor extension/guardextension exporter/dedupotlpexporter
-  exporter/serieslimitprometheusexporter extension/encoding/otlpjsonencodingextension)
+  exporter/dedupotlphttpexporter exporter/serieslimitprometheusexporter
+  extension/encoding/otlpjsonencodingextension)
 
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT

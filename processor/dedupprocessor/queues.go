@@ -39,7 +39,7 @@ type queueWatch struct {
 // exporter calls it when it starts, whether or not the processor runs yet,
 // and the returned function when it shuts down.
 func (t *TakeBack) WatchQueue(id, exporter component.ID, signal, sizer string, depth QueueDepth) (unwatch func()) {
-	w := &t.f.queues
+	w := t.queues()
 	q := &watchedQueue{exporter: exporter.String(), signal: signal, sizer: sizer, depth: depth}
 	w.mu.Lock()
 	if w.queues == nil {
@@ -65,7 +65,16 @@ func (t *TakeBack) WatchQueue(id, exporter component.ID, signal, sizer string, d
 
 // Queues reads the sending queues watched for the dedup processor id,
 // by exporter and signal.
-func (t *TakeBack) Queues(id component.ID) []QueueStatus { return t.f.queues.read(id) }
+func (t *TakeBack) Queues(id component.ID) []QueueStatus { return t.queues().read(id) }
+
+// queues is where t's exporters report their sending queues: where the
+// status pages of the processors t reaches read them.
+func (t *TakeBack) queues() *queueWatch {
+	if t.link != nil {
+		return &t.link.queues
+	}
+	return &t.f.queues
+}
 
 func (w *queueWatch) read(id component.ID) []QueueStatus {
 	w.mu.Lock()
