@@ -150,10 +150,13 @@ func runCollector(t *testing.T, bin, config, health string, env ...string) func(
 		stopped = true
 		_ = col.Process.Signal(os.Interrupt)
 		select {
-		case <-done:
+		case err := <-done:
+			if err != nil {
+				t.Errorf("the collector (%s) stopped with %v after SIGINT", config, err)
+			}
 		case <-time.After(30 * time.Second):
 			_ = col.Process.Kill()
-			<-done
+			_ = <-done
 			t.Errorf("the collector (%s) did not stop within 30s of SIGINT", config)
 		}
 	}
