@@ -156,8 +156,7 @@ func runCollector(t *testing.T, bin, config, health string, env ...string) func(
 			}
 		case <-time.After(30 * time.Second):
 			_ = col.Process.Kill()
-			_ = <-done
-			t.Errorf("the collector (%s) did not stop within 30s of SIGINT", config)
+			t.Errorf("the collector (%s) did not stop within 30s of SIGINT (killed: %v)", config, <-done)
 		}
 	}
 	t.Cleanup(func() {
