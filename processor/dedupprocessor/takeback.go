@@ -20,9 +20,13 @@ import (
 // instead of being dropped as a duplicate, and counts the loss in
 // otelcol_processor_dedup_lost_items and logs it with its cause.
 //
-// A TakeBack reaches the processors of the factory it was made with, by
-// component ID; it is safe for concurrent use.
-type TakeBack struct{ f *factory }
+// A TakeBack reaches the processors of the factory it was made with
+// (NewFactoryWithTakeBack), or those of NewFactory's factories
+// (LinkedTakeBack), by component ID; it is safe for concurrent use.
+type TakeBack struct {
+	f    *factory
+	link *link
+}
 
 // NewFactoryWithTakeBack returns a dedup processor factory, like
 // NewFactory, and the TakeBack that reaches the processors it makes.
@@ -33,6 +37,9 @@ func NewFactoryWithTakeBack() (processor.Factory, *TakeBack) {
 
 // running returns the state of the processor id while it runs.
 func (t *TakeBack) running(id component.ID) (*state, error) {
+	if t.link != nil {
+		return t.link.running(id)
+	}
 	t.f.mu.Lock()
 	st := t.f.states[id]
 	t.f.mu.Unlock()
@@ -118,9 +125,18 @@ func (s *state) reportLoss(ctx context.Context, w *signalWindow, items int64, ta
 // exporter calls it when it starts, whether or not the processor runs yet,
 // and the returned function when it shuts down.
 func (t *TakeBack) WatchQueue(id, exporter component.ID, signal, sizer string, depth QueueDepth) (unwatch func()) {
-	return t.f.queues.watch(id, exporter, signal, sizer, depth)
+	return t.queues().watch(id, exporter, signal, sizer, depth)
 }
 
 // Queues reads the sending queues watched for the dedup processor id,
 // by exporter and signal.
-func (t *TakeBack) Queues(id component.ID) []QueueStatus { return t.f.queues.read(id) }
+func (t *TakeBack) Queues(id component.ID) []QueueStatus { return t.queues().read(id) }
+
+// queues is where t's exporters report their sending queues: where the
+// status pages of the processors t reaches read them.
+func (t *TakeBack) queues() *queueWatch {
+	if t.link != nil {
+		return &t.link.queues
+	}
+	return &t.f.queues
+}
