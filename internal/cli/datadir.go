@@ -21,6 +21,9 @@ import (
 // and takes a crash as damage.
 const checkStorageCommand = "__check-storage"
 
+// dataDirLock is the data dir's lock file, open for the process's life.
+var dataDirLock *os.File
+
 func newCheckStorageCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:    checkStorageCommand + " FILE",
@@ -39,9 +42,13 @@ func newCheckStorageCommand() *cobra.Command {
 // checks and salvages its storage files, and in local mode opens the
 // files the exporters will write.
 func prepareDataDir(o distro.Options) error {
-	if _, err := datadir.Lock(o.DataDir); err != nil {
+	lock, err := datadir.Lock(o.DataDir)
+	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
+	// Held until the process exits: closing the file (its finalizer
+	// included) would release the lock.
+	dataDirLock = lock
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("run: finding this program to check --data-dir: %w", err)
@@ -50,7 +57,7 @@ func prepareDataDir(o distro.Options) error {
 	err = datadir.Recover(context.Background(), filepath.Join(o.DataDir, "queue"), datadir.ChildChecker(exe, checkStorageCommand),
 		func(msg string, f recovered.File) {
 			logger.Warn(msg, zap.String("file", f.Path), zap.String("kept", f.MovedTo), zap.String("store", f.Store),
-				zap.Int64("salvaged_items", f.Salvaged), zap.Int64("lost_items", f.Lost), zap.Bool("lost_uncounted", f.LostUncounted))
+				zap.Int64("salvaged_items", f.Salvaged), zap.Int64("lost_items", f.Lost), zap.Int64("lost_entries", f.LostEntries), zap.Bool("lost_uncounted", f.LostUncounted))
 		})
 	_ = logger.Sync()
 	if err != nil {

@@ -221,7 +221,20 @@ func salvageQueue(signal string, copies func(string) [][]byte, keys []string) (m
 		}
 	}
 	var indexes []uint64
+	stale := false
 	if found {
+		// Entries are written in one transaction with the metadata: one
+		// found past its write index means the metadata found is an older
+		// copy (the newest was lost); those entries were queued too.
+		hi := meta.write
+		for _, k := range keys {
+			if i, ok := itemIndex(k); ok && i >= hi && i-meta.read < maxQueueEntries {
+				hi = i + 1
+			}
+		}
+		if hi > meta.write {
+			meta.write, stale = hi, true
+		}
 		indexes = meta.entries(maxQueueEntries)
 	} else {
 		for _, k := range keys {
@@ -257,6 +270,7 @@ func salvageQueue(signal string, copies func(string) [][]byte, keys []string) (m
 	}
 	out[queueMetaKey] = encodeQueueMeta(next)
 	f.Salvaged = next.items
+	f.LostEntries = int64(lostEntries)
 	what := map[string]string{"traces": "spans", "logs": "log records", "metrics": "points"}[signal]
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s queue: salvaged %d entries (%d %s), in their order, to be delivered", signal, next.write, next.items, what)
@@ -264,6 +278,9 @@ func salvageQueue(signal string, copies func(string) [][]byte, keys []string) (m
 	case !found:
 		f.LostUncounted = true
 		fmt.Fprintf(&b, "; the queue's metadata was lost: every entry found was kept (some may have been delivered already and arrive twice), and what was lost cannot be counted")
+	case stale:
+		f.LostUncounted = true
+		fmt.Fprintf(&b, "; the newest queue metadata was lost (an older copy was used): lost %d entries, how many items they held cannot be counted; entries delivered after that copy was written may arrive twice", lostEntries)
 	case lostEntries == 0 && meta.items <= next.items:
 		b.WriteString("; nothing was lost")
 	default:

@@ -236,6 +236,7 @@ func (u *upstreamFactory) prepare(set exporter.Settings, cfg component.Config) (
 	}
 	outerSet := set
 	outerSet.MeterProvider = up.queue.meterProvider(set.MeterProvider)
+	outerSet.Logger = withUndecodable(set.Logger) // undecodable.go
 	opts := []exporterhelper.Option{
 		exporterhelper.WithQueue(q),
 		exporterhelper.WithRetry(r),

@@ -21,6 +21,7 @@ type File struct {
 	// not be counted (entries whose size was unreadable).
 	Salvaged, Lost int64
 	LostUncounted  bool
+	LostEntries    int64  // queue entries lost (each held one or more items)
 	Line           string // the warn line that was logged
 }
 

@@ -191,6 +191,9 @@ type Status struct {
 	// Queues are the sending queues of the exporters after dedup that
 	// report them (dedup_otlp_grpc, dedup_otlp_http).
 	Queues []QueueStatus `json:"queues"`
+	// Storage is what was found damaged under the data dir at start
+	// (recovered.go); shown until the process exits.
+	Storage []StorageStatus `json:"storage_recovered,omitempty"`
 }
 
 // NestedStatus is one service's nested duplicates (double
@@ -508,6 +511,7 @@ func (s *statusServer) snapshot(now time.Time) Status {
 	if s.queues != nil {
 		out.Queues = s.queues.read(s.st.id)
 	}
+	out.Storage = storageStatus()
 	return out
 }
 

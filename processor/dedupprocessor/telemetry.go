@@ -49,6 +49,9 @@ type telemetry struct {
 	// The stored journals (persist.go) the journal gauges observe; nil
 	// while storage is closed, and then they observe nothing.
 	journals atomic.Pointer[journalLens]
+
+	// recovered observes what was found damaged in the data dir at start.
+	recovered metric.Registration
 }
 
 func newTelemetry(set component.TelemetrySettings) (*telemetry, error) {
@@ -89,6 +92,9 @@ func newTelemetry(set component.TelemetrySettings) (*telemetry, error) {
 			return nil
 		}),
 	)
+	if err == nil {
+		t.recovered, err = observeRecovered(set)
+	}
 	if err != nil {
 		tb.Shutdown()
 		return nil, err
@@ -150,6 +156,9 @@ func (t *telemetry) observe(_ component.TelemetrySettings, windows []*signalWind
 // shutdown unregisters the gauges' callbacks.
 func (t *telemetry) shutdown() error {
 	t.builder.Shutdown()
+	if t.recovered != nil {
+		return t.recovered.Unregister()
+	}
 	return nil
 }
 

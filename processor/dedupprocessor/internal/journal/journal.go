@@ -172,11 +172,11 @@ type Journal struct {
 	partsFrom uint64
 	// sumsFrom is the first segment whose header carries a checksum.
 	sumsFrom uint64
-	times     []int64 // arrival time of segments first..next-1
-	counts    []int   // entries inserted by segments first..next-1 (0 for forget segments)
-	parts     []int   // stored parts of segments first..next-1 (whole ones: 0)
-	entries   int     // sum of counts
-	stats     Stats
+	times    []int64 // arrival time of segments first..next-1
+	counts   []int   // entries inserted by segments first..next-1 (0 for forget segments)
+	parts    []int   // stored parts of segments first..next-1 (whole ones: 0)
+	entries  int     // sum of counts
+	stats    Stats
 
 	// group writes concurrent appends in one transaction.
 	group *groupcommit.Group[*segment]
