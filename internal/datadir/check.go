@@ -120,7 +120,9 @@ func checkContents(k kind, kv map[string][]byte) error {
 				journalKeys = true
 			}
 		}
-		if r.SeedLost || r.Spans.Lost > 0 || r.Logs.Lost > 0 || (journalKeys && (r.Spans.MetaLost && hasPrefix(keys, "traces/") || r.Logs.MetaLost && hasPrefix(keys, "logs/"))) {
+		_, snapshot := kv["metrics/snapshot"]
+		seedNeeded := snapshot || hasPrefix(keys, "logs/")
+		if (r.SeedLost && seedNeeded) || r.Spans.Lost > 0 || r.Logs.Lost > 0 || (journalKeys && (r.Spans.MetaLost && hasPrefix(keys, "traces/") || r.Logs.MetaLost && hasPrefix(keys, "logs/"))) {
 			return fmt.Errorf("dedup journal: %d span and %d log segments unreadable (seed lost: %t)", r.Spans.Lost, r.Logs.Lost, r.SeedLost)
 		}
 	}

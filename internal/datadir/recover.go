@@ -49,7 +49,7 @@ func ChildChecker(exe string, args ...string) Checker {
 		if ctx.Err() != nil {
 			return fmt.Errorf("the check did not end within %s", CheckTimeout)
 		}
-		msg := strings.TrimSpace(out.String())
+		msg := strings.TrimPrefix(strings.TrimSpace(out.String()), "doubletake: ")
 		// A fault's report is a Go stack: its first line says what.
 		if i := strings.IndexByte(msg, '\n'); i >= 0 {
 			msg = msg[:i]

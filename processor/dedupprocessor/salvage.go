@@ -10,8 +10,8 @@ import (
 type StorageSalvaged struct {
 	Spans, Logs journal.Salvaged
 	// SeedLost says the stored seed was not found: log digests of the
-	// journal cannot be compared with new ones, so its log segments are
-	// left out.
+	// journal and the metric streams' ids cannot be compared with new
+	// ones, so the log segments and the metrics snapshot are left out.
 	SeedLost bool
 }
 
@@ -32,7 +32,7 @@ func SalvageStorage(copies func(key string) [][]byte, keys []string) (map[string
 	} else {
 		r.SeedLost = true
 	}
-	if vs := copies(metricsSnapshotKey); len(vs) > 0 {
+	if vs := copies(metricsSnapshotKey); len(vs) > 0 && !r.SeedLost {
 		out[metricsSnapshotKey] = vs[0] // the reachable one, or a stale one: an earlier election, re-run
 	}
 	spans, rs := journal.Salvage("traces/", spanRecord, copies, keys)

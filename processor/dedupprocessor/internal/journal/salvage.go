@@ -68,7 +68,16 @@ func Salvage(prefix string, recordSize int, copies func(key string) [][]byte, ke
 		m = Meta{First: lo, Next: hi}
 	}
 	j.partsFrom, j.sumsFrom = m.PartsFrom, m.SumsFrom
-	out := map[string][]byte{}
+	// The segments kept are renumbered from m.First without gaps, in
+	// order, so that the salvaged journal is whole (and checks as such
+	// at the next start). Their formats stay in order: whole ones, then
+	// format 1 parts, then format 2.
+	type kept struct {
+		whole   []byte
+		head    []byte
+		payload [][]byte
+	}
+	var keep []kept
 	for n := m.First; n < m.Next; n++ {
 		if n < m.PartsFrom {
 			vs := copies(j.segKey(n))
@@ -76,7 +85,7 @@ func Salvage(prefix string, recordSize int, copies func(key string) [][]byte, ke
 				r.Lost++
 				continue
 			}
-			out[j.segKey(n)] = vs[0]
+			keep = append(keep, kept{whole: vs[0]})
 			r.Segments++
 			r.Unverified++
 			r.Entries += entriesOf(vs[0][:8], len(vs[0])-8, recordSize)
@@ -111,10 +120,7 @@ func Salvage(prefix string, recordSize int, copies func(key string) [][]byte, ke
 			if want == sumHeaderLen && segmentSum(binary.LittleEndian.Uint64(h), parts, payload...) != binary.LittleEndian.Uint32(h[12:]) {
 				continue
 			}
-			out[j.headKey(n)] = h
-			for i, p := range payload {
-				out[j.partKey(n, i)] = p
-			}
+			keep = append(keep, kept{head: h, payload: payload})
 			if want == headerLen {
 				r.Unverified++
 			}
@@ -127,7 +133,27 @@ func Salvage(prefix string, recordSize int, copies func(key string) [][]byte, ke
 			r.Lost++
 		}
 	}
-	out[j.metaKey()] = m.Encode()
+	out := map[string][]byte{}
+	nm := Meta{First: m.First, Next: m.First + uint64(len(keep))}
+	nm.PartsFrom, nm.SumsFrom = nm.Next, nm.Next
+	for i, k := range keep {
+		n := m.First + uint64(i)
+		switch {
+		case k.whole != nil:
+			out[j.segKey(n)] = k.whole
+			continue
+		case len(k.head) == headerLen:
+			nm.PartsFrom = min(nm.PartsFrom, n)
+		default:
+			nm.PartsFrom = min(nm.PartsFrom, n)
+			nm.SumsFrom = min(nm.SumsFrom, n)
+		}
+		out[j.headKey(n)] = k.head
+		for p, v := range k.payload {
+			out[j.partKey(n, p)] = v
+		}
+	}
+	out[j.metaKey()] = nm.Encode()
 	return out, r
 }
 
