@@ -173,7 +173,7 @@ func Salvage(name string, data []byte) (map[string][]byte, recovered.File) {
 	k := kindOf(name)
 	switch {
 	case k.queue:
-		return salvageQueue(k.signal, copies, keys)
+		return salvageQueue(k.signal, copies, keys, bf.tree[queueMetaKey])
 	case k.dedup:
 		out, r := dedupprocessor.SalvageStorage(copies, keys)
 		f := recovered.File{Store: "journal", Salvaged: int64(r.Spans.Entries + r.Logs.Entries)}
@@ -211,7 +211,7 @@ func Salvage(name string, data []byte) (map[string][]byte, recovered.File) {
 // maxQueueEntries bounds the entries a salvaged queue's metadata may name.
 const maxQueueEntries = 1 << 24
 
-func salvageQueue(signal string, copies func(string) [][]byte, keys []string) (map[string][]byte, recovered.File) {
+func salvageQueue(signal string, copies func(string) [][]byte, keys []string, treeMeta []byte) (map[string][]byte, recovered.File) {
 	f := recovered.File{Store: "queue"}
 	var meta queueMeta
 	found := false
@@ -219,6 +219,14 @@ func salvageQueue(signal string, copies func(string) [][]byte, keys []string) (m
 		if m, err := decodeQueueMeta(v); err == nil && (!found || m.newer(meta)) {
 			meta, found = m, true
 		}
+	}
+	// Only the metadata reachable from the newest meta page is known to
+	// be the last written; a copy found elsewhere may be older, and the
+	// entries written after it (and lost with it) leave no trace.
+	older := false
+	if found {
+		tm, err := decodeQueueMeta(treeMeta)
+		older = treeMeta == nil || err != nil || meta.newer(tm) || tm.newer(meta)
 	}
 	var indexes []uint64
 	stale := false
@@ -278,7 +286,10 @@ func salvageQueue(signal string, copies func(string) [][]byte, keys []string) (m
 	case !found:
 		f.LostUncounted = true
 		fmt.Fprintf(&b, "; the queue's metadata was lost: every entry found was kept (some may have been delivered already and arrive twice), and what was lost cannot be counted")
-	case stale:
+	case older && lostEntries == 0:
+		f.LostUncounted = true
+		b.WriteString("; the queue's newest metadata was lost with the part of the file that held it (an older copy was used): entries written after that copy and lost with it cannot be counted")
+	case stale || older:
 		f.LostUncounted = true
 		fmt.Fprintf(&b, "; the newest queue metadata was lost (an older copy was used): lost %d entries, how many items they held cannot be counted; entries delivered after that copy was written may arrive twice", lostEntries)
 	case lostEntries == 0 && meta.items <= next.items:

@@ -123,8 +123,11 @@ func damagedBacklog(t *testing.T, file string, damage func(t *testing.T, path st
 		if queue.Salvaged+queue.Lost != acknowledged && !queue.LostUncounted {
 			t.Errorf("queue: salvaged %d + lost %d != acknowledged %d", queue.Salvaged, queue.Lost, acknowledged)
 		}
-		if queue.LostUncounted && queue.Salvaged+queue.LostEntries*perEntry != acknowledged {
-			t.Errorf("queue: salvaged %d + %d lost entries of %d spans != acknowledged %d", queue.Salvaged, queue.LostEntries, perEntry, acknowledged)
+		// Uncounted: the file no longer says how many entries were lost
+		// (its newest metadata went with them); the report must say so,
+		// and what it counts must not exceed what was acknowledged.
+		if queue.LostUncounted && (!strings.Contains(queue.Line, "cannot be counted") || queue.Salvaged+queue.LostEntries*perEntry > acknowledged) {
+			t.Errorf("queue: loss not counted and not said so: salvaged %d, %d lost entries of %d spans, acknowledged %d: %s", queue.Salvaged, queue.LostEntries, perEntry, acknowledged, queue.Line)
 		}
 		want = int(queue.Salvaged)
 	}

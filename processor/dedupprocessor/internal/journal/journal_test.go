@@ -31,9 +31,16 @@ func fileStorage(t testing.TB, dir string) (storage.Client, func()) {
 // dedup processor asks).
 func fileStorageNamed(t testing.TB, dir, name string) (storage.Client, func()) {
 	t.Helper()
+	return fileStorageOpts(t, dir, name, false)
+}
+
+// fileStorageOpts is fileStorageNamed with file_storage's fsync option.
+func fileStorageOpts(t testing.TB, dir, name string, fsync bool) (storage.Client, func()) {
+	t.Helper()
 	f := filestorage.NewFactory()
 	cfg := f.CreateDefaultConfig().(*filestorage.Config)
 	cfg.Directory = dir
+	cfg.FSync = fsync
 	ext, err := f.Create(context.Background(), extensiontest.NewNopSettings(f.Type()), cfg)
 	if err != nil {
 		t.Fatal(err)
