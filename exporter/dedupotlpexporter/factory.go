@@ -91,6 +91,7 @@ func (f *factory) prepare(set exporter.Settings, cfg component.Config) (*upstrea
 	}
 	outerSet := set
 	outerSet.MeterProvider = up.queue.meterProvider(set.MeterProvider)
+	outerSet.Logger = withUndecodable(set.Logger) // undecodable.go
 	opts := []exporterhelper.Option{
 		exporterhelper.WithQueue(q),
 		exporterhelper.WithRetry(r),

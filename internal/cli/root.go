@@ -118,6 +118,7 @@ that cause it.`,
 		newAuditCommand(s),
 		newScanCommand(s),
 		newVersionCommand(s),
+		newCheckStorageCommand(),
 	)
 	return root
 }

@@ -25,7 +25,7 @@ import (
 var defaultOnlyFlags = []string{
 	"grpc-endpoint", "http-endpoint", "upstream", "upstream-protocol", "data-dir",
 	"metrics-endpoint", "telemetry-endpoint", "health-endpoint", "summary-interval", "upstream-max-request-bytes", "memory-soft-limit-mib",
-	"status-endpoint",
+	"status-endpoint", "fsync",
 }
 
 func collectorSettings() otelcol.CollectorSettings {
@@ -86,6 +86,7 @@ checks one. The collector's --feature-gates flag works too (not listed).`
 	f.IntVar(&opts.MemorySoftLimitMiB, "memory-soft-limit-mib", opts.MemorySoftLimitMiB, "resident size above which dedup shrinks its windows (0 turns it off)")
 	// The default depends on the machine: say where it comes from, once.
 	f.Lookup("memory-soft-limit-mib").DefValue = fmt.Sprintf("%d, half the memory available", opts.MemorySoftLimitMiB)
+	f.BoolVar(&opts.FSync, "fsync", false, "sync the persistent queue's and dedup journal's writes to disk before answering (file_storage fsync): acknowledged data then survives a power loss, not only a crash, at a cost in throughput")
 	f.DurationVar(&opts.SummaryInterval, "summary-interval", opts.SummaryInterval, "how often to log what was received and dropped (0 turns it off)")
 
 	// The collector's own flags, for people: its --feature-gates usage
@@ -126,6 +127,11 @@ checks one. The collector's --feature-gates flag works too (not listed).`
 		// A port taken (a second gateway) is one clear line, before the
 		// collector starts and logs the failure with a stack trace.
 		if err := checkPorts(opts); err != nil {
+			return &ExitError{Code: ExitInternal, Err: err}
+		}
+		// One gateway per data dir, its storage checked (and salvaged)
+		// before the collector opens it, its local files writable.
+		if err := prepareDataDir(opts); err != nil {
 			return &ExitError{Code: ExitInternal, Err: err}
 		}
 		// The default config pushes no telemetry of its own; make sure no

@@ -35,6 +35,9 @@ type Options struct {
 	// batches stay under it, and a request holding a larger item is refused.
 	UpstreamMaxRequestBytes int
 	MemorySoftLimitMiB      int // dedup shrinks its windows above this resident size; 0 off
+	// FSync makes file_storage sync every write (queue and journal), so
+	// that what was acknowledged survives a power loss.
+	FSync bool
 }
 
 // DefaultOptions are the defaults of `doubletake run`: everything on

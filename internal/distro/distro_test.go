@@ -111,3 +111,23 @@ func TestDefaultConfigRefusesUpstreamCredentials(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultConfigFSync: --fsync turns on file_storage's fsync, which
+// both the queue and dedup's journal write through; off by default.
+func TestDefaultConfigFSync(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		o := DefaultOptions()
+		o.FSync = on
+		y, err := DefaultConfig(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "    fsync: false\n"
+		if on {
+			want = "    fsync: true\n"
+		}
+		if !strings.Contains(y, want) {
+			t.Errorf("FSync %t: the config lacks %q", on, want)
+		}
+	}
+}

@@ -53,5 +53,6 @@ func (s *state) statusSnapshot(now time.Time) statuspage.Status {
 	if s.queues != nil {
 		out.Queues = s.queues.read(s.id)
 	}
+	out.Storage = storageStatus()
 	return out
 }

@@ -32,6 +32,9 @@ type telemetry struct {
 	// The stored journals (persist.go) the journal gauges observe; nil
 	// while storage is closed, and then they observe nothing.
 	journals atomic.Pointer[journalLens]
+
+	// recovered observes what was found damaged in the data dir at start.
+	recovered metric.Registration
 }
 
 func newTelemetry(set component.TelemetrySettings) (*telemetry, error) {
@@ -65,6 +68,9 @@ func newTelemetry(set component.TelemetrySettings) (*telemetry, error) {
 			return nil
 		}),
 	)
+	if err == nil {
+		t.recovered, err = observeRecovered(set)
+	}
 	if err != nil {
 		tb.Shutdown()
 		return nil, err
@@ -103,5 +109,8 @@ func (t *telemetry) observeJournals(spans, logs interface{ Len() int }, limit in
 // shutdown unregisters the gauges' callbacks.
 func (t *telemetry) shutdown() error {
 	t.builder.Shutdown()
+	if t.recovered != nil {
+		return t.recovered.Unregister()
+	}
 	return nil
 }

@@ -11,9 +11,17 @@ import (
 // MaxEntries).
 //
 //	go test -run '^$' -bench Append -benchmem ./processor/dedupprocessor/internal/journal
+//
+// BenchmarkAppend/fsync is the same with file_storage's fsync on
+// (--fsync): every append waits for the disk.
 func BenchmarkAppend(b *testing.B) {
+	b.Run("nosync", func(b *testing.B) { benchAppend(b, false) })
+	b.Run("fsync", func(b *testing.B) { benchAppend(b, true) })
+}
+
+func benchAppend(b *testing.B, fsync bool) {
 	const spans, record = 1000, 32
-	client, done := fileStorage(b, b.TempDir())
+	client, done := fileStorageOpts(b, b.TempDir(), "traces", fsync)
 	defer done()
 	j, err := Open(context.Background(), client, Options{Prefix: "traces/", MaxSegments: 200_000, MaxEntries: 200 * spans, RecordSize: record})
 	if err != nil {

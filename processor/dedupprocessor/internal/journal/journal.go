@@ -35,6 +35,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"sync"
 
 	"go.opentelemetry.io/collector/extension/xextension/storage"
@@ -80,9 +81,82 @@ const (
 	// more than the entries of a 16 MiB request): a larger append is
 	// refused, and a stored header claiming more is corrupt.
 	maxParts = 1 << 14
-	// headerLen is a segment header: the stamp and the number of parts.
-	headerLen = 12
+	// headerLen is a segment header of format 1: the stamp and the
+	// number of parts; sumHeaderLen adds the CRC32C (Castagnoli) of the
+	// stamp, the number of parts and the payload (format 2).
+	headerLen    = 12
+	sumHeaderLen = 16
+	// metaLen is the meta record of format 2: first, next, partsFrom,
+	// sumsFrom, the format version and the CRC32C of what precedes it.
+	// Format 1 wrote 16 or 24 bytes (first, next[, partsFrom]).
+	metaLen = 40
+	// Version is the format this code writes.
+	Version = 2
 )
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// segmentSum is the checksum a format 2 header carries.
+func segmentSum(stamp uint64, parts int, payload ...[]byte) uint32 {
+	var h [12]byte
+	binary.LittleEndian.PutUint64(h[:], stamp)
+	binary.LittleEndian.PutUint32(h[8:], uint32(parts))
+	c := crc32.Update(0, castagnoli, h[:])
+	for _, p := range payload {
+		c = crc32.Update(c, castagnoli, p)
+	}
+	return c
+}
+
+// Meta is a journal's meta record, decoded.
+type Meta struct {
+	First, Next uint64
+	// PartsFrom is the first segment stored in parts, SumsFrom the first
+	// whose header carries a checksum.
+	PartsFrom, SumsFrom uint64
+}
+
+// DecodeMeta reads a meta record of either format; ok is false for one
+// that is neither (or whose checksum does not match).
+func DecodeMeta(b []byte) (m Meta, ok bool) {
+	switch len(b) {
+	case 16, 24:
+		m.First = binary.LittleEndian.Uint64(b[0:])
+		m.Next = binary.LittleEndian.Uint64(b[8:])
+		m.PartsFrom = m.Next // 16 bytes: every segment held is whole
+		if len(b) == 24 {
+			m.PartsFrom = binary.LittleEndian.Uint64(b[16:])
+		}
+		m.SumsFrom = m.Next // format 1: no segment held has a checksum
+	case metaLen:
+		if binary.LittleEndian.Uint32(b[32:]) != Version || crc32.Checksum(b[:36], castagnoli) != binary.LittleEndian.Uint32(b[36:]) {
+			return Meta{}, false
+		}
+		m.First = binary.LittleEndian.Uint64(b[0:])
+		m.Next = binary.LittleEndian.Uint64(b[8:])
+		m.PartsFrom = binary.LittleEndian.Uint64(b[16:])
+		m.SumsFrom = binary.LittleEndian.Uint64(b[24:])
+	default:
+		return Meta{}, false
+	}
+	if m.Next < m.First {
+		return Meta{}, false
+	}
+	m.PartsFrom, m.SumsFrom = min(m.PartsFrom, m.Next), min(m.SumsFrom, m.Next)
+	return m, true
+}
+
+// Encode writes m in format 2.
+func (m Meta) Encode() []byte {
+	b := make([]byte, metaLen)
+	binary.LittleEndian.PutUint64(b[0:], m.First)
+	binary.LittleEndian.PutUint64(b[8:], m.Next)
+	binary.LittleEndian.PutUint64(b[16:], m.PartsFrom)
+	binary.LittleEndian.PutUint64(b[24:], m.SumsFrom)
+	binary.LittleEndian.PutUint32(b[32:], Version)
+	binary.LittleEndian.PutUint32(b[36:], crc32.Checksum(b[:36], castagnoli))
+	return b
+}
 
 // Journal is an append-only log of window segments in a storage client.
 // It is safe for concurrent use.
@@ -96,11 +170,13 @@ type Journal struct {
 	// partsFrom is the first segment stored in parts; the ones before it
 	// were written whole by an earlier version (one key each).
 	partsFrom uint64
-	times     []int64 // arrival time of segments first..next-1
-	counts    []int   // entries inserted by segments first..next-1 (0 for forget segments)
-	parts     []int   // stored parts of segments first..next-1 (whole ones: 0)
-	entries   int     // sum of counts
-	stats     Stats
+	// sumsFrom is the first segment whose header carries a checksum.
+	sumsFrom uint64
+	times    []int64 // arrival time of segments first..next-1
+	counts   []int   // entries inserted by segments first..next-1 (0 for forget segments)
+	parts    []int   // stored parts of segments first..next-1 (whole ones: 0)
+	entries  int     // sum of counts
+	stats    Stats
 
 	// group writes concurrent appends in one transaction.
 	group *groupcommit.Group[*segment]
@@ -179,16 +255,9 @@ func Open(ctx context.Context, client storage.Client, opt Options) (*Journal, er
 	if err != nil {
 		return nil, fmt.Errorf("reading journal meta: %w", err)
 	}
-	switch len(meta) {
-	case 16, 24:
-		j.first = binary.LittleEndian.Uint64(meta[0:])
-		j.next = binary.LittleEndian.Uint64(meta[8:])
-		j.partsFrom = j.next // 16 bytes: every segment held is whole
-		if len(meta) == 24 {
-			j.partsFrom = binary.LittleEndian.Uint64(meta[16:])
-		}
-	case 0:
-	default:
+	if m, ok := DecodeMeta(meta); ok {
+		j.first, j.next, j.partsFrom, j.sumsFrom = m.First, m.Next, m.PartsFrom, m.SumsFrom
+	} else if len(meta) > 0 {
 		j.stats.Corrupted++ // start afresh; old segments are unreachable
 	}
 	if j.next < j.first || j.next-j.first > uint64(opt.MaxSegments) {
@@ -198,6 +267,7 @@ func Open(ctx context.Context, client storage.Client, opt Options) (*Journal, er
 		}
 	}
 	j.partsFrom = min(j.partsFrom, j.next)
+	j.sumsFrom = min(j.sumsFrom, j.next)
 	var buf []byte
 	for n := j.first; n < j.next; n++ {
 		v, parts, err := j.read(ctx, n, buf[:0])
@@ -248,7 +318,11 @@ func (j *Journal) read(ctx context.Context, n uint64, buf []byte) ([]byte, int, 
 	if err != nil {
 		return nil, 0, fmt.Errorf("reading journal segment %d: %w", n, err)
 	}
-	if len(h) != headerLen {
+	want := headerLen
+	if n >= j.sumsFrom {
+		want = sumHeaderLen
+	}
+	if len(h) != want {
 		return nil, 0, nil
 	}
 	parts := int(binary.LittleEndian.Uint32(h[8:]))
@@ -270,6 +344,9 @@ func (j *Journal) read(ctx context.Context, n uint64, buf []byte) ([]byte, int, 
 			return nil, parts, nil
 		}
 		buf = append(buf, op.Value...)
+	}
+	if want == sumHeaderLen && segmentSum(binary.LittleEndian.Uint64(h), parts, buf[8:]) != binary.LittleEndian.Uint32(h[12:]) {
+		return nil, parts, nil // a flipped byte: skipped and counted, not replayed as wrong entries
 	}
 	return buf, parts, nil
 }
@@ -347,9 +424,10 @@ func (j *Journal) write(ctx context.Context, first *segment, rest []*segment) er
 	drop, entries := 0, j.entries
 	for k, s := range segs {
 		num := j.next + uint64(k)
-		head := make([]byte, headerLen)
+		head := make([]byte, sumHeaderLen)
 		binary.LittleEndian.PutUint64(head, s.stamp)
 		binary.LittleEndian.PutUint32(head[8:], uint32(s.parts))
+		binary.LittleEndian.PutUint32(head[12:], segmentSum(s.stamp, s.parts, s.payload))
 		// The parts are slices of the payload: the storage writes them
 		// before Batch returns and keeps no reference.
 		ops = append(ops, storage.SetOperation(j.headKey(num), head))
@@ -426,11 +504,7 @@ func (j *Journal) Trim(ctx context.Context, cutoff int64) error {
 }
 
 func (j *Journal) meta(first, next uint64) []byte {
-	b := make([]byte, 24)
-	binary.LittleEndian.PutUint64(b[0:], first)
-	binary.LittleEndian.PutUint64(b[8:], next)
-	binary.LittleEndian.PutUint64(b[16:], j.partsFrom)
-	return b
+	return Meta{First: first, Next: next, PartsFrom: j.partsFrom, SumsFrom: j.sumsFrom}.Encode()
 }
 
 // Len is the number of segments held.

@@ -24,9 +24,23 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // client, as a processor would get it.
 func fileStorage(t testing.TB, dir string) (storage.Client, func()) {
 	t.Helper()
+	return fileStorageNamed(t, dir, "traces")
+}
+
+// fileStorageNamed is fileStorage with the client name given ("" as the
+// dedup processor asks).
+func fileStorageNamed(t testing.TB, dir, name string) (storage.Client, func()) {
+	t.Helper()
+	return fileStorageOpts(t, dir, name, false)
+}
+
+// fileStorageOpts is fileStorageNamed with file_storage's fsync option.
+func fileStorageOpts(t testing.TB, dir, name string, fsync bool) (storage.Client, func()) {
+	t.Helper()
 	f := filestorage.NewFactory()
 	cfg := f.CreateDefaultConfig().(*filestorage.Config)
 	cfg.Directory = dir
+	cfg.FSync = fsync
 	ext, err := f.Create(context.Background(), extensiontest.NewNopSettings(f.Type()), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +48,7 @@ func fileStorage(t testing.TB, dir string) (storage.Client, func()) {
 	if err := ext.Start(context.Background(), componenttest.NewNopHost()); err != nil {
 		t.Fatal(err)
 	}
-	client, err := ext.(storage.Extension).GetClient(context.Background(), component.KindProcessor, component.MustNewID("dedup"), "traces")
+	client, err := ext.(storage.Extension).GetClient(context.Background(), component.KindProcessor, component.MustNewID("dedup"), name)
 	if err != nil {
 		t.Fatal(err)
 	}

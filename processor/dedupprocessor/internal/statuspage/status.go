@@ -32,6 +32,9 @@ type Status struct {
 	// Queues are the sending queues of the exporters after dedup that
 	// report them (dedup_otlp_grpc, dedup_otlp_http).
 	Queues []QueueStatus `json:"queues"`
+	// Storage is what was found damaged under the data dir at start;
+	// shown until the process exits.
+	Storage []StorageStatus `json:"storage_recovered,omitempty"`
 }
 
 // NestedStatus is one service's nested duplicates (double
@@ -201,4 +204,17 @@ func cut[T any](rows []T, max int) ([]T, int) {
 		return rows[:max], n
 	}
 	return rows, 0
+}
+
+// StorageStatus is one storage file found damaged at start: kept aside,
+// salvaged, and what was lost (Line, as logged).
+type StorageStatus struct {
+	File          string `json:"file"`
+	KeptAs        string `json:"kept_as"`
+	Store         string `json:"store"`
+	Salvaged      int64  `json:"salvaged_items"`
+	Lost          int64  `json:"lost_items"`
+	LostUncounted bool   `json:"lost_uncounted"`
+	LostEntries   int64  `json:"lost_entries"`
+	Line          string `json:"line"`
 }

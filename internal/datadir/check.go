@@ -1,0 +1,139 @@
+package datadir
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/doubletake/doubletake/processor/dedupprocessor"
+)
+
+// kind is what a storage file holds, known from its name (file_storage
+// names a client's file kind_type_name[_signal]).
+type kind struct {
+	queue  bool   // an exporter's persistent queue
+	signal string // its signal
+	dedup  bool   // the dedup processor's journals
+}
+
+func kindOf(path string) kind {
+	base := filepath.Base(path)
+	if strings.HasPrefix(base, "exporter_") {
+		for _, s := range []string{"traces", "logs", "metrics"} {
+			if strings.HasSuffix(base, "_"+s) {
+				return kind{queue: true, signal: s}
+			}
+		}
+	}
+	if strings.HasPrefix(base, "processor_dedup_") {
+		return kind{dedup: true}
+	}
+	return kind{}
+}
+
+// CheckFile opens path with bbolt, read-only, checks its pages
+// (bbolt's own consistency check), reads every key and value of its
+// bucket and checks what doubletake knows of them: every queue entry the
+// metadata names is there and decodes; every journal segment is there
+// and its checksum matches. It returns nil when the file can be trusted.
+// On a damaged file it may fault: it runs in a child process (Check).
+func CheckFile(path string) error {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: 2 * time.Second})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	kv := map[string][]byte{}
+	err = db.View(func(tx *bolt.Tx) error {
+		var errs []error
+		for e := range tx.Check() {
+			if len(errs) < 5 {
+				errs = append(errs, e)
+			}
+		}
+		if len(errs) > 0 {
+			return errors.Join(errs...)
+		}
+		b := tx.Bucket([]byte("default"))
+		if b == nil {
+			return nil // never used
+		}
+		return b.ForEach(func(k, v []byte) error {
+			kv[string(k)] = slices.Clone(v)
+			return nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	return checkContents(kindOf(path), kv)
+}
+
+func checkContents(k kind, kv map[string][]byte) error {
+	copies := func(key string) [][]byte {
+		if v, ok := kv[key]; ok {
+			return [][]byte{v}
+		}
+		return nil
+	}
+	switch {
+	case k.queue:
+		v, ok := kv[queueMetaKey]
+		if !ok {
+			for key := range kv {
+				if _, isItem := itemIndex(key); isItem {
+					return errors.New("queue entries without the queue's metadata")
+				}
+			}
+			return nil
+		}
+		m, err := decodeQueueMeta(v)
+		if err != nil {
+			return fmt.Errorf("queue metadata: %w", err)
+		}
+		for _, i := range m.entries(1 << 30) {
+			e, ok := kv[fmt.Sprint(i)]
+			if !ok {
+				return fmt.Errorf("queue entry %d is missing", i)
+			}
+			if _, _, err := decodeEntry(k.signal, e); err != nil {
+				return fmt.Errorf("queue entry %d does not decode: %w", i, err)
+			}
+		}
+	case k.dedup:
+		if len(kv) == 0 {
+			return nil
+		}
+		keys := make([]string, 0, len(kv))
+		for key := range kv {
+			keys = append(keys, key)
+		}
+		_, r := dedupprocessor.SalvageStorage(copies, keys)
+		journalKeys := false
+		for _, key := range keys {
+			if strings.HasPrefix(key, "traces/") || strings.HasPrefix(key, "logs/") {
+				journalKeys = true
+			}
+		}
+		_, snapshot := kv["metrics/snapshot"]
+		seedNeeded := snapshot || hasPrefix(keys, "logs/")
+		if (r.SeedLost && seedNeeded) || r.Spans.Lost > 0 || r.Logs.Lost > 0 || (journalKeys && (r.Spans.MetaLost && hasPrefix(keys, "traces/") || r.Logs.MetaLost && hasPrefix(keys, "logs/"))) {
+			return fmt.Errorf("dedup journal: %d span and %d log segments unreadable (seed lost: %t)", r.Spans.Lost, r.Logs.Lost, r.SeedLost)
+		}
+	}
+	return nil
+}
+
+func hasPrefix(keys []string, p string) bool {
+	for _, k := range keys {
+		if strings.HasPrefix(k, p) {
+			return true
+		}
+	}
+	return false
+}
