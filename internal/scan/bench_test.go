@@ -41,10 +41,10 @@ func benchTree(tb testing.TB, dir string) int {
 		put(root+"/requirements.txt", fmt.Sprintf("# pins\nfastapi==%s\nuvicorn==0.30.6\nstarlette==0.47.0 \\\n    --hash=sha256:00\n", fastapi))
 		put(root+"/requirements-dev.txt", "-r requirements.txt\npytest>=8\nhttpx>=0.27\n")
 		for f := range 150 {
-			switch {
-			case f%10 == 0:
+			switch f % 10 {
+			case 0:
 				put(fmt.Sprintf("%s/docs/page%03d.md", root, f), "# docs\n")
-			case f%10 == 1:
+			case 1:
 				put(fmt.Sprintf("%s/tests/test_%03d.py", root, f), "def test(): pass\n")
 			default:
 				put(fmt.Sprintf("%s/src/p%02d/mod%d/file%03d.py", root, p, f%4, f), "import fastapi\n")

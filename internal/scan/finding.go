@@ -205,6 +205,5 @@ func hasGoodVersion(s Specifier, h *Hazard) bool {
 	if h.fixed != nil {
 		prefer = append(prefer, *h.fixed)
 	}
-	_, ok := satisfiable(s, prefer...)
-	return ok
+	return satisfiable(s, prefer...)
 }

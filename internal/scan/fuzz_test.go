@@ -29,7 +29,9 @@ func FuzzRequirementsFile(f *testing.F) {
 	}
 	db := builtinDB(f)
 	dir := f.TempDir()
-	os.WriteFile(dir+"/base.txt", []byte("fastapi==0.142.3\n-r base.txt\n"), 0o644)
+	if err := os.WriteFile(dir+"/base.txt", []byte("fastapi==0.142.3\n-r base.txt\n"), 0o644); err != nil {
+		f.Fatal(err)
+	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		f.Fatal(err)
@@ -38,7 +40,7 @@ func FuzzRequirementsFile(f *testing.F) {
 	const maxLine = 512
 	f.Fuzz(func(t *testing.T, data []byte) {
 		last := 0
-		err := readRequirementLines(bytes.NewReader(data), maxLine, len(data), nil, func(n int, text string, valid, tooLong bool) error {
+		err := readRequirementLines(bytes.NewReader(data), maxLine, len(data), nil, func(n int, text string, _, tooLong bool) error {
 			if n < last || n < 1 {
 				t.Fatalf("line %d after line %d", n, last)
 			}
@@ -62,9 +64,15 @@ func FuzzRequirementsFile(f *testing.F) {
 			t.Fatalf("%d entries reported", n)
 		}
 		var out bytes.Buffer
-		WriteText(&out, s.res.Findings)
-		WriteNotJudged(&out, s.res.NotJudged, true)
-		WriteProblems(&out, s.res.Problems)
+		if err := WriteText(&out, s.res.Findings); err != nil {
+			t.Fatal(err)
+		}
+		if err := WriteNotJudged(&out, s.res.NotJudged, true); err != nil {
+			t.Fatal(err)
+		}
+		if err := WriteProblems(&out, s.res.Problems); err != nil {
+			t.Fatal(err)
+		}
 		if !utf8.Valid(out.Bytes()) {
 			t.Fatalf("output is not valid UTF-8: %q", out.String())
 		}

@@ -111,7 +111,7 @@ func hazardList(data []byte) ([]*yaml.Node, error) {
 	case list.Kind != yaml.SequenceNode:
 		return nil, fmt.Errorf("line %d: hazards: want a list of entries", list.Line)
 	case len(list.Content) == 0:
-		return nil, errors.New("no entries under hazards:")
+		return nil, errors.New("hazards: has no entries")
 	}
 	return list.Content, nil
 }
@@ -216,7 +216,7 @@ func (e hazardEntry) compile() (*Hazard, []error) {
 		fail("affected", "required (a PEP 440 specifier, e.g. >=0.142.0,<0.143.0)")
 	} else if h.affected, err = ParseSpecifier(h.Affected); err != nil {
 		fail("affected", "%v", err)
-	} else if _, ok := satisfiable(h.affected, h.versions...); !ok {
+	} else if !satisfiable(h.affected, h.versions...) {
 		fail("affected", "%q matches no release", h.Affected)
 	} else {
 		affectedOK = true
@@ -247,8 +247,8 @@ func (e hazardEntry) compile() (*Hazard, []error) {
 		}
 	}
 
-	switch {
-	case h.Exclusion == "":
+	switch h.Exclusion {
+	case "":
 		fail("exclusion", "required (the specifier to add, e.g. !=0.142.*)")
 	default:
 		if h.exclusion, err = ParseSpecifier(h.Exclusion); err != nil {

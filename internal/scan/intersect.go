@@ -239,12 +239,13 @@ func (h *Hazard) admittedBy(spec Specifier) (Version, bool) {
 	return Version{}, false
 }
 
-// satisfiable returns a version that s allows, preferring the given ones.
-func satisfiable(s Specifier, prefer ...Version) (Version, bool) {
+// satisfiable reports whether s allows some version, trying the given
+// ones first.
+func satisfiable(s Specifier, prefer ...Version) bool {
 	for _, v := range candidates(prefer, s) {
 		if s.Contains(v, false) {
-			return v, true
+			return true
 		}
 	}
-	return Version{}, false
+	return false
 }

@@ -18,7 +18,7 @@ func WriteText(w io.Writer, findings []Finding) error {
 	bw := bufio.NewWriter(w)
 	for i, f := range findings {
 		if i > 0 {
-			bw.WriteByte('\n')
+			_ = bw.WriteByte('\n') // sticky; Flush reports it
 		}
 		fmt.Fprintf(bw, "%s: %s (affected %s)\n", location(f.Path, f.Line), safeText(headline(f), maxTextField), safeText(f.Affected, maxTextField))
 		writeWrapped(bw, "  effect: ", safeText(f.Effect, 4*maxTextField))
@@ -68,7 +68,7 @@ func WriteNotJudged(w io.Writer, entries []NotJudged, afterFindings bool) error 
 	}
 	bw := bufio.NewWriter(w)
 	if afterFindings {
-		bw.WriteByte('\n')
+		_ = bw.WriteByte('\n') // sticky; Flush reports it
 	}
 	fmt.Fprintf(bw, "not judged (%d): the scan saw these but could not check them\n", len(entries))
 	for _, e := range entries {
@@ -94,23 +94,24 @@ func location(path string, line int) string {
 }
 
 // writeWrapped writes text after prefix, wrapped at 80 columns with
-// continuation lines indented like the text.
+// continuation lines indented like the text. A bufio.Writer's errors are
+// sticky, so the caller's Flush reports any failed write here.
 func writeWrapped(w *bufio.Writer, prefix, text string) {
 	const width = 80
-	w.WriteString(prefix)
+	_, _ = w.WriteString(prefix)
 	col := len(prefix)
 	indent := strings.Repeat(" ", len(prefix))
 	for i, word := range strings.Fields(text) {
 		if i > 0 && col+1+len(word) > width {
-			w.WriteByte('\n')
-			w.WriteString(indent)
+			_ = w.WriteByte('\n')
+			_, _ = w.WriteString(indent)
 			col = len(indent)
 		} else if i > 0 {
-			w.WriteByte(' ')
+			_ = w.WriteByte(' ')
 			col++
 		}
-		w.WriteString(word)
+		_, _ = w.WriteString(word)
 		col += len(word)
 	}
-	w.WriteByte('\n')
+	_ = w.WriteByte('\n')
 }

@@ -58,7 +58,9 @@ func decodeRequirements(br *bufio.Reader) (io.Reader, bool, error) {
 		{[]byte{0xff, 0xfe}, unicode.UTF16(unicode.LittleEndian, unicode.IgnoreBOM)},
 	} {
 		if bytes.HasPrefix(head, b.bom) {
-			br.Discard(len(b.bom))
+			if _, err := br.Discard(len(b.bom)); err != nil {
+				return nil, false, err
+			}
 			if b.enc == nil {
 				return br, false, nil
 			}

@@ -210,7 +210,7 @@ func hasScheme(s string) bool {
 		return strings.HasPrefix(strings.ToLower(s), "file:")
 	}
 	for _, c := range s[:i] {
-		if !(isAlnum(byte(c)) || c == '+' || c == '-' || c == '.') {
+		if !isAlnum(byte(c)) && c != '+' && c != '-' && c != '.' {
 			return false
 		}
 	}

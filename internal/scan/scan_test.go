@@ -231,7 +231,11 @@ func TestScanUnreadable(t *testing.T) {
 		if err := os.Chmod(filepath.Join(dir, "closed"), 0); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { os.Chmod(filepath.Join(dir, "closed"), 0o755) })
+		t.Cleanup(func() {
+			if err := os.Chmod(filepath.Join(dir, "closed"), 0o755); err != nil {
+				t.Error(err)
+			}
+		})
 	}
 
 	r := Scan(context.Background(), builtinDB(t), dir)
