@@ -111,7 +111,7 @@ func hazardList(data []byte) ([]*yaml.Node, error) {
 	case list.Kind != yaml.SequenceNode:
 		return nil, fmt.Errorf("line %d: hazards: want a list of entries", list.Line)
 	case len(list.Content) == 0:
-		return nil, errors.New("hazards: has no entries")
+		return nil, errors.New("no entries under hazards")
 	}
 	return list.Content, nil
 }
