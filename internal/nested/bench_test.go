@@ -3,11 +3,10 @@ package nested
 import (
 	"encoding/binary"
 	"math/rand/v2"
-
-	"go.opentelemetry.io/collector/pdata/pcommon"
 	"runtime"
 	"testing"
 
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 

@@ -218,7 +218,7 @@ func Collapse(td ptrace.Traces, opts Options, st *State) CollapseResult {
 		c.res.Groups = append(c.res.Groups, CollapsedGroup{Key: k, Spans: n})
 	}
 	slices.SortFunc(c.res.Groups, func(a, b CollapsedGroup) int {
-		return cmp.Or(cmp.Compare(b.Spans, a.Spans), a.Key.compare(b.Key))
+		return cmp.Or(cmp.Compare(b.Spans, a.Spans), a.compare(b.Key))
 	})
 	return c.res
 }

@@ -881,7 +881,7 @@ func (d *Detector) findings() []Finding {
 		out = append(out, f)
 	}
 	slices.SortStableFunc(out, func(a, b Finding) int {
-		return cmp.Or(cmp.Compare(b.Occurrences, a.Occurrences), a.Key.compare(b.Key))
+		return cmp.Or(cmp.Compare(b.Occurrences, a.Occurrences), a.compare(b.Key))
 	})
 	return out
 }

@@ -2,7 +2,6 @@ package nested
 
 import (
 	"encoding/json"
-	"go.opentelemetry.io/collector/pdata/pcommon"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -11,6 +10,7 @@ import (
 	"time"
 	"unsafe"
 
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 

@@ -12,7 +12,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/zeebo/xxh3"
-
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 )
@@ -185,13 +184,6 @@ type spanInfo struct {
 // SpanOverhead is what MaxBytes counts for a held span besides its
 // strings: its record, its index entries and its trace mark.
 const SpanOverhead = 340
-
-// bytes is what a held span counts against MaxBytes: strings shared with
-// other spans are counted for each of them.
-func (s *spanInfo) bytes() int {
-	return SpanOverhead + len(s.service) + len(s.scope.Name) + len(s.scope.Version) +
-		len(s.name) + len(s.route) + len(s.method)
-}
 
 func kindOf(k ptrace.SpanKind) ptrace.SpanKind {
 	if k == ptrace.SpanKindUnspecified {

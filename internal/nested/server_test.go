@@ -182,7 +182,7 @@ func (tr tree) named(trace pcommon.TraceID, name string) []ptrace.Span {
 // checkCollapsed: one server span per request, every handler child kept
 // with the server span as parent, and no span pointing at a span that is
 // not there.
-func checkCollapsed(t *testing.T, tr tree, requests int, children ...string) {
+func checkCollapsed(t *testing.T, tr tree, children ...string) {
 	t.Helper()
 	if len(tr) != requests {
 		t.Fatalf("%d traces, want %d", len(tr), requests)
@@ -251,7 +251,7 @@ func collapseAll(batches []ptrace.Traces) (CollapseResult, *State) {
 	return sum, st
 }
 
-func wantDoubled(t *testing.T, rep detected, n, siblings int, by, name, innerName string) {
+func wantDoubled(t *testing.T, rep detected, siblings int, by, name, innerName string) {
 	t.Helper()
 	if len(rep.Findings) != 1 {
 		t.Fatalf("findings: %+v", rep.Findings)
@@ -267,11 +267,11 @@ func wantDoubled(t *testing.T, rep detected, n, siblings int, by, name, innerNam
 		},
 		InnerName:     innerName,
 		MatchedBy:     by,
-		Traces:        n,
-		Occurrences:   n,
+		Traces:        requests,
+		Occurrences:   requests,
 		Siblings:      siblings,
-		AffectedSpans: 2 * n,
-		KindSpans:     2 * n,
+		AffectedSpans: 2 * requests,
+		KindSpans:     2 * requests,
 		Share:         1,
 		Diagnosis: fmt.Sprintf(`%s inside %s: one request recorded twice (%s, 100%% of server spans): the same instrumentation is applied twice (a handler or client wrapped twice?); keep one`,
 			otelhttpScopeNow, otelhttpScopeNow, quoteNames(name, innerName)),
@@ -308,14 +308,14 @@ func TestServerDoubleWrapSiblings(t *testing.T) {
 	if len(run.batches) != 1 || run.summary.Spans != 4*requests {
 		t.Fatalf("%d batches, %d spans", len(run.batches), run.summary.Spans)
 	}
-	wantDoubled(t, detectAll(run.batches), requests, requests, ByName, "POST /rollouts/{id}", "")
+	wantDoubled(t, detectAll(run.batches), requests, ByName, "POST /rollouts/{id}", "")
 
 	res, _ := collapseAll(run.batches)
 	if res.Collapsed != requests || res.Reparented != requests || res.KeptEarlierChildren != 0 {
 		t.Fatalf("collapse: %+v", res)
 	}
 	tr := spanTree(run.batches...)
-	checkCollapsed(t, tr, requests, "load rollout")
+	checkCollapsed(t, tr, "load rollout")
 	for trace := range tr {
 		if c := tr.byKind(trace, ptrace.SpanKindClient); len(c) != 1 || tr.byKind(trace, ptrace.SpanKindServer)[0].ParentSpanID() != c[0].SpanID() {
 			t.Fatalf("trace %s: the server span is not under the client span", trace)
@@ -330,7 +330,7 @@ func TestServerDoubleWrapNested(t *testing.T) {
 	// Without propagation the inner handler's span is a child of the
 	// outer one's.
 	run := runServer(t, "http/protobuf", "-wrap", "double", "-propagate=false", "-requests", fmt.Sprint(requests))
-	wantDoubled(t, detectAll(run.batches), requests, 0, ByName, "POST /rollouts/{id}", "")
+	wantDoubled(t, detectAll(run.batches), 0, ByName, "POST /rollouts/{id}", "")
 	res, _ := collapseAll(run.batches)
 	if res.Collapsed != requests || res.Reparented != requests {
 		t.Fatalf("collapse: %+v", res)
@@ -342,7 +342,7 @@ func TestServerDoubleWrapNested(t *testing.T) {
 			delete(tr, trace)
 		}
 	}
-	checkCollapsed(t, tr, requests, "load rollout")
+	checkCollapsed(t, tr, "load rollout")
 }
 
 func TestServerSingleWrapClean(t *testing.T) {
@@ -370,13 +370,13 @@ func TestServerMuxWrappedTwice(t *testing.T) {
 	// learns the route ("POST"), the inner one is renamed once the mux
 	// has matched ("POST /rollouts/{id}"); neither carries http.route.
 	run := runServer(t, "grpc", "-wrap", "mux", "-requests", fmt.Sprint(requests))
-	wantDoubled(t, detectAll(run.batches), requests, requests, ByMethod, "POST", "POST /rollouts/{id}")
+	wantDoubled(t, detectAll(run.batches), requests, ByMethod, "POST", "POST /rollouts/{id}")
 	res, _ := collapseAll(run.batches)
 	if res.Collapsed != requests {
 		t.Fatalf("collapse: %+v", res)
 	}
 	tr := spanTree(run.batches...)
-	checkCollapsed(t, tr, requests, "load rollout")
+	checkCollapsed(t, tr, "load rollout")
 	for trace := range tr {
 		if n := tr.byKind(trace, ptrace.SpanKindServer)[0].Name(); n != "POST /rollouts/{id}" {
 			t.Fatalf("server span named %q", n)
@@ -391,7 +391,7 @@ func TestServerLateChildrenRemapped(t *testing.T) {
 	if len(run.batches) != requests+1 {
 		t.Fatalf("%d batches", len(run.batches))
 	}
-	wantDoubled(t, detectAll(run.batches), requests, requests, ByName, "POST /rollouts/{id}", "")
+	wantDoubled(t, detectAll(run.batches), requests, ByName, "POST /rollouts/{id}", "")
 	res, st := collapseAll(run.batches)
 	if res.Collapsed != requests || res.Reparented != requests || res.Remapped != requests {
 		t.Fatalf("collapse: %+v", res)
@@ -399,7 +399,7 @@ func TestServerLateChildrenRemapped(t *testing.T) {
 	if s := st.Stats(); s.Remap != requests || s.RemapEvicted != 0 {
 		t.Fatalf("state: %+v", s)
 	}
-	checkCollapsed(t, spanTree(run.batches...), requests, "load rollout", "notify rollout")
+	checkCollapsed(t, spanTree(run.batches...), "load rollout", "notify rollout")
 }
 
 func TestServerEarlierChildrenKeepInner(t *testing.T) {
@@ -410,7 +410,7 @@ func TestServerEarlierChildrenKeepInner(t *testing.T) {
 	if len(run.batches) != requests+1 {
 		t.Fatalf("%d batches", len(run.batches))
 	}
-	wantDoubled(t, detectAll(run.batches), requests, requests, ByName, "POST /rollouts/{id}", "")
+	wantDoubled(t, detectAll(run.batches), requests, ByName, "POST /rollouts/{id}", "")
 	res, _ := collapseAll(run.batches)
 	if res.Collapsed != 0 || res.KeptEarlierChildren != requests {
 		t.Fatalf("collapse: %+v", res)
