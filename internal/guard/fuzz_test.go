@@ -44,7 +44,7 @@ func FuzzCheckProto(f *testing.F) {
 		if err != nil && !errors.Is(err, guard.ErrTooDeep) {
 			t.Fatalf("a refusal that is not ErrTooDeep: %v", err)
 		}
-		if got := streamed(t, b, int(split), int64(len(b)), "application/x-protobuf", maxDepth, sigPath(sig)); got != (err != nil) {
+		if got := streamed(b, int(split), int64(len(b)), "application/x-protobuf", maxDepth, sigPath(sig)); got != (err != nil) {
 			t.Fatalf("split at %d, length known: refused %v, whole: %v", split, got, err)
 		}
 		_ = guard.CheckProto(b, guard.Unknown, maxDepth)
@@ -53,7 +53,7 @@ func FuzzCheckProto(f *testing.F) {
 		pdataErr := decode(b)
 		// Of unknown length (decompressed), the stream is walked at least
 		// as strictly, and more only when pdata refuses it anyway.
-		if got := streamed(t, b, int(split), -1, "application/x-protobuf", maxDepth, sigPath(sig)); got != (err != nil) && (!got || pdataErr == nil) {
+		if got := streamed(b, int(split), -1, "application/x-protobuf", maxDepth, sigPath(sig)); got != (err != nil) && (!got || pdataErr == nil) {
 			t.Fatalf("split at %d, length unknown: refused %v, whole: %v (pdata: %v)", split, got, err, pdataErr)
 		}
 		if pdataErr != nil {
@@ -80,7 +80,7 @@ func FuzzCheckJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte, limit uint8, split uint16) {
 		maxContainers := 1 + int(limit%32)
 		err := guard.CheckJSON(b, maxContainers)
-		if got := streamed(t, b, int(split), -1, "application/json", (maxContainers+1)/2, "/v1/traces"); maxContainers%2 == 0 && got != (err != nil) {
+		if got := streamed(b, int(split), -1, "application/json", (maxContainers+1)/2, "/v1/traces"); maxContainers%2 == 0 && got != (err != nil) {
 			t.Fatalf("split at %d: refused %v, whole: %v", split, got, err)
 		}
 		if !json.Valid(b) {
@@ -94,7 +94,7 @@ func FuzzCheckJSON(f *testing.F) {
 
 // streamed sends b through HTTPHandler in two reads split at split and
 // reports whether it was refused.
-func streamed(t *testing.T, b []byte, split int, length int64, ct string, maxDepth int, path string) bool {
+func streamed(b []byte, split int, length int64, ct string, maxDepth int, path string) bool {
 	split = min(split, len(b))
 	refused := false
 	h := guard.HTTPHandler(noopHandler{}, guard.HTTPConfig{MaxDepth: maxDepth, OnRefuse: func(error) { refused = true }})

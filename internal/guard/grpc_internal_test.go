@@ -18,7 +18,7 @@ import (
 func TestGRPCRefusalDoesNotOutliveItsMessage(t *testing.T) {
 	g := NewGRPC(DefaultMaxDepth, nil, nil)
 	c := codec{g}
-	type msg struct{ n int }
+	type msg struct{ _ int } // not zero-sized: each message has its own address
 	v := &msg{}
 	if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(guardtest.DeepTraces(200))}, v); err != nil {
 		t.Fatal(err)

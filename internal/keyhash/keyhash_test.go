@@ -36,7 +36,7 @@ func TestHashUsesEveryByteAndTheSeed(t *testing.T) {
 			t.Errorf("Hash16 ignores seed word %d", i)
 		}
 	}
-	if NewSeed() == NewSeed() {
+	if a, b := NewSeed(), NewSeed(); a == b {
 		t.Error("two drawn seeds are equal")
 	}
 }

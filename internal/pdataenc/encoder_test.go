@@ -35,7 +35,7 @@ var valueCases = []struct {
 	set  func(v pcommon.Value)
 	want string // hex of the encoding; "" when only distinctness is checked
 }{
-	{"empty", func(v pcommon.Value) {}, "00"},
+	{"empty", func(pcommon.Value) {}, "00"},
 	{"str empty", func(v pcommon.Value) { v.SetStr("") }, "0100"},
 	{"str", func(v pcommon.Value) { v.SetStr("ab") }, "01026162"},
 	{"str 1", func(v pcommon.Value) { v.SetStr("1") }, ""},
@@ -448,7 +448,7 @@ func (t tree) sorted() tree {
 // trees are the same value exactly when their canon strings are equal.
 func (t tree) canon() string {
 	var b strings.Builder
-	b.WriteString(fmt.Sprint(int(t.typ)))
+	fmt.Fprint(&b, int(t.typ))
 	switch t.typ {
 	case pcommon.ValueTypeStr, pcommon.ValueTypeBytes:
 		fmt.Fprintf(&b, "%q", t.str)
