@@ -98,7 +98,7 @@ func TestNoLockHeldWhileCallingNext(t *testing.T) {
 		ConsumeTraces(context.Context, ptrace.Traces) error
 	}
 	reentered := false
-	cb := &callbackTraces{fn: func(td ptrace.Traces) error {
+	cb := &callbackTraces{fn: func(ptrace.Traces) error {
 		if !reentered {
 			reentered = true
 			// Re-entering would deadlock if the window lock were held.

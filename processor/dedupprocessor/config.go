@@ -177,15 +177,15 @@ type MetricsConfig struct {
 }
 
 // policy is the streams.Policy the config asks for.
-func (m MetricsConfig) policy() streams.Policy {
+func (c MetricsConfig) policy() streams.Policy {
 	p := streams.DefaultPolicy()
-	p.MaxStreams = m.MaxStreams
-	p.MaxStale = m.MaxStale
-	p.FailoverAfter = m.FailoverAfter
-	p.Split = m.Overlap == OverlapSplit
-	p.Auto = m.Overlap == OverlapAuto
-	p.MaxJudged = m.MaxJudgedWriters
-	p.Interpolate = m.InterpolateChangeover
+	p.MaxStreams = c.MaxStreams
+	p.MaxStale = c.MaxStale
+	p.FailoverAfter = c.FailoverAfter
+	p.Split = c.Overlap == OverlapSplit
+	p.Auto = c.Overlap == OverlapAuto
+	p.MaxJudged = c.MaxJudgedWriters
+	p.Interpolate = c.InterpolateChangeover
 	return p
 }
 
@@ -284,7 +284,7 @@ func (c *TracesConfig) Validate() error {
 // Validate checks the traces.nested section: the detector's options, each
 // set (0 is refused for its bounds and tolerances, not a default).
 func (c *NestedConfig) Validate() error {
-	return c.Options.CheckSet()
+	return c.CheckSet()
 }
 
 // Validate checks the logs section.

@@ -59,7 +59,7 @@ func newLogUnit(cfg *Config, seed window.Seed, svcs *services) (*logUnit, error)
 // digest is the seeded XXH3-128 of prefix (the resource and scope digest)
 // followed by the record's encoding (maps in stored order): timestamps, severity, body,
 // attributes, event name and trace context.
-func (w *logUnit) digest(e *pdataenc.Encoder, prefix [16]byte, r plog.LogRecord) [16]byte {
+func (u *logUnit) digest(e *pdataenc.Encoder, prefix [16]byte, r plog.LogRecord) [16]byte {
 	e.Reset()
 	e.B = append(e.B, prefix[:]...)
 	e.U64(uint64(r.Timestamp()))
@@ -74,11 +74,11 @@ func (w *logUnit) digest(e *pdataenc.Encoder, prefix [16]byte, r plog.LogRecord)
 	e.B = append(e.B, tid[:]...)
 	e.B = append(e.B, sid[:]...)
 	e.Str(r.EventName())
-	return w.hash(e.B)
+	return u.hash(e.B)
 }
 
-func (w *logUnit) hash(b []byte) [16]byte {
-	return xxh3.Hash128Seed(b, w.seed).Bytes()
+func (u *logUnit) hash(b []byte) [16]byte {
+	return xxh3.Hash128Seed(b, u.seed).Bytes()
 }
 
 // begin takes a request's scratch; end gives it back.

@@ -139,7 +139,7 @@ func TestMetadataDeclaresWhatIsRecorded(t *testing.T) {
 				for _, kv := range set.ToSlice() {
 					a, ok := keys[string(kv.Key)]
 					if !ok {
-						t.Errorf("%s{%s=%q}: attribute not declared for it in metadata.yaml", m.Name, kv.Key, kv.Value.Emit())
+						t.Errorf("%s{%s=%q}: attribute not declared for it in metadata.yaml", m.Name, kv.Key, kv.Value.String())
 						continue
 					}
 					if e := md.Attributes[a].Enum; len(e) > 0 && !slices.Contains(e, kv.Value.AsString()) {

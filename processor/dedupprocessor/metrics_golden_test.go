@@ -685,7 +685,7 @@ func telemetryText(t *testing.T, tel *componenttest.Telemetry) string {
 		var kv []string
 		for _, a := range set.ToSlice() {
 			if a.Key != "signal" {
-				kv = append(kv, string(a.Key)+"="+a.Value.Emit())
+				kv = append(kv, string(a.Key)+"="+a.Value.String())
 			}
 		}
 		lines = append(lines, strings.TrimPrefix(name, telemetryPrefix)+"{"+strings.Join(kv, ",")+"} "+value)

@@ -2,6 +2,7 @@ package dedupprocessor
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -189,7 +190,7 @@ func TestRollbackOnDownstreamError(t *testing.T) {
 	req := func() ptrace.Traces {
 		return traces(spanSpec{"a", 1, 1, "x", 0}, spanSpec{"a", 1, 1, "x", 0}, spanSpec{"a", 1, 2, "y", 0})
 	}
-	if err := p.ConsumeTraces(context.Background(), req()); err != errDownstream {
+	if err := p.ConsumeTraces(context.Background(), req()); !errors.Is(err, errDownstream) {
 		t.Fatalf("first attempt: err = %v, want the downstream error", err)
 	}
 	// The two spans the refused request inserted are counted as rolled back.

@@ -2,6 +2,7 @@ package window
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/bits"
 	"math/rand/v2"
@@ -37,7 +38,7 @@ func TestNewRejectsBadBounds(t *testing.T) {
 		{1, 0, errWindow},
 		{1, -5, errWindow},
 	} {
-		if _, err := New[[24]byte, uint64](tc.capacity, tc.window, NewSeed().Hash24); err != tc.want {
+		if _, err := New[[24]byte, uint64](tc.capacity, tc.window, NewSeed().Hash24); !errors.Is(err, tc.want) {
 			t.Errorf("New(%d, %d) = %v, want %v", tc.capacity, tc.window, err, tc.want)
 		}
 	}
