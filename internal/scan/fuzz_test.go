@@ -40,7 +40,7 @@ func FuzzRequirementsFile(f *testing.F) {
 	const maxLine = 512
 	f.Fuzz(func(t *testing.T, data []byte) {
 		last := 0
-		err := readRequirementLines(bytes.NewReader(data), maxLine, len(data), nil, func(n int, text string, _, tooLong bool) error {
+		err := readRequirementLines(bytes.NewReader(data), maxLine, len(data), nil, func(n int, text string, _, _ bool) error {
 			if n < last || n < 1 {
 				t.Fatalf("line %d after line %d", n, last)
 			}

@@ -370,9 +370,15 @@ func TestScanEscapesNames(t *testing.T) {
 	write(t, filepath.Join(dir, "evil\x1b[2J\x07", "requirements.txt"), "fastapi==0.142.1 ; os_name == \"\x1b]0;pwned\x07\"\nfastapi>=0.140,<0.142.1\x1b[31m\nfastapi @ https://example.invalid/\x1b[2Jx\n")
 	r := scanDone(t, Options{}, dir)
 	var b bytes.Buffer
-	WriteText(&b, r.Findings)
-	WriteNotJudged(&b, r.NotJudged, true)
-	WriteProblems(&b, r.Problems)
+	if err := WriteText(&b, r.Findings); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteNotJudged(&b, r.NotJudged, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteProblems(&b, r.Problems); err != nil {
+		t.Fatal(err)
+	}
 	if len(r.Findings) == 0 || len(r.Problems) == 0 {
 		t.Fatalf("fixture did not produce findings and problems: %+v", r)
 	}

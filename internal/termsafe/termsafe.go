@@ -51,7 +51,7 @@ func cleanRunes(s string, keepLayout bool) bool {
 		if r == utf8.RuneError && n <= 1 {
 			return false
 		}
-		if Unsafe(r) && !(keepLayout && (r == '\n' || r == '\t')) {
+		if Unsafe(r) && (!keepLayout || (r != '\n' && r != '\t')) {
 			return false
 		}
 		s = s[n:]

@@ -3,10 +3,11 @@ package dedupprocessor
 import (
 	"errors"
 	"fmt"
-	"github.com/doubletake/doubletake/internal/nested"
-	"go.opentelemetry.io/collector/component"
 	"time"
 
+	"go.opentelemetry.io/collector/component"
+
+	"github.com/doubletake/doubletake/internal/nested"
 	"github.com/doubletake/doubletake/internal/streams"
 	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/statuspage"
 	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/window"

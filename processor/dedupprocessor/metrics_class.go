@@ -25,7 +25,7 @@ func classify(e *metricEvent, tracker *streams.Tracker, shape streams.Shape, id 
 	}
 	e.judged, e.class = true, d.Class
 	if jd, ok := tracker.Judgement(id, d.Writer); ok {
-		e.evidence = jd.Evidence.String()
+		e.evidence = jd.String()
 	} else {
 		e.evidence = "not judged: metrics.max_judged_writers reached"
 	}

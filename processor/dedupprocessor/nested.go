@@ -45,8 +45,8 @@ func newNestedState(cfg *Config, seed window.Seed) *nestedState {
 		return nil
 	}
 	n := &nestedState{
-		det:  nested.NewDetectorSeeded(cfg.Traces.Nested.Options.Set(), seed),
-		opts: cfg.Traces.Nested.Options.Set(),
+		det:  nested.NewDetectorSeeded(cfg.Traces.Nested.Set(), seed),
+		opts: cfg.Traces.Nested.Set(),
 		evictedOpt: metric.WithAttributeSet(attribute.NewSet(
 			attribute.String("signal", "traces"), attribute.String("reason", "nested_capacity"))),
 		evictedBytesOpt: metric.WithAttributeSet(attribute.NewSet(

@@ -75,9 +75,7 @@ func openPersistence(ctx context.Context, host component.Host, ext, id component
 			lens = append(lens, j.storedJournal())
 		}
 	}
-	if p.gauges, err = tel.observeJournals(lens[0], lens[1], maxSegments); err != nil {
-		return fail(err)
-	}
+	p.gauges = tel.observeJournals(lens[0], lens[1], maxSegments)
 	logger.Info("dedup windows restored", append(fields, zap.Duration("took", time.Since(began)))...)
 	return p, nil
 }

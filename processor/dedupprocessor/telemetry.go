@@ -100,10 +100,10 @@ func (g *journalGauges) Unregister() error {
 
 // observeJournals reports the stored journals' segments against their
 // bound until the registration is unregistered (when storage closes).
-func (t *telemetry) observeJournals(spans, logs interface{ Len() int }, limit int) (metric.Registration, error) {
+func (t *telemetry) observeJournals(spans, logs interface{ Len() int }, limit int) metric.Registration {
 	j := &journalLens{spans: spans, logs: logs, limit: limit}
 	t.journals.Store(j)
-	return &journalGauges{t: t, j: j}, nil
+	return &journalGauges{t: t, j: j}
 }
 
 // shutdown unregisters the gauges' callbacks.

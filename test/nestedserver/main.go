@@ -267,7 +267,7 @@ func run(ctx context.Context, cfg config) (s summary, err error) {
 	}
 	tracer := tp.Tracer(scopeName, trace.WithInstrumentationVersion(scopeVersion))
 
-	var prop propagation.TextMapPropagator = propagation.NewCompositeTextMapPropagator()
+	prop := propagation.NewCompositeTextMapPropagator()
 	if cfg.propagate {
 		prop = propagation.TraceContext{}
 	}

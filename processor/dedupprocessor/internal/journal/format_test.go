@@ -38,7 +38,7 @@ func TestFormat1JournalLoads(t *testing.T) {
 			}
 			inserted++
 		},
-		Forget: func(p []byte) { forgot++ },
+		Forget: func([]byte) { forgot++ },
 	}
 	j, err := Open(ctx, c, opt)
 	if err != nil {
@@ -55,7 +55,7 @@ func TestFormat1JournalLoads(t *testing.T) {
 	defer closeFn()
 	inserted, forgot = 0, 0
 	got := 0
-	opt.Insert = func(at int64, p []byte) {
+	opt.Insert = func(at int64, _ []byte) {
 		if at == 3000 {
 			got++
 		}

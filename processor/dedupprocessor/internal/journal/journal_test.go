@@ -12,7 +12,6 @@ import (
 	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/filestorage"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
-	"go.opentelemetry.io/collector/extension"
 	"go.opentelemetry.io/collector/extension/extensiontest"
 	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.uber.org/goleak"
@@ -56,7 +55,7 @@ func fileStorageOpts(t testing.TB, dir, name string, fsync bool) (storage.Client
 		if err := client.Close(context.Background()); err != nil {
 			t.Error(err)
 		}
-		if err := ext.(extension.Extension).Shutdown(context.Background()); err != nil {
+		if err := ext.Shutdown(context.Background()); err != nil {
 			t.Error(err)
 		}
 	}
