@@ -247,7 +247,7 @@ func (u *metricUnit) end(sc *metricScratch) { u.scratch.Put(sc) }
 // changes in sc.journal, and, with drop, removes what is to be dropped
 // (and the metrics, scopes and resources left empty). It says whether
 // anything is left to forward.
-func (u *metricUnit) judge(md pmetric.Metrics, sc *metricScratch, tel *telemetry, drop bool, splitAttr string) bool {
+func (u *metricUnit) judge(md pmetric.Metrics, sc *metricScratch, drop bool, splitAttr string) bool {
 	j := &sc.j
 	*j = judging{tracker: u.tracker, now: u.now(), mutate: drop, splitAttr: splitAttr, auto: u.auto}
 	points := md.DataPointCount()

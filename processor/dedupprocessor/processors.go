@@ -79,7 +79,7 @@ func (p *metricsProcessor) ConsumeMetrics(ctx context.Context, md pmetric.Metric
 	u := p.st.metrics
 	sc := u.begin()
 	defer u.end(sc)
-	if !u.judge(md, sc, p.st.tel, p.drop, p.splitAttr) {
+	if !u.judge(md, sc, p.drop, p.splitAttr) {
 		return nil
 	}
 	return settle(ctx, sc, p.st.tel, p.next.ConsumeMetrics(ctx, md))
