@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"regexp"
 	"strings"
 	"syscall"
 
@@ -16,6 +17,7 @@ import (
 	"go.opentelemetry.io/collector/confmap/provider/httpprovider"
 	"go.opentelemetry.io/collector/confmap/provider/yamlprovider"
 	"go.opentelemetry.io/collector/otelcol"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/doubletake/doubletake/internal/distro"
 )
@@ -117,10 +119,16 @@ checks one. The collector's --feature-gates flag works too (not listed).`
 					return usageError("--%s changes the embedded default config and cannot be used with --config", name)
 				}
 			}
+			if err := checkConfigFiles(c); err != nil {
+				return err
+			}
 			return otelRunE(c, args)
 		}
 		yaml, err := distro.DefaultConfig(opts)
 		if err != nil {
+			return usageError("%v", err)
+		}
+		if err := checkDataDir(opts.DataDir); err != nil {
 			return usageError("%v", err)
 		}
 		// A port taken (a second gateway) is one clear line, before the
@@ -146,6 +154,19 @@ checks one. The collector's --feature-gates flag works too (not listed).`
 			return fmt.Errorf("loading the default config: %w", err)
 		}
 		return otelRunE(c, args)
+	}
+
+	// validate names a config file that is not YAML, as run does.
+	for _, sub := range cmd.Commands() {
+		if sub.Name() == "validate" && sub.RunE != nil {
+			validate := sub.RunE
+			sub.RunE = func(c *cobra.Command, args []string) error {
+				if err := checkConfigFiles(c); err != nil {
+					return err
+				}
+				return validate(c, args)
+			}
+		}
 	}
 
 	cmd.AddCommand(&cobra.Command{
@@ -186,6 +207,50 @@ func checkPorts(o distro.Options) error {
 			return fmt.Errorf("run: %s %s: %w", a.flag, a.addr, err)
 		}
 		_ = ln.Close()
+	}
+	return nil
+}
+
+// uriScheme is how a --config URI that is not a plain path begins.
+var uriScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*:`)
+
+// checkConfigFiles reads each --config that names a file (a path, or
+// file:PATH) and says, naming the file, when it is not YAML: the
+// collector's own message names neither. A file it cannot read is left to
+// the collector to report.
+func checkConfigFiles(c *cobra.Command) error {
+	fl := c.Flags().Lookup("config")
+	if fl == nil || !fl.Changed {
+		return nil
+	}
+	// otelcol's flag value prints as "[URI, URI]".
+	list := strings.TrimSuffix(strings.TrimPrefix(fl.Value.String(), "["), "]")
+	for _, uri := range strings.Split(list, ", ") {
+		path, ok := strings.CutPrefix(uri, "file:")
+		if !ok && uriScheme.MatchString(uri) {
+			continue // env:, yaml:, http(s):
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		var doc any
+		if err := yaml.Unmarshal(b, &doc); err != nil {
+			return &ExitError{Code: ExitInternal, Err: fmt.Errorf("--config %s is not valid YAML: %w", path, err)}
+		}
+	}
+	return nil
+}
+
+// checkDataDir makes sure --data-dir is a directory the gateway can use,
+// creating it, and says so naming the flag: the collector's file_storage
+// would say "problem accessing configured directory" of a path under it.
+func checkDataDir(dir string) error {
+	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
+		return fmt.Errorf("--data-dir %s is a file, not a directory", dir)
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return fmt.Errorf("--data-dir %s: %w", dir, err)
 	}
 	return nil
 }
