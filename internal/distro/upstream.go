@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/collector/client"
@@ -27,6 +28,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/doubletake/doubletake/internal/groupcommit"
+	"github.com/doubletake/doubletake/internal/upstreamhealth"
 	"github.com/doubletake/doubletake/processor/dedupprocessor"
 )
 
@@ -196,6 +198,42 @@ func newDedupOTLPFactory(typ component.Type, inner exporter.Factory, tb *deduppr
 type upstreamFactory struct {
 	inner exporter.Factory
 	tb    *dedupprocessor.TakeBack
+
+	// health follows each component's upstream, one tracker for its
+	// three signals' exporters: one warning when it becomes unreachable.
+	healthMu sync.Mutex
+	health   map[component.ID]*upstreamhealth.Tracker
+}
+
+// tracker returns the health tracker of the upstream of component id.
+func (u *upstreamFactory) tracker(id component.ID, cfg component.Config, logger *zap.Logger) *upstreamhealth.Tracker {
+	u.healthMu.Lock()
+	defer u.healthMu.Unlock()
+	if t, ok := u.health[id]; ok {
+		return t
+	}
+	endpoint := id.String()
+	switch c := cfg.(type) {
+	case *otlpexporter.Config:
+		endpoint = c.ClientConfig.Endpoint
+	case *otlphttpexporter.Config:
+		endpoint = c.ClientConfig.Endpoint
+	}
+	if u.health == nil {
+		u.health = map[component.ID]*upstreamhealth.Tracker{}
+	}
+	t := upstreamhealth.New(endpoint, logger)
+	u.health[id] = t
+	return t
+}
+
+// recorded is send with each result given to the upstream's tracker.
+func recorded[T any](h *upstreamhealth.Tracker, send func(context.Context, T) error) func(context.Context, T) error {
+	return func(ctx context.Context, data T) error {
+		err := send(ctx, data)
+		h.Record(err)
+		return err
+	}
 }
 
 // upstream is one signal's wrapper around the inner exporter.
@@ -203,6 +241,7 @@ type upstream struct {
 	cfg    *upstreamConfig
 	tb     *dedupprocessor.TakeBack
 	logger *zap.Logger
+	health *upstreamhealth.Tracker
 	// splits says whether the queue's batcher splits requests to
 	// MaxRequestBytes: then only a single item must fit, else the request.
 	splits bool
@@ -230,12 +269,15 @@ func (u *upstreamFactory) prepare(set exporter.Settings, cfg component.Config) (
 	// retry_on_failure" would mislead, and the wrapper logs the outcome.
 	innerSet.Logger = set.Logger.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return withoutRejecting{c} }))
 	up := &upstream{cfg: c, tb: u.tb, logger: set.Logger, splits: q.HasValue() && q.Get().Batch.HasValue(), queue: newQueueProbe(), id: set.ID,
-		grouped: q.HasValue() && c.GroupCommit.MaxItems > 0}
+		grouped: q.HasValue() && c.GroupCommit.MaxItems > 0, health: u.tracker(set.ID, c.Exporter, set.Logger)}
 	if q.HasValue() {
 		up.sizer = q.Get().Sizer.String()
 	}
 	outerSet := set
 	outerSet.MeterProvider = up.queue.meterProvider(set.MeterProvider)
+	// While the upstream is unreachable its tracker has said so once:
+	// the retry sender's line per attempt is noise then.
+	outerSet.Logger = set.Logger.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return quietWhileDown{c, up.health} }))
 	opts := []exporterhelper.Option{
 		exporterhelper.WithQueue(q),
 		exporterhelper.WithRetry(r),
@@ -259,6 +301,24 @@ func (c withoutRejecting) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapc
 
 func (c withoutRejecting) With(fields []zapcore.Field) zapcore.Core {
 	return withoutRejecting{c.Core.With(fields)}
+}
+
+// quietWhileDown drops the retry sender's "Exporting failed. Will retry"
+// entries while the upstream is unreachable; everything else passes.
+type quietWhileDown struct {
+	zapcore.Core
+	health *upstreamhealth.Tracker
+}
+
+func (c quietWhileDown) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if strings.HasPrefix(e.Message, "Exporting failed. Will retry") && c.health.Snapshot().State == upstreamhealth.Unreachable {
+		return ce
+	}
+	return c.Core.Check(e, ce)
+}
+
+func (c quietWhileDown) With(fields []zapcore.Field) zapcore.Core {
+	return quietWhileDown{c.Core.With(fields), c.health}
 }
 
 // lifecycle starts and shuts down the inner exporter, and while it runs
@@ -291,7 +351,7 @@ func (u *upstreamFactory) createTraces(ctx context.Context, set exporter.Setting
 		return nil, err
 	}
 	push := func(ctx context.Context, td ptrace.Traces) error {
-		return sendSplitting(ctx, td, inner.ConsumeTraces, tracesOps, func(ctx context.Context, lost ptrace.Traces, cause error) {
+		return sendSplitting(ctx, td, recorded(up.health, inner.ConsumeTraces), tracesOps, func(ctx context.Context, lost ptrace.Traces, cause error) {
 			_, err := u.tb.Traces(ctx, up.cfg.Dedup, lost, cause)
 			up.logTakeBack(err, lost.SpanCount())
 		})
@@ -310,7 +370,7 @@ func (u *upstreamFactory) createLogs(ctx context.Context, set exporter.Settings,
 		return nil, err
 	}
 	push := func(ctx context.Context, ld plog.Logs) error {
-		return sendSplitting(ctx, ld, inner.ConsumeLogs, logsOps, func(ctx context.Context, lost plog.Logs, cause error) {
+		return sendSplitting(ctx, ld, recorded(up.health, inner.ConsumeLogs), logsOps, func(ctx context.Context, lost plog.Logs, cause error) {
 			_, err := u.tb.Logs(ctx, up.cfg.Dedup, lost, cause)
 			up.logTakeBack(err, lost.LogRecordCount())
 		})
@@ -329,7 +389,7 @@ func (u *upstreamFactory) createMetrics(ctx context.Context, set exporter.Settin
 		return nil, err
 	}
 	push := func(ctx context.Context, md pmetric.Metrics) error {
-		return sendSplitting(ctx, md, inner.ConsumeMetrics, metricsOps, func(ctx context.Context, lost pmetric.Metrics, cause error) {
+		return sendSplitting(ctx, md, recorded(up.health, inner.ConsumeMetrics), metricsOps, func(ctx context.Context, lost pmetric.Metrics, cause error) {
 			up.logTakeBack(u.tb.Metrics(ctx, up.cfg.Dedup, lost, cause), lost.DataPointCount())
 		})
 	}
