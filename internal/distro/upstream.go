@@ -331,7 +331,7 @@ func (up *upstream) lifecycle(c component.Component, signal string) []exporterhe
 				return err
 			}
 			if up.sizer != "" && up.queue.readable() {
-				unwatch = up.tb.WatchQueue(up.cfg.Dedup, up.id, signal, up.sizer, up.queue.read)
+				unwatch = up.tb.WatchUpstream(up.cfg.Dedup, up.id, signal, up.sizer, up.queue.read, up.health.Snapshot)
 			}
 			return nil
 		}),

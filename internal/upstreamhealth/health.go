@@ -33,10 +33,10 @@ const (
 type Snapshot struct {
 	Endpoint    string    `json:"endpoint"`
 	State       State     `json:"state"`
-	Since       time.Time `json:"since"` // when State began; zero while Unknown
+	Since       time.Time `json:"since,omitzero"` // when State began; zero while Unknown
 	LastError   string    `json:"last_error,omitempty"`
-	LastErrorAt time.Time `json:"last_error_at,omitempty"`
-	LastSuccess time.Time `json:"last_success,omitempty"`
+	LastErrorAt time.Time `json:"last_error_at,omitzero"`
+	LastSuccess time.Time `json:"last_success,omitzero"`
 	Failures    int64     `json:"failures"` // failed sends since the last success
 }
 

@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	"go.opentelemetry.io/collector/component"
+
+	"github.com/doubletake/doubletake/internal/upstreamhealth"
 )
 
 // QueueDepth reads a sending queue now: what it holds and the most it may
@@ -19,11 +21,15 @@ type QueueStatus struct {
 	Size     int64   `json:"size"`
 	Capacity int64   `json:"capacity"`
 	Fill     float64 `json:"fill"`
+	// Upstream is where the exporter sends, and whether it takes what it
+	// is sent (see WatchUpstream); nil for an exporter that says nothing.
+	Upstream *upstreamhealth.Snapshot `json:"upstream,omitempty"`
 }
 
 type watchedQueue struct {
 	exporter, signal, sizer string
 	depth                   QueueDepth
+	upstream                func() upstreamhealth.Snapshot
 }
 
 // queueWatch holds the sending queues exporters report, per dedup
@@ -39,8 +45,15 @@ type queueWatch struct {
 // exporter calls it when it starts, whether or not the processor runs yet,
 // and the returned function when it shuts down.
 func (t *TakeBack) WatchQueue(id, exporter component.ID, signal, sizer string, depth QueueDepth) (unwatch func()) {
+	return t.WatchUpstream(id, exporter, signal, sizer, depth, nil)
+}
+
+// WatchUpstream is WatchQueue with the health of the exporter's upstream
+// (reachable, refusing, unreachable since when, its last error and
+// success) read by upstream, shown beside the queue.
+func (t *TakeBack) WatchUpstream(id, exporter component.ID, signal, sizer string, depth QueueDepth, upstream func() upstreamhealth.Snapshot) (unwatch func()) {
 	w := &t.f.queues
-	q := &watchedQueue{exporter: exporter.String(), signal: signal, sizer: sizer, depth: depth}
+	q := &watchedQueue{exporter: exporter.String(), signal: signal, sizer: sizer, depth: depth, upstream: upstream}
 	w.mu.Lock()
 	if w.queues == nil {
 		w.queues = make(map[component.ID]map[*watchedQueue]struct{})
@@ -80,6 +93,10 @@ func (w *queueWatch) read(id component.ID) []QueueStatus {
 		s := QueueStatus{Exporter: q.exporter, Signal: q.signal, Sizer: q.sizer, Size: size, Capacity: capacity}
 		if capacity > 0 {
 			s.Fill = float64(size) / float64(capacity)
+		}
+		if q.upstream != nil {
+			u := q.upstream()
+			s.Upstream = &u
 		}
 		out = append(out, s)
 	}
