@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"encoding/json"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -55,6 +57,18 @@ func TestUpstreamUnreachableShown(t *testing.T) {
 	page := get(t, "http://"+d.status+"/")
 	if !strings.Contains(page, `<span class="warn">unreachable</span>`) || !strings.Contains(page, upstream) {
 		t.Errorf("the page does not show %s unreachable:\n%s", upstream, page)
+	}
+
+	// UPSTREAM_SCREENSHOT=path keeps the page, as headless Chromium draws
+	// it, while the upstream is unreachable (docs/status-upstream.png).
+	if shot := os.Getenv("UPSTREAM_SCREENSHOT"); shot != "" {
+		bin, err := exec.LookPath("chromium")
+		requireDep(t, err, "chromium")
+		cmd := exec.CommandContext(ctxTimeout(t, 2*time.Minute), bin, "--headless", "--no-sandbox", "--disable-gpu",
+			"--user-data-dir="+t.TempDir(), "--hide-scrollbars", "--window-size=1400,1000", "--screenshot="+shot, "http://"+d.status+"/")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("chromium: %v\n%s", err, out)
+		}
 	}
 
 	sk := &sink{spans: map[[24]byte]int{}}
