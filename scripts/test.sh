@@ -48,7 +48,7 @@ go test -count=1 -timeout 40m ./... "$@"
 
 # The concurrent paths again under the race detector.
 go test -count=1 -race ./processor/... ./internal/capture/ ./internal/groupcommit/
-go test -count=1 -race -run GroupCommit ./internal/distro/
+go test -count=1 -race -run GroupCommit ./exporter/dedupotlpexporter/
 
 # Every fuzz target, briefly, from its committed seed corpus
 # (testdata/fuzz/<Target>): FUZZTIME=0 skips this step.
