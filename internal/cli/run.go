@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -20,6 +21,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/doubletake/doubletake/internal/distro"
+	"github.com/doubletake/doubletake/internal/termsafe"
 )
 
 // defaultOnlyFlags change the embedded default config; with --config they
@@ -136,6 +138,7 @@ checks one. The collector's --feature-gates flag works too (not listed).`
 		if err := checkPorts(opts); err != nil {
 			return &ExitError{Code: ExitInternal, Err: err}
 		}
+		fmt.Fprintln(s.Err, startupLine(opts))
 		// The default config pushes no telemetry of its own; make sure no
 		// SDK default picks up an OTLP endpoint from the environment that
 		// points back at our own receivers.
@@ -253,4 +256,20 @@ func checkDataDir(dir string) error {
 		return fmt.Errorf("--data-dir %s: %w", dir, err)
 	}
 	return nil
+}
+
+// startupLine is the one line the embedded default starts with: where data
+// comes in, where it goes, the data dir and the status page.
+func startupLine(o distro.Options) string {
+	out := fmt.Sprintf("traces and logs to %s and %s, metrics for scraping at http://%s/metrics",
+		filepath.Join(o.DataDir, "traces.jsonl"), filepath.Join(o.DataDir, "logs.jsonl"), o.MetricsEndpoint)
+	if o.Upstream != "" {
+		out = fmt.Sprintf("everything to %s over OTLP/%s, through a persistent queue", termsafe.RedactURL(o.Upstream), o.UpstreamProtocol)
+	}
+	status := "status page off"
+	if o.StatusEndpoint != "" {
+		status = "status page http://" + o.StatusEndpoint + "/"
+	}
+	return fmt.Sprintf("doubletake: OTLP in on %s (gRPC) and http://%s (HTTP); %s; data dir %s; %s; own metrics http://%s/metrics",
+		o.GRPCEndpoint, o.HTTPEndpoint, out, o.DataDir, status, o.TelemetryEndpoint)
 }

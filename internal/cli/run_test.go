@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/doubletake/doubletake/internal/distro"
 )
 
 func runMain(args ...string) (int, string, string) {
@@ -120,5 +122,17 @@ func TestRunErrorsNameTheFlag(t *testing.T) {
 		if code != tc.code || errs != tc.want {
 			t.Errorf("%q: exit %d, stderr %q; want exit %d, %q", tc.args, code, errs, tc.code, tc.want)
 		}
+	}
+}
+
+func TestStartupLine(t *testing.T) {
+	o := distro.DefaultOptions()
+	if got, want := startupLine(o), "doubletake: OTLP in on 127.0.0.1:4317 (gRPC) and http://127.0.0.1:4318 (HTTP); traces and logs to doubletake-data/traces.jsonl and doubletake-data/logs.jsonl, metrics for scraping at http://127.0.0.1:8889/metrics; data dir ./doubletake-data; status page http://127.0.0.1:8890/; own metrics http://127.0.0.1:8888/metrics"; got != want {
+		t.Errorf("local:\n%s\nwant\n%s", got, want)
+	}
+	o.Upstream, o.StatusEndpoint = "https://user:secret@backend:4317", ""
+	got := startupLine(o)
+	if strings.Contains(got, "secret") || !strings.Contains(got, "everything to https://") || !strings.Contains(got, "backend:4317 over OTLP/grpc") || !strings.Contains(got, "status page off") {
+		t.Errorf("upstream: %s", got)
 	}
 }

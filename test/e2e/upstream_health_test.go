@@ -90,6 +90,9 @@ func TestUpstreamUnreachableShown(t *testing.T) {
 	}
 	d.g.stop(t)
 	log := d.g.stderr.String()
+	if n := strings.Count(log, "doubletake: OTLP in on "+d.grpc+" (gRPC) and http://"+d.http+" (HTTP); everything to http://"+upstream+" over OTLP/grpc"); n != 1 {
+		t.Errorf("%d startup lines naming the endpoints and the upstream, want 1", n)
+	}
 	if n := strings.Count(log, "Upstream unreachable"); n != 1 {
 		t.Errorf("%d 'Upstream unreachable' warnings, want 1", n)
 	}
