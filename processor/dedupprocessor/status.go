@@ -508,7 +508,21 @@ func (s *statusServer) snapshot(now time.Time) Status {
 	if s.queues != nil {
 		out.Queues = s.queues.read(s.st.id)
 	}
+	// An empty table is [] in the JSON, never null.
+	out.Services = nonNil(out.Services)
+	out.Streams = nonNil(out.Streams)
+	out.Nested = nonNil(out.Nested)
+	out.Windows = nonNil(out.Windows)
+	out.Queues = nonNil(out.Queues)
 	return out
+}
+
+// nonNil is s, or an empty slice for a nil one.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }
 
 // nestedRows copies the nested detector's counts by service and scope

@@ -54,6 +54,9 @@ func TestUpstreamUnreachableShown(t *testing.T) {
 	if _, lastErr := upstreamState(t, d.status); !strings.Contains(lastErr, "connection refused") {
 		t.Errorf("last error %q does not say why", lastErr)
 	}
+	if raw := get(t, "http://"+d.status+"/status.json"); strings.Contains(raw, "null") {
+		t.Errorf("status.json has a null where an empty list is []:\n%s", raw)
+	}
 	page := get(t, "http://"+d.status+"/")
 	if !strings.Contains(page, `<span class="warn">unreachable</span>`) || !strings.Contains(page, upstream) {
 		t.Errorf("the page does not show %s unreachable:\n%s", upstream, page)
