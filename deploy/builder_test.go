@@ -12,12 +12,16 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/doubletake/doubletake/internal/distro"
 )
 
 // TestBuilderManifest builds builder/manifest.yaml with the OpenTelemetry
-// Collector Builder at the collector release in go.mod, with dedup from this
-// checkout, runs the collector with builder/collector.yaml, and sends one
-// span twice: the file exporter stores it once. It shares the module and
+// Collector Builder at the collector release in go.mod, with doubletake's
+// components from this checkout, runs the collector with
+// builder/collector.yaml and then with the embedded default config (a
+// gateway with --upstream in front of one writing files), and sends one
+// span twice: it is stored once. It shares the module and
 // build caches with every other build; the builder's -trimpath makes its
 // first run compile everything once.
 func TestBuilderManifest(t *testing.T) {
@@ -60,10 +64,77 @@ func TestBuilderManifest(t *testing.T) {
 	}
 	t.Logf("builder %s built the manifest in %s", version, time.Since(start).Round(time.Second))
 
+	bin := filepath.Join(out, "otelcol-dedup")
+
+	// builder/collector.yaml: OTLP in, dedup, spans to a file.
 	health, otlp := freeAddr(t), freeAddr(t)
 	spans := filepath.Join(t.TempDir(), "spans.jsonl")
-	col := exec.Command(filepath.Join(out, "otelcol-dedup"), "--config", filepath.Join("builder", "collector.yaml"))
-	col.Env = append(os.Environ(), "HEALTH_ENDPOINT="+health, "OTLP_HTTP_ENDPOINT="+otlp, "SPANS_FILE="+spans)
+	stop := runCollector(t, bin, filepath.Join("builder", "collector.yaml"), health,
+		"HEALTH_ENDPOINT="+health, "OTLP_HTTP_ENDPOINT="+otlp, "SPANS_FILE="+spans)
+	postSpans(t, otlp, "0000000000000001", "0000000000000001", "0000000000000002")
+	stop() // the file exporter flushes on shutdown
+	want := map[string]int{"0000000000000001": 1, "0000000000000002": 1}
+	if seen := storedSpans(t, spans); !equalCounts(seen, want) {
+		t.Errorf("stored spans %v, want %v: the copy dropped, the rest kept", seen, want)
+	}
+
+	// The embedded default config, as `doubletake run` renders it, twice:
+	// without --upstream (files, the prometheus endpoint, otlp_json, guard,
+	// file_storage) as the backend, and with --upstream pointing at it
+	// (dedup_otlp_grpc with its persistent queue) in front.
+	backend := defaultOptions(t)
+	backStop := runDefault(t, bin, backend)
+	front := defaultOptions(t)
+	front.Upstream = "http://" + backend.GRPCEndpoint
+	frontStop := runDefault(t, bin, front)
+	postSpans(t, front.HTTPEndpoint, "0000000000000003", "0000000000000003", "0000000000000004")
+	stored := filepath.Join(backend.DataDir, "traces.jsonl")
+	want = map[string]int{"0000000000000003": 1, "0000000000000004": 1}
+	poll(t, 60*time.Second, "the backend to store the spans sent through the front", func() bool {
+		_, err := os.Stat(stored)
+		return err == nil && len(storedSpans(t, stored)) == len(want)
+	})
+	frontStop()
+	backStop()
+	if seen := storedSpans(t, stored); !equalCounts(seen, want) {
+		t.Errorf("the backend stored %v, want %v: the copy dropped by the front, the rest kept", seen, want)
+	}
+}
+
+// defaultOptions are `doubletake run`'s options on free loopback ports,
+// with a data directory of the test's own.
+func defaultOptions(t *testing.T) distro.Options {
+	t.Helper()
+	o := distro.DefaultOptions()
+	o.GRPCEndpoint, o.HTTPEndpoint = freeAddr(t), freeAddr(t)
+	o.MetricsEndpoint, o.TelemetryEndpoint = freeAddr(t), freeAddr(t)
+	o.HealthEndpoint, o.StatusEndpoint = freeAddr(t), freeAddr(t)
+	o.DataDir = t.TempDir()
+	return o
+}
+
+// runDefault runs the built collector with the default config rendered
+// with o, and returns the function that stops it.
+func runDefault(t *testing.T, bin string, o distro.Options) func() {
+	t.Helper()
+	cfg, err := distro.DefaultConfig(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "default.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return runCollector(t, bin, path, o.HealthEndpoint)
+}
+
+// runCollector starts the built collector with config and env, waits for
+// its health check on health, and returns the function that stops it
+// (SIGINT, then at most 30s); the test's cleanup stops it too.
+func runCollector(t *testing.T, bin, config, health string, env ...string) func() {
+	t.Helper()
+	col := exec.Command(bin, "--config", config)
+	col.Env = append(os.Environ(), env...)
 	var logs strings.Builder
 	col.Stdout, col.Stderr = &logs, &logs
 	if err := col.Start(); err != nil {
@@ -79,23 +150,25 @@ func TestBuilderManifest(t *testing.T) {
 		stopped = true
 		_ = col.Process.Signal(os.Interrupt)
 		select {
-		case <-done:
+		case err := <-done:
+			if err != nil {
+				t.Errorf("the collector (%s) stopped with %v after SIGINT", config, err)
+			}
 		case <-time.After(30 * time.Second):
 			_ = col.Process.Kill()
-			<-done
-			t.Errorf("the collector did not stop within 30s of SIGINT")
+			t.Errorf("the collector (%s) did not stop within 30s of SIGINT (killed: %v)", config, <-done)
 		}
 	}
 	t.Cleanup(func() {
 		stop()
 		if t.Failed() {
-			t.Logf("collector output:\n%s", logs.String())
+			t.Logf("collector output (%s):\n%s", config, logs.String())
 		}
 	})
 	poll(t, 60*time.Second, "the collector to report healthy", func() bool {
 		select {
 		case err := <-done:
-			t.Fatalf("the collector exited: %v", err)
+			t.Fatalf("the collector (%s) exited: %v\n%s", config, err, logs.String())
 		default:
 		}
 		resp, err := http.Get("http://" + health + "/")
@@ -105,12 +178,15 @@ func TestBuilderManifest(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
+	return stop
+}
 
-	span := func(id string) string {
-		return `{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"app"}}]},"scopeSpans":[{"spans":[` +
+// postSpans sends one request per span id to the OTLP/HTTP endpoint otlp.
+func postSpans(t *testing.T, otlp string, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		body := `{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"app"}}]},"scopeSpans":[{"spans":[` +
 			`{"traceId":"0102030405060708090a0b0c0d0e0f10","spanId":"` + id + `","name":"op","startTimeUnixNano":"1700000000000000000","endTimeUnixNano":"1700000001000000000"}]}]}]}`
-	}
-	for _, body := range []string{span("0000000000000001"), span("0000000000000001"), span("0000000000000002")} {
 		resp, err := http.Post("http://"+otlp+"/v1/traces", "application/json", strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
@@ -120,9 +196,13 @@ func TestBuilderManifest(t *testing.T) {
 			t.Fatalf("POST /v1/traces: %s", resp.Status)
 		}
 	}
-	stop() // the file exporter flushes on shutdown
+}
+
+// storedSpans counts the spans of an OTLP JSON lines file by span id.
+func storedSpans(t *testing.T, path string) map[string]int {
+	t.Helper()
 	seen := map[string]int{}
-	f, err := os.Open(spans)
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,14 +212,12 @@ func TestBuilderManifest(t *testing.T) {
 	for sc.Scan() {
 		td, err := (&ptrace.JSONUnmarshaler{}).UnmarshalTraces(sc.Bytes())
 		if err != nil {
-			t.Fatalf("%s: %v", spans, err)
+			t.Fatalf("%s: %v", path, err)
 		}
-		rss := td.ResourceSpans()
-		for i := 0; i < rss.Len(); i++ {
-			sss := rss.At(i).ScopeSpans()
-			for j := 0; j < sss.Len(); j++ {
-				for k := 0; k < sss.At(j).Spans().Len(); k++ {
-					seen[sss.At(j).Spans().At(k).SpanID().String()]++
+		for _, rs := range td.ResourceSpans().All() {
+			for _, ss := range rs.ScopeSpans().All() {
+				for _, sp := range ss.Spans().All() {
+					seen[sp.SpanID().String()]++
 				}
 			}
 		}
@@ -147,10 +225,19 @@ func TestBuilderManifest(t *testing.T) {
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]int{"0000000000000001": 1, "0000000000000002": 1}
-	if len(seen) != len(want) || seen["0000000000000001"] != 1 || seen["0000000000000002"] != 1 {
-		t.Errorf("stored spans %v, want %v: the copy dropped, the rest kept", seen, want)
+	return seen
+}
+
+func equalCounts(a, b map[string]int) bool {
+	if len(a) != len(b) {
+		return false
 	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
 }
 
 // goOutput runs go ARGS in dir and returns its trimmed output.

@@ -16,7 +16,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-components=(processor/dedupprocessor extension/guardextension exporter/dedupotlpexporter)
+components=(processor/dedupprocessor extension/guardextension exporter/dedupotlpexporter
+  exporter/dedupotlphttpexporter exporter/serieslimitprometheusexporter
+  extension/encoding/otlpjsonencodingextension)
 
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT

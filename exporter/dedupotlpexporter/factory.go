@@ -2,7 +2,6 @@ package dedupotlpexporter
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"sync"
 
@@ -22,24 +21,22 @@ import (
 
 // Type is dedup_otlp_grpc, the wrapper of otlp_grpc (metadata.yaml);
 // HTTPType is dedup_otlp_http, the wrapper of otlp_http, at the same
-// stability.
+// stability (exporter/dedupotlphttpexporter is its builder entry point).
 var (
 	Type     = metadata.Type
 	HTTPType = component.MustNewType("dedup_otlp_http")
 )
 
-// errNoTakeBack is why items cannot be taken back by the exporters of a
-// factory made without a dedupprocessor.TakeBack.
-var errNoTakeBack = errors.New("this exporter was built without a link to the dedup processors (dedupprocessor.NewFactoryWithTakeBack)")
-
-// NewFactory returns the dedup_otlp_grpc factory without a link to the
-// dedup processors: its exporters behave as with one, but cannot hand lost
-// items back (they log that they could not). A distribution pairs it with
-// its dedup processor through NewGRPCFactory.
-func NewFactory() exporter.Factory { return NewGRPCFactory(nil) }
+// NewFactory returns the dedup_otlp_grpc factory whose exporters hand the
+// items lost upstream back to the processors of dedupprocessor.NewFactory
+// (dedupprocessor.LinkedTakeBack), as in a collector built from a builder
+// manifest. The http twin is dedupotlphttpexporter.NewFactory.
+func NewFactory() exporter.Factory { return NewGRPCFactory(dedupprocessor.LinkedTakeBack()) }
 
 // NewGRPCFactory returns the dedup_otlp_grpc factory, whose exporters hand
-// the items lost upstream back to the dedup processors tb reaches.
+// the items lost upstream back to the dedup processors tb reaches: a
+// distribution that makes its factories together pairs it with
+// dedupprocessor.NewFactoryWithTakeBack.
 func NewGRPCFactory(tb *dedupprocessor.TakeBack) exporter.Factory {
 	return newFactory(Type, otlpexporter.NewFactory(), tb)
 }
@@ -52,6 +49,9 @@ func NewHTTPFactory(tb *dedupprocessor.TakeBack) exporter.Factory {
 
 // newFactory wraps inner (otlp_grpc or otlp_http) as typ.
 func newFactory(typ component.Type, inner exporter.Factory, tb *dedupprocessor.TakeBack) exporter.Factory {
+	if tb == nil {
+		tb = dedupprocessor.LinkedTakeBack()
+	}
 	f := &factory{inner: inner, tb: tb}
 	return exporter.NewFactory(typ,
 		func() component.Config {

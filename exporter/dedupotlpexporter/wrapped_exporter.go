@@ -87,11 +87,7 @@ func pushFunc[T any](up *upstream, sig *signal[T], send func(context.Context, T)
 // takeBack hands lost to the dedup processor; when it cannot, a re-send
 // of them would be dropped as a duplicate, which is logged.
 func takeBack[T any](ctx context.Context, up *upstream, sig *signal[T], lost T, cause error) {
-	err := errNoTakeBack
-	if up.tb != nil {
-		err = sig.takeBack(up.tb, ctx, up.cfg.Dedup, lost, cause)
-	}
-	if err != nil {
+	if err := sig.takeBack(up.tb, ctx, up.cfg.Dedup, lost, cause); err != nil {
 		up.logger.Error("Items lost upstream could not be taken back from dedup; a re-send of them will be dropped as a duplicate",
 			zap.Stringer("dedup", up.cfg.Dedup), zap.String("signal", sig.name), zap.Int("items", sig.items(lost)),
 			zap.NamedError("cause", cause), zap.Error(err))
@@ -197,7 +193,7 @@ func (up *upstream) lifecycle(c component.Component, signal string) []exporterhe
 			if err := c.Start(ctx, host); err != nil {
 				return err
 			}
-			if up.tb != nil && up.sizer != "" && up.queue.readable() {
+			if up.sizer != "" && up.queue.readable() {
 				unwatch = up.tb.WatchUpstream(up.cfg.Dedup, up.id, signal, up.sizer, up.queue.read, up.health.Snapshot)
 			}
 			return nil

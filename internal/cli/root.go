@@ -26,6 +26,9 @@ const (
 	ExitCommand  = 3 // the command under test failed (verify)
 	ExitInternal = 4 // doubletake itself failed (I/O, unreachable backend, ...)
 	ExitNothing  = 5 // verify: nothing arrived, or a signal --expect names never arrived
+	// ExitNotJudged: scan, with --fail-not-judged: nothing was found and
+	// every file was read, but something could not be judged.
+	ExitNotJudged = 6
 )
 
 // Streams are the standard streams a command reads and writes: data to Out,

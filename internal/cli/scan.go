@@ -12,10 +12,6 @@ import (
 	"github.com/doubletake/doubletake/internal/scan"
 )
 
-// ExitNotJudged is scan's exit status, with --fail-not-judged, when nothing
-// was found and every file was read but something could not be judged.
-const ExitNotJudged = 5
-
 func newScanCommand(s Streams) *cobra.Command {
 	var (
 		hazardFiles   []string
@@ -45,7 +41,7 @@ files) is listed in a separate "not judged" section.
 
 Exit status: 0 nothing found, 1 findings, 2 bad flags or paths,
 4 a file could not be read or parsed and nothing was found,
-5 (with --fail-not-judged) nothing found but something was not judged.`,
+6 (with --fail-not-judged) nothing found but something was not judged.`,
 		Args:          cobra.ArbitraryArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,

@@ -27,9 +27,9 @@ import (
 	"go.opentelemetry.io/collector/service/telemetry/otelconftelemetry"
 
 	"github.com/doubletake/doubletake/exporter/dedupotlpexporter"
+	"github.com/doubletake/doubletake/exporter/serieslimitprometheusexporter"
+	"github.com/doubletake/doubletake/extension/encoding/otlpjsonencodingextension"
 	"github.com/doubletake/doubletake/extension/guardextension"
-	"github.com/doubletake/doubletake/internal/otlpjson"
-	"github.com/doubletake/doubletake/internal/serieslimit"
 	"github.com/doubletake/doubletake/processor/dedupprocessor"
 )
 
@@ -64,8 +64,8 @@ func Components() (otelcol.Factories, error) {
 		dedupotlpexporter.NewHTTPFactory(takeBack),
 		debugexporter.NewFactory(),
 		fileexporter.NewFactory(),
-		// The prometheus exporter with max_series (see serieslimit).
-		serieslimit.NewPrometheusFactory(),
+		// The prometheus exporter with max_series.
+		serieslimitprometheusexporter.NewFactory(),
 		prometheusremotewriteexporter.NewFactory(),
 		loadbalancingexporter.NewFactory(),
 	); err != nil {
@@ -81,7 +81,7 @@ func Components() (otelcol.Factories, error) {
 		filestorage.NewFactory(),
 		bearertokenauthextension.NewFactory(),
 		guardextension.NewFactory(),
-		otlpjson.NewFactory(),
+		otlpjsonencodingextension.NewFactory(),
 	); err != nil {
 		return f, err
 	}

@@ -28,6 +28,14 @@ const (
 	DefaultMaxBytes = 64 << 20
 	// MaxMaxSpans is the largest MaxSpans (slots are int32).
 	MaxMaxSpans = 1 << 24
+
+	// ProcessorMaxSpans and ProcessorMaxBytes are the dedup processor's
+	// bounds (traces.nested.max_spans, max_bytes): a gateway holds the
+	// detector for as long as it runs, next to its windows, so it keeps
+	// a fifth of what a verify or audit run, which ends, may hold
+	// (DefaultMaxSpans, DefaultMaxBytes): about 7 MB for the spans.
+	ProcessorMaxSpans = 20_000
+	ProcessorMaxBytes = 16 << 20
 )
 
 // Options tune the rule. The zero value means every default.
@@ -82,6 +90,40 @@ func (o Options) Check() error {
 }
 
 // withDefaults fills zero fields and clamps what Validate would refuse.
+// CheckSet checks options whose every bound and tolerance is set, as a
+// collector config sets them (its defaults are written in the default
+// config): there 0 is refused for min_coverage, skew, max_spans and
+// max_bytes rather than taken for a default, and max_examples 0 keeps
+// none. Each error names its field, as the collector's section errors do.
+func (o Options) CheckSet() error {
+	var errs []error
+	if math.IsNaN(o.MinCoverage) || o.MinCoverage <= 0 || o.MinCoverage > 1 {
+		errs = append(errs, fmt.Errorf("min_coverage must be in (0, 1], got %v", o.MinCoverage))
+	}
+	if o.Skew <= 0 {
+		errs = append(errs, fmt.Errorf("skew must be positive, got %s", o.Skew))
+	}
+	if o.MaxSpans < 1 || o.MaxSpans > MaxMaxSpans {
+		errs = append(errs, fmt.Errorf("max_spans must be between 1 and %d, got %d", MaxMaxSpans, o.MaxSpans))
+	}
+	if o.MaxBytes < 1 {
+		errs = append(errs, fmt.Errorf("max_bytes must be at least 1, got %d", o.MaxBytes))
+	}
+	if o.MaxExamples < 0 {
+		errs = append(errs, fmt.Errorf("max_examples must not be negative (0 keeps none), got %d", o.MaxExamples))
+	}
+	return errors.Join(errs...)
+}
+
+// Set is o as CheckSet reads it, for the Detector: max_examples 0 keeps
+// none.
+func (o Options) Set() Options {
+	if o.MaxExamples == 0 {
+		o.MaxExamples = -1
+	}
+	return o
+}
+
 func (o Options) withDefaults() Options {
 	if math.IsNaN(o.MinCoverage) || o.MinCoverage <= 0 || o.MinCoverage > 1 {
 		o.MinCoverage = DefaultMinCoverage

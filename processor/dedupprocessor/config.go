@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/doubletake/doubletake/internal/streams"
+	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/statuspage"
 	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/window"
 )
 
@@ -45,6 +46,11 @@ const (
 	// apart by metrics.split_attribute on the points of the writers that
 	// were not elected.
 	OverlapSplit OverlapPolicy = "split"
+	// OverlapAuto (the default) tells a second writer's case from its
+	// values: a copy (a second metric reader in one process) is dropped as
+	// with keep_one, a peer (a process sharing the identity) is kept as
+	// its own series as with split; undecided, it is dropped.
+	OverlapAuto OverlapPolicy = "auto"
 )
 
 const (
@@ -55,8 +61,6 @@ const (
 	defaultWarnInterval    = time.Minute
 	defaultSummaryInterval = 0 // off
 	defaultCheckpoint      = 5 * time.Second
-	defaultNestedSpans     = 20_000   // spans held awaiting their parent: about 7 MB
-	defaultNestedBytes     = 16 << 20 // what those spans may take, long strings included
 
 	defaultMaxStreams     = streams.DefaultMaxStreams // about 15 MB at 150 bytes per tracked stream
 	defaultMaxStale       = streams.DefaultMaxStale
@@ -69,11 +73,18 @@ var (
 	errMaxServices = errors.New("max_services must be at least 1")
 	errWarn        = errors.New("warn_interval must be positive")
 	errSummary     = errors.New("summary_interval must not be negative")
-	errOverlap     = errors.New(`overlap must be "keep_one" or "split"`)
+	errOverlap     = errors.New(`overlap must be "auto", "keep_one" or "split"`)
 	errSplitAttr   = errors.New("split_attribute must not be empty")
 )
 
 // Config is the dedup processor's configuration.
+//
+// 0 means one thing in every section: off. It switches off what can be off
+// (telemetry.summary_interval, memory_soft_limit_mib, a fixed
+// metrics.failover_after, traces.nested.max_examples); a bound or a
+// tolerance refuses 0, and createDefaultConfig writes its default. Each
+// section's Validate names its own fields only; the collector's
+// confmap.Validate prefixes the section's path ("traces::nested: ...").
 type Config struct {
 	// Mode is drop (default) or detect.
 	Mode Mode `mapstructure:"mode"`
@@ -95,8 +106,8 @@ type Config struct {
 	// by a quarter every second that the process's resident memory is above
 	// it, so that dedup gives memory back before the process is at risk.
 	MemorySoftLimitMiB int `mapstructure:"memory_soft_limit_mib"`
-	// Status serves the status page (status.go); off by default.
-	Status StatusConfig `mapstructure:"status"`
+	// Status serves the status page (internal/statuspage); off by default.
+	Status statuspage.Config `mapstructure:"status"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -147,8 +158,13 @@ type MetricsConfig struct {
 	// Zero derives it per stream: 3 times the writer's observed interval,
 	// at least 1s.
 	FailoverAfter time.Duration `mapstructure:"failover_after"`
-	// Overlap is keep_one (default) or split.
+	// Overlap is auto (default), keep_one or split.
 	Overlap OverlapPolicy `mapstructure:"overlap"`
+	// MaxJudgedWriters bounds overlap: auto: the most second writers of
+	// streams under judgement (and the most writers pooled over their
+	// streams); past it a second writer is judged as with keep_one,
+	// counted.
+	MaxJudgedWriters int `mapstructure:"max_judged_writers"`
 	// SplitAttribute is the point attribute that tells the writers apart
 	// with overlap: split.
 	SplitAttribute string `mapstructure:"split_attribute"`
@@ -167,6 +183,8 @@ func (m MetricsConfig) policy() streams.Policy {
 	p.MaxStale = m.MaxStale
 	p.FailoverAfter = m.FailoverAfter
 	p.Split = m.Overlap == OverlapSplit
+	p.Auto = m.Overlap == OverlapAuto
+	p.MaxJudged = m.MaxJudgedWriters
 	p.Interpolate = m.InterpolateChangeover
 	return p
 }
@@ -191,7 +209,11 @@ func createDefaultConfig() *Config {
 			OnConflict: ConflictKeepFirst,
 			// Off by default: it roughly doubles the span path's cost
 			// (docs/benchmarks.md); the embedded default config turns it on.
-			Nested: NestedConfig{Detect: false, Options: nested.Options{MaxSpans: defaultNestedSpans, MaxBytes: defaultNestedBytes}},
+			Nested: NestedConfig{Detect: false, Options: nested.Options{
+				MinCoverage: nested.DefaultMinCoverage, Skew: nested.DefaultSkew,
+				MaxSpans: nested.ProcessorMaxSpans, MaxBytes: nested.ProcessorMaxBytes,
+				MaxExamples: nested.DefaultMaxExamples,
+			}},
 		},
 		Logs: LogsConfig{
 			Window:     defaultWindow,
@@ -201,12 +223,13 @@ func createDefaultConfig() *Config {
 			MaxStreams:            defaultMaxStreams,
 			MaxStale:              defaultMaxStale,
 			FailoverAfter:         0, // derived per stream
-			Overlap:               OverlapKeepOne,
+			Overlap:               OverlapAuto,
+			MaxJudgedWriters:      streams.DefaultMaxJudged,
 			SplitAttribute:        defaultSplitAttribute,
 			InterpolateChangeover: true,
 		},
 		CheckpointInterval: defaultCheckpoint,
-		Status:             defaultStatusConfig(),
+		Status:             statuspage.NewDefaultConfig(),
 		Telemetry: TelemetryConfig{
 			MaxServices:     defaultMaxServices,
 			WarnInterval:    defaultWarnInterval,
@@ -218,7 +241,7 @@ func createDefaultConfig() *Config {
 // Every section validates its own fields (confmap.Validator): the
 // collector's config validation (confmap.Validate) walks the config and
 // calls each section's Validate once, prefixing its path, e.g.
-// "traces::nested: min_coverage 2: ...". No Validate calls another
+// "traces::nested: min_coverage must be in (0, 1], got 2". No Validate calls another
 // section's, which would report its errors twice.
 
 // Validate checks the top-level fields.
@@ -235,7 +258,6 @@ func (c *Config) Validate() error {
 	if c.CheckpointInterval <= 0 {
 		errs = append(errs, fmt.Errorf("checkpoint_interval must be positive, got %s", c.CheckpointInterval))
 	}
-	errs = append(errs, c.Status.validate()...)
 	return errors.Join(errs...)
 }
 
@@ -254,14 +276,15 @@ func (c *TracesConfig) Validate() error {
 		errs = append(errs, fmt.Errorf("%w, got %q", errOnConflict, c.OnConflict))
 	}
 	if c.CollapseNested && !c.Nested.Detect {
-		errs = append(errs, errors.New("collapse_nested needs nested.detect"))
+		errs = append(errs, errors.New("collapse_nested needs nested::detect"))
 	}
 	return errors.Join(errs...)
 }
 
-// Validate checks the traces.nested section: the detector's options.
+// Validate checks the traces.nested section: the detector's options, each
+// set (0 is refused for its bounds and tolerances, not a default).
 func (c *NestedConfig) Validate() error {
-	return c.Options.Check()
+	return c.Options.CheckSet()
 }
 
 // Validate checks the logs section.
@@ -276,22 +299,19 @@ func (c *LogsConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Validate checks the metrics section.
+// Validate checks the metrics section: the bounds and election rules are
+// the streams.Policy's to check, the rest is the section's own.
 func (c *MetricsConfig) Validate() error {
-	var errs []error
-	if c.MaxStreams < 1 || c.MaxStreams > streams.MaxStreamsLimit {
-		errs = append(errs, fmt.Errorf("max_streams must be between 1 and %d, got %d", streams.MaxStreamsLimit, c.MaxStreams))
-	}
-	if c.MaxStale <= 0 {
-		errs = append(errs, fmt.Errorf("max_stale must be positive, got %s", c.MaxStale))
-	}
-	if c.FailoverAfter < 0 {
-		errs = append(errs, fmt.Errorf("failover_after must not be negative (0 derives it from each stream's interval), got %s", c.FailoverAfter))
-	}
+	errs := []error{c.policy().Validate()}
 	switch c.Overlap {
-	case OverlapKeepOne, OverlapSplit:
+	case OverlapAuto, OverlapKeepOne, OverlapSplit:
 	default:
 		errs = append(errs, fmt.Errorf("%w, got %q", errOverlap, c.Overlap))
+	}
+	// The Policy checks the range and takes 0 for its default; in the
+	// config a bound at 0 is refused.
+	if c.MaxJudgedWriters == 0 {
+		errs = append(errs, fmt.Errorf("max_judged_writers must be between 1 and %d, got 0", streams.MaxStreamsLimit))
 	}
 	if c.SplitAttribute == "" {
 		errs = append(errs, errSplitAttr)

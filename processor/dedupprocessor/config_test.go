@@ -25,23 +25,39 @@ func TestConfigValidate(t *testing.T) {
 		{"detect", func(c *Config) { c.Mode = ModeDetect }, ""},
 		{"bad mode", func(c *Config) { c.Mode = "dedupe" }, `mode must be "drop" or "detect", got "dedupe"`},
 		{"zero window", func(c *Config) { c.Traces.Window = 0 }, "traces: window must be positive, got 0s"},
+		{"zero logs window", func(c *Config) { c.Logs.Window = 0 }, "logs: window must be positive, got 0s"},
 		{"zero max_spans", func(c *Config) { c.Traces.MaxSpans = 0 }, "traces: max_spans must be between 1 and"},
 		{"huge max_spans", func(c *Config) { c.Traces.MaxSpans = 1 << 30 }, "traces: max_spans must be between 1 and"},
 		{"bad on_conflict", func(c *Config) { c.Traces.OnConflict = "last" }, `traces: on_conflict must be "keep_first" or "pass", got "last"`},
-		{"collapse without detect", func(c *Config) { c.Traces.CollapseNested = true }, "traces: collapse_nested needs nested.detect"},
+		{"collapse without detect", func(c *Config) { c.Traces.CollapseNested = true }, "traces: collapse_nested needs nested::detect"},
 		{"negative logs window", func(c *Config) { c.Logs.Window = -time.Second }, "logs: window must be positive, got -1s"},
 		{"zero max_records", func(c *Config) { c.Logs.MaxRecords = 0 }, "logs: max_records must be between 1 and"},
 		{"zero max_services", func(c *Config) { c.Telemetry.MaxServices = 0 }, "telemetry: max_services must be at least 1, got 0"},
 		{"zero warn_interval", func(c *Config) { c.Telemetry.WarnInterval = 0 }, "telemetry: warn_interval must be positive, got 0s"},
 		{"negative summary", func(c *Config) { c.Telemetry.SummaryInterval = -1 }, "telemetry: summary_interval must not be negative"},
-		{"negative nested max_bytes", func(c *Config) { c.Traces.Nested.MaxBytes = -1 }, "traces::nested: max_bytes -1: must not be negative"},
+		{"negative nested max_bytes", func(c *Config) { c.Traces.Nested.MaxBytes = -1 }, "traces::nested: max_bytes must be at least 1, got -1"},
+		// 0 is never "the default": a bound or tolerance at 0 is refused
+		// in every section alike; 0 only switches off what can be off.
+		{"zero nested max_spans", func(c *Config) { c.Traces.Nested.MaxSpans = 0 }, "traces::nested: max_spans must be between 1 and 16777216, got 0"},
+		{"zero nested max_bytes", func(c *Config) { c.Traces.Nested.MaxBytes = 0 }, "traces::nested: max_bytes must be at least 1, got 0"},
+		{"zero nested min_coverage", func(c *Config) { c.Traces.Nested.MinCoverage = 0 }, "traces::nested: min_coverage must be in (0, 1], got 0"},
+		{"zero nested skew", func(c *Config) { c.Traces.Nested.Skew = 0 }, "traces::nested: skew must be positive, got 0s"},
+		{"zero nested max_examples keeps none", func(c *Config) { c.Traces.Nested.MaxExamples = 0 }, ""},
+		{"negative nested max_examples", func(c *Config) { c.Traces.Nested.MaxExamples = -1 }, "traces::nested: max_examples must not be negative (0 keeps none), got -1"},
+		{"zero summary_interval is off", func(c *Config) { c.Telemetry.SummaryInterval = 0 }, ""},
+		{"zero memory limit is off", func(c *Config) { c.MemorySoftLimitMiB = 0 }, ""},
+		{"zero failover_after derives it", func(c *Config) { c.Metrics.FailoverAfter = 0 }, ""},
+		{"zero status max_rows", func(c *Config) { statusOn(c); c.Status.MaxRows = 0 }, "status: max_rows must be between 1 and 1000, got 0"},
+		{"zero status max_streams", func(c *Config) { statusOn(c); c.Status.MaxStreams = 0 }, "status: max_streams must be between 1 and 100000, got 0"},
 		{"split", func(c *Config) { c.Metrics.Overlap = OverlapSplit }, ""},
 		{"fixed failover", func(c *Config) { c.Metrics.FailoverAfter = time.Minute }, ""},
 		{"zero max_streams", func(c *Config) { c.Metrics.MaxStreams = 0 }, "metrics: max_streams must be between 1 and"},
 		{"huge max_streams", func(c *Config) { c.Metrics.MaxStreams = 1 << 40 }, "metrics: max_streams must be between 1 and"},
 		{"zero max_stale", func(c *Config) { c.Metrics.MaxStale = 0 }, "metrics: max_stale must be positive, got 0s"},
 		{"negative failover_after", func(c *Config) { c.Metrics.FailoverAfter = -time.Second }, "metrics: failover_after must not be negative"},
-		{"bad overlap", func(c *Config) { c.Metrics.Overlap = "merge" }, `metrics: overlap must be "keep_one" or "split", got "merge"`},
+		{"bad overlap", func(c *Config) { c.Metrics.Overlap = "merge" }, `metrics: overlap must be "auto", "keep_one" or "split", got "merge"`},
+		{"keep_one", func(c *Config) { c.Metrics.Overlap = OverlapKeepOne }, ""},
+		{"no judged writers", func(c *Config) { c.Metrics.MaxJudgedWriters = 0 }, "metrics: max_judged_writers must be between 1 and 67108864, got 0"},
 		{"empty split_attribute", func(c *Config) { c.Metrics.SplitAttribute = "" }, "metrics: split_attribute must not be empty"},
 		{"negative memory limit", func(c *Config) { c.MemorySoftLimitMiB = -1 }, "memory_soft_limit_mib must not be negative, got -1"},
 		{"zero checkpoint", func(c *Config) { c.CheckpointInterval = 0 }, "checkpoint_interval must be positive, got 0s"},
@@ -88,7 +104,7 @@ func TestConfigNestedErrorOnce(t *testing.T) {
 	if err == nil {
 		t.Fatal("min_coverage 2 accepted")
 	}
-	const want = "traces::nested: min_coverage 2: want a number in (0, 1], or 0 for the default 0.9"
+	const want = "traces::nested: min_coverage must be in (0, 1], got 2"
 	if err.Error() != want {
 		t.Fatalf("error %q\nwant    %q", err, want)
 	}
@@ -138,7 +154,7 @@ func TestConfigMetricsFromYAML(t *testing.T) {
 	if err := confmap.Validate(cfg); err != nil {
 		t.Fatal(err)
 	}
-	want := MetricsConfig{MaxStreams: 5000, MaxStale: 10 * time.Minute, FailoverAfter: 90 * time.Second, Overlap: OverlapSplit, SplitAttribute: "writer", InterpolateChangeover: false}
+	want := MetricsConfig{MaxStreams: 5000, MaxStale: 10 * time.Minute, FailoverAfter: 90 * time.Second, Overlap: OverlapSplit, MaxJudgedWriters: 10000, SplitAttribute: "writer", InterpolateChangeover: false}
 	if cfg.Metrics != want {
 		t.Fatalf("metrics config %+v, want %+v", cfg.Metrics, want)
 	}
@@ -147,7 +163,7 @@ func TestConfigMetricsFromYAML(t *testing.T) {
 		t.Fatalf("policy %+v", p)
 	}
 	def := createDefaultConfig().Metrics
-	if def.MaxStreams != 100_000 || def.MaxStale != 5*time.Minute || def.FailoverAfter != 0 || def.Overlap != OverlapKeepOne || def.SplitAttribute != "service.instance.id" || !def.InterpolateChangeover || !def.policy().Interpolate {
+	if def.MaxStreams != 100_000 || def.MaxStale != 5*time.Minute || def.FailoverAfter != 0 || def.Overlap != OverlapAuto || def.MaxJudgedWriters != 10000 || !def.policy().Auto || def.SplitAttribute != "service.instance.id" || !def.InterpolateChangeover || !def.policy().Interpolate {
 		t.Fatalf("defaults %+v", def)
 	}
 }

@@ -18,8 +18,11 @@ var Type = metadata.Type
 // NewFactory returns the dedup processor's factory. Processors made by one
 // factory for one component ID share their windows, whatever pipelines and
 // signals they serve.
+//
+// Its processors are reached by LinkedTakeBack, as the dedup exporters of
+// a collector built from a builder manifest reach them.
 func NewFactory() processor.Factory {
-	f := &factory{states: make(map[component.ID]*state)}
+	f := &factory{states: make(map[component.ID]*state), link: linked}
 	return f.processorFactory()
 }
 
@@ -37,6 +40,7 @@ type factory struct {
 	mu     sync.Mutex
 	states map[component.ID]*state
 	queues queueWatch // the sending queues exporters after dedup report (TakeBack)
+	link   *link      // NewFactory's: its states are reached by LinkedTakeBack
 }
 
 // stateFor returns the state shared by set.ID's processors, making it on
@@ -53,9 +57,15 @@ func (f *factory) stateFor(set processor.Settings, cfg *Config) (*state, error) 
 	if err != nil {
 		return nil, err
 	}
+	if err := st.serveStatus(set.TelemetrySettings); err != nil {
+		_ = st.tel.shutdown()
+		return nil, err
+	}
 	st.users = 1
-	if st.status != nil {
-		st.status.queues = &f.queues
+	st.queues = &f.queues
+	if f.link != nil {
+		st.queues = &f.link.queues
+		f.link.add(st)
 	}
 	f.states[set.ID] = st
 	return st, nil
@@ -72,6 +82,9 @@ func (f *factory) release(st *state) error {
 	}
 	if f.states[st.id] == st {
 		delete(f.states, st.id)
+	}
+	if f.link != nil {
+		f.link.remove(st)
 	}
 	st.stop()
 	return st.tel.shutdown()

@@ -45,8 +45,8 @@ func TestFailedStartLeavesNothingRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = p.Start(context.Background(), host)
-	if err == nil || !strings.Contains(err.Error(), "status.http.endpoint") {
-		t.Fatalf("Start with the status port taken: %v, want an error naming status.http.endpoint", err)
+	if err == nil || !strings.Contains(err.Error(), "status::http::endpoint") {
+		t.Fatalf("Start with the status port taken: %v, want an error naming status::http::endpoint", err)
 	}
 	if err := p.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)

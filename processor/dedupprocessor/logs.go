@@ -17,7 +17,7 @@ import (
 )
 
 // logUnit is the log signal: a window of 128-bit digests of log records,
-// its services and totals, and with storage its journal.
+// its services, and with storage its journal.
 type logUnit struct {
 	signalWindow
 	records *window.Set[[16]byte, struct{}]
@@ -25,7 +25,6 @@ type logUnit struct {
 	length  time.Duration // logs.window
 	seed    uint64        // keys the digest, so that no client can aim a collision; guarded by mu
 	svcs    *services
-	totals  atomicTotals
 	journal atomic.Pointer[journal.Journal] // nil unless storage is open
 
 	now func() int64 // the clock, in Unix nanoseconds; tests replace it
@@ -160,8 +159,7 @@ func (u *logUnit) judge(ctx context.Context, ld plog.Logs, sc *logScratch, tel *
 	u.mu.Unlock()
 
 	u.reportEvictions(ctx, tel, capEv, shrunk)
-	u.totals.add(sc.counts)
-	u.svcs.record(ctx, tel, sc.counts, drop, false, total > 0 && kept == 0, "log records")
+	u.svcs.record(sc.counts, drop, total > 0 && kept == 0, "log records")
 	return !drop || rls.Len() > 0
 }
 
@@ -240,13 +238,8 @@ func (u *logUnit) forgetKeys(ctx context.Context, keys [][16]byte) error {
 	return u.appendSegment(ctx, j, u.now(), keys, true)
 }
 
-// segments is how many segments the journal holds; 0 without storage.
-func (u *logUnit) segments() int {
-	if j := u.journal.Load(); j != nil {
-		return j.Len()
-	}
-	return 0
-}
+// storedJournal is the unit's journal while storage is open.
+func (u *logUnit) storedJournal() *journal.Journal { return u.journal.Load() }
 
 // reseed keys the digests with the stored seed, so that this run's
 // digests match the journal's.

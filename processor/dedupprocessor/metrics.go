@@ -22,16 +22,15 @@ import (
 const sweepBase = 64
 
 // metricUnit is the metric signal: one writer election per stream, its
-// services and totals; with storage, its elections are checkpointed whole.
+// services, and the streams with more than one writer; with storage, its
+// elections are checkpointed whole.
 type metricUnit struct {
 	signalWindow
 	tracker *streams.Tracker // guarded by mu
 	hasher  *streams.Hasher  // guarded by mu
 	svcs    *services        // signal "metrics": serviceStats.metrics is set
-	book    *streamBook      // the status page's streams (status.go); nil without it
-	totals  metricTotals
-
-	lastFull time.Time // the last warning that max_streams was reached; guarded by svcs.mu
+	rec     metricRecorder   // enters requests in svcs' ledgers and the stream book (metrics_telemetry.go)
+	auto    bool             // metrics.overlap auto
 
 	now func() int64 // the clock, in Unix nanoseconds; tests replace it
 
@@ -66,6 +65,8 @@ func newMetricUnit(cfg *Config, seed window.Seed, svcs *services) (*metricUnit, 
 		// collision of stream IDs.
 		hasher: streams.NewHasher(metricSeed(seed)),
 		svcs:   svcs,
+		rec:    metricRecorder{svcs: svcs, maxStreams: cfg.Metrics.MaxStreams},
+		auto:   cfg.Metrics.Overlap == OverlapAuto,
 	}
 	u.now = func() int64 { return time.Now().UnixNano() }
 	u.scratch.New = func() any { return &metricScratch{u: u} }
@@ -91,7 +92,11 @@ type judging struct {
 	metric    string
 	now       int64
 	mutate    bool // mode drop: remove and label points
+	auto      bool // metrics.overlap auto: name the class in events
+	origin    uint64
 	splitAttr string
+	named     uint64 // the writer whose WriterName is name
+	name      string
 	shift     streams.Shift // the last judged point's rewrite, if shifted
 	shifted   bool
 }
@@ -119,18 +124,26 @@ func shift(dp pmetric.NumberDataPoint, sh streams.Shift) {
 // remove judges one point and says whether to remove it. With overlap:
 // split it labels the point of a writer that was not elected.
 func (j *judging) remove(attrs pcommon.Map, pt streams.Point) bool {
-	d := j.tracker.Observe(j.hasher.Point(attrs), j.shape, pt, j.now)
+	id := j.hasher.Point(attrs)
+	d := j.tracker.ObserveFrom(id, j.origin, j.shape, pt, j.now)
 	j.shift, j.shifted = d.Shift, d.Shifted
 	j.c.received++
 	if d.Reason != streams.ReasonNone || d.Election != streams.ElectionNone {
+		set := j.c.event.set
 		j.c.note(d, j.metric, attrs, j.mutate)
+		if j.auto && !set && j.c.event.set {
+			classify(&j.c.event, j.tracker, j.shape, id, d) // metrics_class.go
+		}
 	}
 	switch d.Verdict {
 	case streams.Drop:
 		return j.mutate
 	case streams.Label:
 		if j.mutate {
-			attrs.PutStr(j.splitAttr, streams.WriterName(d.Writer))
+			if d.Writer != j.named || j.name == "" {
+				j.named, j.name = d.Writer, streams.WriterName(d.Writer) // one string per run of a writer's points
+			}
+			attrs.PutStr(j.splitAttr, j.name)
 		}
 	}
 	return false
@@ -236,7 +249,7 @@ func (u *metricUnit) end(sc *metricScratch) { u.scratch.Put(sc) }
 // anything is left to forward.
 func (u *metricUnit) judge(ctx context.Context, md pmetric.Metrics, sc *metricScratch, tel *telemetry, drop bool, splitAttr string) bool {
 	j := &sc.j
-	*j = judging{tracker: u.tracker, now: u.now(), mutate: drop, splitAttr: splitAttr}
+	*j = judging{tracker: u.tracker, now: u.now(), mutate: drop, splitAttr: splitAttr, auto: u.auto}
 	points := md.DataPointCount()
 	rms := md.ResourceMetrics()
 	u.mu.Lock()
@@ -251,6 +264,7 @@ func (u *metricUnit) judge(ctx context.Context, md pmetric.Metrics, sc *metricSc
 		if drop {
 			rm.ScopeMetrics().RemoveIf(func(sm pmetric.ScopeMetrics) bool {
 				j.hasher.Scope(sm.Scope())
+				j.origin = j.hasher.Origin()
 				sm.Metrics().RemoveIf(func(m pmetric.Metric) bool { return !j.keepMetric(m) })
 				return sm.Metrics().Len() == 0
 			})
@@ -260,6 +274,7 @@ func (u *metricUnit) judge(ctx context.Context, md pmetric.Metrics, sc *metricSc
 		for k := 0; k < sms.Len(); k++ {
 			sm := sms.At(k)
 			j.hasher.Scope(sm.Scope())
+			j.origin = j.hasher.Origin()
 			ms := sm.Metrics()
 			for n := 0; n < ms.Len(); n++ {
 				j.keepMetric(ms.At(n))
@@ -273,7 +288,7 @@ func (u *metricUnit) judge(ctx context.Context, md pmetric.Metrics, sc *metricSc
 	u.mu.Unlock()
 	j.c = nil
 
-	u.record(ctx, tel, sc.counts)
+	u.rec.record(sc.counts)
 	// Nothing left: every point was a repeat or another writer's.
 	return !drop || rms.Len() > 0
 }
@@ -296,6 +311,13 @@ func (sc *metricScratch) rollback(ctx context.Context, tel *telemetry) {
 	if n > 0 {
 		tel.rolledBack.Add(ctx, int64(n), u.signalOpt)
 	}
+}
+
+// judgeStats is the classifier's count of writers, for observeWriters.
+func (u *metricUnit) judgeStats() streams.JudgeStats {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.tracker.JudgeStats()
 }
 
 // metricsSnapshotKey holds the metric streams' elections, rewritten every

@@ -11,6 +11,7 @@ import (
 
 	"github.com/doubletake/doubletake/internal/nested"
 	"github.com/doubletake/doubletake/internal/sanitize"
+	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/statuspage"
 	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/window"
 )
 
@@ -44,8 +45,8 @@ func newNestedState(cfg *Config, seed window.Seed) *nestedState {
 		return nil
 	}
 	n := &nestedState{
-		det:  nested.NewDetectorSeeded(cfg.Traces.Nested.Options, seed),
-		opts: cfg.Traces.Nested.Options,
+		det:  nested.NewDetectorSeeded(cfg.Traces.Nested.Options.Set(), seed),
+		opts: cfg.Traces.Nested.Options.Set(),
 		evictedOpt: metric.WithAttributeSet(attribute.NewSet(
 			attribute.String("signal", "traces"), attribute.String("reason", "nested_capacity"))),
 		evictedBytesOpt: metric.WithAttributeSet(attribute.NewSet(
@@ -121,4 +122,34 @@ func (n *nestedState) process(ctx context.Context, td ptrace.Traces, keys [][24]
 	if deltaBytes > 0 {
 		tel.evicted.Add(ctx, int64(deltaBytes), n.evictedBytesOpt)
 	}
+}
+
+// statusRows are the nested detector's counts by service and scope pair
+// (bounded by its label cap) for the status page.
+func (n *nestedState) statusRows() []statuspage.NestedStatus {
+	if n == nil {
+		return nil
+	}
+	type row struct {
+		k nestedLabelKey
+		r nestedRow
+	}
+	n.mu.Lock()
+	rows := make([]row, 0, len(n.labels))
+	for k, r := range n.labels {
+		rows = append(rows, row{k, *r})
+	}
+	n.mu.Unlock()
+	out := make([]statuspage.NestedStatus, 0, len(rows))
+	for _, r := range rows {
+		ns := statuspage.NestedStatus{
+			Service: r.k.service, OuterScope: r.k.outer, InnerScope: r.k.inner,
+			Spans: r.r.spans, Action: "counted", Kind: r.r.kind, Name: r.r.name, LastSeen: r.r.last.UTC(),
+		}
+		if r.k.collapsed {
+			ns.Action = "collapsed"
+		}
+		out = append(out, ns)
+	}
+	return out
 }

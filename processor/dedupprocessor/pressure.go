@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/statuspage"
 )
 
 // pressureEvery is how often resident memory is compared with
@@ -30,12 +32,31 @@ func residentBytes() uint64 {
 	return s[0].Value.Uint64() - s[1].Value.Uint64()
 }
 
-// pressureLoop shrinks every unit's window by a quarter whenever the
+// memoryStatus is the process against memory_soft_limit_mib (0: off) as
+// the status page shows it.
+func memoryStatus(softLimitMiB int) statuspage.MemoryStatus {
+	rss := residentBytes()
+	return statuspage.MemoryStatus{
+		ResidentMiB: rss >> 20, SoftLimitMiB: softLimitMiB,
+		Pressure: softLimitMiB > 0 && rss > uint64(softLimitMiB)<<20,
+	}
+}
+
+// pressure shrinks every unit's window by a quarter whenever the
 // process's resident memory is above limit, before the memory_limiter (or
 // the kernel) has to act; what it removes is counted as
 // evicted_entries{reason="shrink"}. The span and log windows shrink; the
 // metric streams are bounded by metrics.max_streams alone.
-func (s *state) pressureLoop(ctx context.Context, limit uint64) {
+type pressure struct {
+	signals   [3]unit
+	tel       *telemetry
+	logger    *zap.Logger
+	limitMiB  int           // memory_soft_limit_mib, positive
+	warnEvery time.Duration // telemetry.warn_interval
+}
+
+func (p pressure) loop(ctx context.Context) {
+	limit := uint64(p.limitMiB) << 20
 	tick := time.NewTicker(pressureEvery)
 	defer tick.Stop()
 	var lastWarn time.Time
@@ -50,13 +71,13 @@ func (s *state) pressureLoop(ctx context.Context, limit uint64) {
 			continue
 		}
 		var removed int
-		for _, u := range s.units() {
-			removed += u.window().shrink(ctx, s.tel)
+		for _, u := range p.signals {
+			removed += u.window().shrink(ctx, p.tel)
 		}
-		if time.Since(lastWarn) >= s.cfg.Telemetry.WarnInterval {
-			s.logger.Warn("memory pressure: dedup windows shrunk",
+		if time.Since(lastWarn) >= p.warnEvery {
+			p.logger.Warn("memory pressure: dedup windows shrunk",
 				zap.Uint64("resident_mib", rss>>20),
-				zap.Int("memory_soft_limit_mib", s.cfg.MemorySoftLimitMiB),
+				zap.Int("memory_soft_limit_mib", p.limitMiB),
 				zap.Int("entries_removed", removed))
 			lastWarn = time.Now()
 		}

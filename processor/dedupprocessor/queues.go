@@ -7,24 +7,16 @@ import (
 	"go.opentelemetry.io/collector/component"
 
 	"github.com/doubletake/doubletake/internal/upstreamhealth"
+	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/statuspage"
 )
 
 // QueueDepth reads a sending queue now: what it holds and the most it may
 // hold, in the unit of its sizer.
 type QueueDepth func() (size, capacity int64)
 
-// QueueStatus is one sending queue after dedup, as its exporter reports it.
-type QueueStatus struct {
-	Exporter string  `json:"exporter"`
-	Signal   string  `json:"signal"`
-	Sizer    string  `json:"sizer"` // bytes, items or requests
-	Size     int64   `json:"size"`
-	Capacity int64   `json:"capacity"`
-	Fill     float64 `json:"fill"`
-	// Upstream is where the exporter sends, and whether it takes what it
-	// is sent (see WatchUpstream); nil for an exporter that says nothing.
-	Upstream *upstreamhealth.Snapshot `json:"upstream,omitempty"`
-}
+// QueueStatus is one sending queue after dedup, as its exporter reports it
+// and the status page shows it.
+type QueueStatus = statuspage.QueueStatus
 
 type watchedQueue struct {
 	exporter, signal, sizer string
@@ -39,20 +31,10 @@ type queueWatch struct {
 	queues map[component.ID]map[*watchedQueue]struct{}
 }
 
-// WatchQueue makes the status page of the dedup processor id show the
-// sending queue of exporter (its signal, its sizer's unit), read by depth
-// whenever the page is read, until the returned function is called. The
-// exporter calls it when it starts, whether or not the processor runs yet,
-// and the returned function when it shuts down.
-func (t *TakeBack) WatchQueue(id, exporter component.ID, signal, sizer string, depth QueueDepth) (unwatch func()) {
-	return t.WatchUpstream(id, exporter, signal, sizer, depth, nil)
-}
-
-// WatchUpstream is WatchQueue with the health of the exporter's upstream
-// (reachable, refusing, unreachable since when, its last error and
-// success) read by upstream, shown beside the queue.
-func (t *TakeBack) WatchUpstream(id, exporter component.ID, signal, sizer string, depth QueueDepth, upstream func() upstreamhealth.Snapshot) (unwatch func()) {
-	w := &t.f.queues
+// watch adds a queue to those of the dedup processor id until the returned
+// function is called; upstream, when not nil, reads the health of the
+// exporter's upstream, shown beside the queue.
+func (w *queueWatch) watch(id, exporter component.ID, signal, sizer string, depth QueueDepth, upstream func() upstreamhealth.Snapshot) (unwatch func()) {
 	q := &watchedQueue{exporter: exporter.String(), signal: signal, sizer: sizer, depth: depth, upstream: upstream}
 	w.mu.Lock()
 	if w.queues == nil {
@@ -76,10 +58,7 @@ func (t *TakeBack) WatchUpstream(id, exporter component.ID, signal, sizer string
 	}
 }
 
-// Queues reads the sending queues watched for the dedup processor id,
-// by exporter and signal.
-func (t *TakeBack) Queues(id component.ID) []QueueStatus { return t.f.queues.read(id) }
-
+// read reads the queues of the dedup processor id now.
 func (w *queueWatch) read(id component.ID) []QueueStatus {
 	w.mu.Lock()
 	qs := make([]*watchedQueue, 0, len(w.queues[id]))

@@ -3,13 +3,12 @@ package dedupprocessor
 import (
 	"context"
 	"sync"
-	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/doubletake/doubletake/internal/streams"
+	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/statuspage"
 	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/window"
 )
 
@@ -27,10 +26,12 @@ type state struct {
 	logs    *logUnit
 	metrics *metricUnit
 	nested  *nestedState // nil unless traces.nested.detect
+	streams *streamBook  // the metric streams with more than one writer; nil without the status page
 
 	users int // processors holding this state; guarded by factory.mu
 
-	status *statusServer // nil unless status.http.endpoint (status.go)
+	status *statuspage.Server // nil unless status.http.endpoint; reads statusSnapshot (status.go)
+	queues *queueWatch        // the factory's: the sending queues exporters after dedup report
 
 	// mu guards the background work: the storage while it is open, and
 	// the context whose cancel stops the loops that wg waits for.
@@ -100,14 +101,15 @@ func newState(id component.ID, set component.TelemetrySettings, cfg *Config) (*s
 	for _, u := range st.units() {
 		windows = append(windows, u.window())
 	}
-	if err := tel.observe(set, windows); err != nil {
+	if err := observeWindows(tel, windows); err != nil {
 		return nil, err
 	}
-	if st.status, err = newStatusServer(st, set); err != nil {
+	if err := tel.observeLedgers(traces.svcs, logs.svcs, metrics.svcs,
+		cfg.Mode == ModeDrop, cfg.Mode == ModeDrop && cfg.Traces.OnConflict == ConflictKeepFirst); err != nil {
 		return nil, err
 	}
-	if st.status != nil {
-		metrics.book = st.status.book
+	if err := observeWriters(tel.builder, metrics.auto, metrics.judgeStats); err != nil { // metrics_class.go
+		return nil, err
 	}
 	return st, nil
 }
@@ -123,13 +125,13 @@ func (s *state) start(ctx context.Context, host component.Host) error {
 		return nil
 	}
 	if s.cfg.Storage != nil {
-		p, err := s.openPersistence(ctx, host)
+		p, err := openPersistence(ctx, host, *s.cfg.Storage, s.id, s.units(), &s.seed, s.tel, s.logger)
 		if err != nil {
 			return err
 		}
 		s.persist = p
 	}
-	if err := s.status.start(ctx, host, s.persist); err != nil {
+	if err := s.status.Start(ctx, host); err != nil {
 		s.closePersistence()
 		return err
 	}
@@ -138,13 +140,16 @@ func (s *state) start(ctx context.Context, host component.Host) error {
 	bg, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	if s.persist != nil {
-		s.wg.Go(func() { s.checkpointLoop(bg, s.cfg.CheckpointInterval) })
+		p := s.persist
+		s.wg.Go(func() { p.checkpointLoop(bg, s.cfg.CheckpointInterval) })
 	}
 	if s.cfg.MemorySoftLimitMiB > 0 {
-		s.wg.Go(func() { s.pressureLoop(bg, uint64(s.cfg.MemorySoftLimitMiB)<<20) })
+		p := pressure{signals: s.units(), tel: s.tel, logger: s.logger, limitMiB: s.cfg.MemorySoftLimitMiB, warnEvery: s.cfg.Telemetry.WarnInterval}
+		s.wg.Go(func() { p.loop(bg) })
 	}
 	if s.cfg.Telemetry.SummaryInterval > 0 {
-		s.wg.Go(func() { s.summaryLoop(bg, s.cfg.Telemetry.SummaryInterval) })
+		sum := s.summary()
+		s.wg.Go(func() { sum.loop(bg, s.cfg.Telemetry.SummaryInterval) })
 	}
 	return nil
 }
@@ -158,67 +163,28 @@ func (s *state) stop() {
 	if s.cancel == nil {
 		return
 	}
-	s.status.stop()
+	s.status.Stop()
 	s.cancel()
 	s.wg.Wait()
 	s.cancel = nil
 	s.closePersistence()
 }
 
+// summary is what the summary line reads: the signals' services and
+// windows.
+func (s *state) summary() summary {
+	return summary{
+		traces: s.traces.svcs, logs: s.logs.svcs, metrics: s.metrics.svcs,
+		windows: [3]*signalWindow{s.traces.window(), s.logs.window(), s.metrics.window()},
+		mode:    s.cfg.Mode, logger: s.logger,
+	}
+}
+
 // closePersistence stores what is left and closes the storage. Call with
 // mu held.
 func (s *state) closePersistence() {
 	if s.persist != nil {
-		s.persist.close(s.units(), s.logger)
+		s.persist.close()
 		s.persist = nil
-	}
-}
-
-func (s *state) summaryLoop(ctx context.Context, every time.Duration) {
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	var prevSpans, prevLogs totals
-	var prevMetrics metricTotalsSnapshot
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		now := time.Now().UnixNano()
-		spans, logs := s.traces.totals.load(), s.logs.totals.load()
-		ts, ls := s.traces.snapshot(now), s.logs.snapshot(now)
-		ds, dl := spans.sub(prevSpans), logs.sub(prevLogs)
-		prevSpans, prevLogs = spans, logs
-		metrics := s.metrics.totals.load()
-		dm := metrics.sub(prevMetrics)
-		prevMetrics = metrics
-		ms := s.metrics.snapshot(now)
-		if ds.received == 0 && dl.received == 0 && dm.received == 0 {
-			continue // quiet: nothing to say
-		}
-		s.logger.Info("dedup summary",
-			zap.Duration("interval", every),
-			zap.Int64("spans_received", ds.received),
-			zap.Int64("spans_duplicate", ds.duplicates),
-			zap.Int64("spans_conflict", ds.conflicts),
-			zap.Int64("spans_invalid_id", ds.invalid),
-			zap.Int64("logs_received", dl.received),
-			zap.Int64("logs_duplicate", dl.duplicates),
-			zap.String("mode", string(s.cfg.Mode)),
-			zap.Int("span_entries", ts.entries),
-			zap.Duration("span_window_effective", ts.effective.Round(time.Second)),
-			zap.Uint64("span_entries_evicted", ts.stats.Evicted),
-			zap.Int("log_entries", ls.entries),
-			zap.Uint64("log_entries_evicted", ls.stats.Evicted),
-			zap.Int64("metric_points_received", dm.received),
-			zap.Int64("metric_points_duplicate", dm.reasons[streams.ReasonDuplicate]),
-			zap.Int64("metric_points_overlap", dm.reasons[streams.ReasonOverlap]),
-			zap.Int64("metric_points_out_of_order", dm.reasons[streams.ReasonOutOfOrder]),
-			zap.Int64("metric_points_decrease", dm.reasons[streams.ReasonDecrease]),
-			zap.Int64("metric_points_unjudged", dm.reasons[streams.ReasonUnjudged]),
-			zap.Int64("metric_elections", dm.elections),
-			zap.Int("metric_streams", ms.entries),
-		)
 	}
 }

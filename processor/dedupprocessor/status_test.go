@@ -17,10 +17,13 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/processor/processortest"
+
+	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/statuspage"
 )
 
 func statusOn(cfg *Config) {
@@ -43,7 +46,7 @@ func getStatus(t *testing.T, h http.Handler, path string) (int, http.Header, str
 func TestStatusPageWorstFirstAndEscaped(t *testing.T) {
 	h := newHarness(t, statusOn)
 	st := h.traces.(*tracesProcessor).st
-	if st.status == nil || st.status.srv == nil {
+	if st.status == nil || st.status.Addr() == "" {
 		t.Fatal("status.http.endpoint set, but no status server started")
 	}
 	hostile := "<script>alert(1)</script>\x1b[31m\u2028" + strings.Repeat("A", 10<<10)
@@ -66,7 +69,7 @@ func TestStatusPageWorstFirstAndEscaped(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	code, hdr, page := getStatus(t, st.status.handler(), "/")
+	code, hdr, page := getStatus(t, st.status.Handler(), "/")
 	if code != http.StatusOK || !strings.HasPrefix(hdr.Get("Content-Type"), "text/html") {
 		t.Fatalf("GET /: %d %s", code, hdr.Get("Content-Type"))
 	}
@@ -78,8 +81,8 @@ func TestStatusPageWorstFirstAndEscaped(t *testing.T) {
 	}
 	// The name is a label: cut to 256 bytes where it is taken from the
 	// data (internal/sanitize), marked by an ellipsis.
-	if strings.Contains(page, strings.Repeat("A", statusNameBytes+1)) || !strings.Contains(page, "AAA…") {
-		t.Errorf("hostile name not cut at %d bytes", statusNameBytes)
+	if strings.Contains(page, strings.Repeat("A", statuspage.NameBytes+1)) || !strings.Contains(page, "AAA…") {
+		t.Errorf("hostile name not cut at %d bytes", statuspage.NameBytes)
 	}
 	if strings.ContainsAny(page, "\x1b\u2028") {
 		t.Error("page carries raw control characters")
@@ -92,11 +95,11 @@ func TestStatusPageWorstFirstAndEscaped(t *testing.T) {
 		t.Errorf("max_rows 2 does not bound the services table:\n%.3000s", page)
 	}
 
-	code, hdr, body := getStatus(t, st.status.handler(), "/status.json")
+	code, hdr, body := getStatus(t, st.status.Handler(), "/status.json")
 	if code != http.StatusOK || hdr.Get("Content-Type") != "application/json" {
 		t.Fatalf("GET /status.json: %d %s", code, hdr.Get("Content-Type"))
 	}
-	var s Status
+	var s statuspage.Status
 	if err := json.Unmarshal([]byte(body), &s); err != nil {
 		t.Fatal(err)
 	}
@@ -108,14 +111,14 @@ func TestStatusPageWorstFirstAndEscaped(t *testing.T) {
 		!strings.Contains(top.Diagnosis, "whole requests arrive again") || top.FirstSeen.IsZero() || top.LastSeen.Before(top.FirstSeen) {
 		t.Errorf("top service %+v", top)
 	}
-	if len(s.Services[1].Service) > statusNameBytes+64 || !strings.HasPrefix(s.Services[1].Service, `<script>alert(1)</script>\x1b[31m\u2028AAA`) {
+	if len(s.Services[1].Service) > statuspage.NameBytes+64 || !strings.HasPrefix(s.Services[1].Service, `<script>alert(1)</script>\x1b[31m\u2028AAA`) {
 		t.Errorf("second service %q", s.Services[1].Service)
 	}
 	if len(s.Windows) != 3 || s.Windows[0].Signal != "traces" || s.Windows[0].Entries != 6 || s.Windows[0].Configured != 300 {
 		t.Errorf("windows %+v", s.Windows)
 	}
 
-	if code, _, _ := getStatus(t, st.status.handler(), "/other"); code != http.StatusNotFound {
+	if code, _, _ := getStatus(t, st.status.Handler(), "/other"); code != http.StatusNotFound {
 		t.Errorf("GET /other: %d, want 404", code)
 	}
 }
@@ -127,6 +130,7 @@ func TestStatusPageStreams(t *testing.T) {
 	cfg := createDefaultConfig()
 	statusOn(cfg)
 	cfg.Status.MaxStreams = 1
+	cfg.Metrics.Overlap = OverlapKeepOne // it elects the earlier start at once
 	set := processortest.NewNopSettings(Type)
 	sink := new(consumertest.MetricsSink)
 	p, err := NewFactory().CreateMetrics(context.Background(), set, cfg, sink)
@@ -170,8 +174,8 @@ func TestStatusPageStreams(t *testing.T) {
 		}
 	}
 	st := p.(*metricsProcessor).st
-	_, _, body := getStatus(t, st.status.handler(), "/status.json")
-	var s Status
+	_, _, body := getStatus(t, st.status.Handler(), "/status.json")
+	var s statuspage.Status
 	if err := json.Unmarshal([]byte(body), &s); err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +195,7 @@ func TestStatusPageStreams(t *testing.T) {
 	if got.Attributes != `queue=<b>q1</b>\x1b, shard=3` {
 		t.Errorf("stream attributes %q", got.Attributes)
 	}
-	_, _, page := getStatus(t, st.status.handler(), "/")
+	_, _, page := getStatus(t, st.status.Handler(), "/")
 	if !strings.Contains(page, `<td class="name">queue=&lt;b&gt;q1&lt;/b&gt;\x1b, shard=3</td>`) {
 		t.Errorf("stream attributes not on the page, escaped:\n%.4000s", page)
 	}
@@ -207,7 +211,7 @@ func TestStreamAttrsBounded(t *testing.T) {
 	}
 	m.PutEmptyMap("nested").PutStr("a", "b")
 	got := streamAttrs(m)
-	if len(got) > statusAttrBytes+statusAttrBytes+64 || !strings.HasPrefix(got, "k068=vvv") || !strings.HasSuffix(got, ", +69 more") {
+	if len(got) > streamAttrBytes+streamAttrBytes+64 || !strings.HasPrefix(got, "k068=vvv") || !strings.HasSuffix(got, ", +69 more") {
 		t.Errorf("%d bytes: %.100q ... %.100q", len(got), got, got[max(len(got)-100, 0):])
 	}
 	small := pcommon.NewMap()
@@ -230,8 +234,8 @@ func TestStatusPageNested(t *testing.T) {
 		}
 	}
 	st := h.traces.(*tracesProcessor).st
-	_, _, body := getStatus(t, st.status.handler(), "/status.json")
-	var s Status
+	_, _, body := getStatus(t, st.status.Handler(), "/status.json")
+	var s statuspage.Status
 	if err := json.Unmarshal([]byte(body), &s); err != nil {
 		t.Fatal(err)
 	}
@@ -239,19 +243,19 @@ func TestStatusPageNested(t *testing.T) {
 		t.Fatalf("nested %+v (detect %v), want one row", s.Nested, s.NestedDetect)
 	}
 	n := s.Nested[0]
-	want := NestedStatus{Service: "api", OuterScope: "otelhttp 0.71.0", InnerScope: "otelhttp 0.71.0", Spans: 3, Action: "counted",
+	want := statuspage.NestedStatus{Service: "api", OuterScope: "otelhttp 0.71.0", InnerScope: "otelhttp 0.71.0", Spans: 3, Action: "counted",
 		Kind: "SERVER", Name: "GET /rollouts", LastSeen: n.LastSeen,
 		Diagnosis: `otelhttp 0.71.0 inside otelhttp 0.71.0: one request recorded twice ("GET /rollouts"): the same instrumentation is applied twice (a handler or client wrapped twice?); keep one`}
 	if n != want || n.LastSeen.IsZero() {
 		t.Errorf("nested row\n got %+v\nwant %+v", n, want)
 	}
-	_, _, page := getStatus(t, st.status.handler(), "/")
+	_, _, page := getStatus(t, st.status.Handler(), "/")
 	if !strings.Contains(page, `<table id="nested">`) || !strings.Contains(page, "3 counted") || !strings.Contains(page, "SERVER GET /rollouts") {
 		t.Errorf("nested table not on the page:\n%.5000s", page)
 	}
 
 	off := newHarness(t, statusOn)
-	_, _, page = getStatus(t, off.traces.(*tracesProcessor).st.status.handler(), "/")
+	_, _, page = getStatus(t, off.traces.(*tracesProcessor).st.status.Handler(), "/")
 	if !strings.Contains(page, "Not looked for: traces.nested.detect is off.") {
 		t.Errorf("page without nested detection:\n%.5000s", page)
 	}
@@ -278,9 +282,9 @@ func TestStatusPageQueues(t *testing.T) {
 	}
 	defer func() { _ = p.Shutdown(context.Background()) }()
 	st := p.(*tracesProcessor).st
-	read := func() Status {
-		_, _, body := getStatus(t, st.status.handler(), "/status.json")
-		var s Status
+	read := func() statuspage.Status {
+		_, _, body := getStatus(t, st.status.Handler(), "/status.json")
+		var s statuspage.Status
 		if err := json.Unmarshal([]byte(body), &s); err != nil {
 			t.Fatal(err)
 		}
@@ -291,7 +295,7 @@ func TestStatusPageQueues(t *testing.T) {
 		t.Fatalf("queues %+v, want %+v", s.Queues, want)
 	}
 	size.Store(900)
-	_, _, page := getStatus(t, st.status.handler(), "/")
+	_, _, page := getStatus(t, st.status.Handler(), "/")
 	if !strings.Contains(page, `<tr class="bad"><td class="name">dedup_otlp_grpc/upstream</td><td>traces</td><td class="n">900 bytes</td><td class="n">1000 bytes</td><td class="n">90.0%</td><td></td><td></td><td></td><td></td></tr>`) {
 		t.Errorf("queue row not on the page, or not marked at 90%%:\n%.6000s", page)
 	}
@@ -300,47 +304,25 @@ func TestStatusPageQueues(t *testing.T) {
 	if s := read(); len(s.Queues) != 0 {
 		t.Errorf("queues %+v after the exporter stopped watching", s.Queues)
 	}
-	if _, _, page := getStatus(t, st.status.handler(), "/"); !strings.Contains(page, "No exporter after dedup reports a sending queue") {
+	if _, _, page := getStatus(t, st.status.Handler(), "/"); !strings.Contains(page, "No exporter after dedup reports a sending queue") {
 		t.Errorf("page without queues:\n%.6000s", page)
 	}
 }
 
 func TestStatusConfigValidate(t *testing.T) {
 	cfg := createDefaultConfig()
-	if cfg.Status.enabled() {
+	if cfg.Status.Enabled() {
 		t.Fatal("status page on by default; it is opt-in")
 	}
 	cfg.Status.MaxRows = 0 // ignored while off
-	if err := cfg.Validate(); err != nil {
+	if err := confmap.Validate(cfg); err != nil {
 		t.Fatal(err)
 	}
 	statusOn(cfg)
-	cfg.Status.MaxRows, cfg.Status.MaxStreams = 0, maxStatusStreams+1
-	err := cfg.Validate()
-	if err == nil || !strings.Contains(err.Error(), "status.max_rows must be between 1 and 1000, got 0") ||
-		!strings.Contains(err.Error(), "status.max_streams must be between 1 and 100000, got 100001") {
+	cfg.Status.MaxRows, cfg.Status.MaxStreams = 0, statuspage.MaxMaxStreams+1
+	err := confmap.Validate(cfg)
+	if err == nil || !strings.Contains(err.Error(), "status: max_rows must be between 1 and 1000, got 0\nmax_streams must be between 1 and 100000, got 100001") {
 		t.Fatalf("Validate: %v", err)
-	}
-}
-
-func TestCleanName(t *testing.T) {
-	for in, want := range map[string]string{
-		"app":             "app",
-		"a\x00b\nc":       `a\x00b\x0ac`,
-		"bad\xffutf8":     `bad\xffutf8`,
-		"line\u2028sep":   `line\u2028sep`,
-		"rtl\u202egnp":    `rtl\u202egnp`,
-		"zero\u200bwidth": `zero\u200bwidth`,
-		"ok\u00e9\u4e16":  "ok\u00e9\u4e16",
-	} {
-		if got := cleanName(in); got != want {
-			t.Errorf("cleanName(%q) = %q, want %q", in, got, want)
-		}
-	}
-	long := strings.Repeat("\u4e16", 200) // 600 bytes
-	got := cleanName(long)
-	if !strings.HasSuffix(got, "… (600 bytes, cut at 258)") || strings.Count(got, "\u4e16") != 86 {
-		t.Errorf("long name: %q", got)
 	}
 }
 
@@ -364,22 +346,20 @@ func TestStatusPageWhileConsuming(t *testing.T) {
 			if reads == 0 {
 				t.Fatal("no page read while consuming")
 			}
-			code, _, _ := getStatus(t, st.status.handler(), "/status.json")
+			code, _, _ := getStatus(t, st.status.Handler(), "/status.json")
 			if code != http.StatusOK {
 				t.Fatalf("status.json: %d", code)
 			}
 			return
 		default:
 		}
-		if code, _, _ := getStatus(t, st.status.handler(), "/"); code != http.StatusOK {
+		if code, _, _ := getStatus(t, st.status.Handler(), "/"); code != http.StatusOK {
 			t.Fatalf("GET /: %d", code)
 		}
 		reads++
 	}
 }
 
-// FuzzCleanName: whatever a client names itself, the shown name is valid
-// UTF-8 without control or format characters, and bounded.
 // FuzzStreamAttrs: whatever attributes a point carries, what the page
 // keeps of them is bounded, and what it shows is valid UTF-8 without
 // control characters.
@@ -395,43 +375,17 @@ func FuzzStreamAttrs(f *testing.F) {
 		m.PutInt(key, i)
 		m.PutEmptySlice(val).AppendEmpty().SetStr(val)
 		kept := streamAttrs(m)
-		if len(kept) > 3*statusAttrBytes+64 {
+		if len(kept) > 3*streamAttrBytes+64 {
 			t.Fatalf("%d attributes of %d+%d bytes kept as %d bytes", m.Len(), len(key), len(val), len(kept))
 		}
-		shown := cleanNameBytes(kept, statusAttrBytes)
-		if !utf8.ValidString(shown) || len(shown) > statusAttrBytes+6+64 {
+		shown := statuspage.CleanNameBytes(kept, streamAttrBytes)
+		if !utf8.ValidString(shown) || len(shown) > streamAttrBytes+6+64 {
 			t.Fatalf("shown as %d bytes: %q", len(shown), shown)
 		}
 		for _, r := range shown {
 			if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029' {
 				t.Fatalf("shown %q keeps %U", shown, r)
 			}
-		}
-	})
-}
-
-func FuzzCleanName(f *testing.F) {
-	f.Add("app")
-	f.Add("<script>\x1b[2J\u202e\u200b\xff")
-	f.Add(strings.Repeat("\u4e16", 100))
-	f.Fuzz(func(t *testing.T, in string) {
-		got := cleanName(in)
-		if !utf8.ValidString(got) {
-			t.Fatalf("cleanName(%q) = %q: invalid UTF-8", in, got)
-		}
-		for _, r := range got {
-			if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029' {
-				t.Fatalf("cleanName(%q) = %q keeps %U", in, got, r)
-			}
-		}
-		// 256 bytes plus one escape (at most 6 bytes) plus the note.
-		if len(got) > statusNameBytes+6+64 {
-			t.Fatalf("cleanName of %d bytes is %d bytes", len(in), len(got))
-		}
-		if len(in) <= 32 && !strings.ContainsFunc(in, func(r rune) bool {
-			return r == utf8.RuneError || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029'
-		}) && got != in {
-			t.Fatalf("cleanName(%q) = %q: a plain name must pass unchanged", in, got)
 		}
 	})
 }

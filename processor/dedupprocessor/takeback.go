@@ -10,6 +10,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor"
 	"go.uber.org/zap"
+
+	"github.com/doubletake/doubletake/internal/upstreamhealth"
 )
 
 // TakeBack lets a component after a dedup processor hand back items it had
@@ -20,9 +22,13 @@ import (
 // instead of being dropped as a duplicate, and counts the loss in
 // otelcol_processor_dedup_lost_items and logs it with its cause.
 //
-// A TakeBack reaches the processors of the factory it was made with, by
-// component ID; it is safe for concurrent use.
-type TakeBack struct{ f *factory }
+// A TakeBack reaches the processors of the factory it was made with
+// (NewFactoryWithTakeBack), or those of NewFactory's factories
+// (LinkedTakeBack), by component ID; it is safe for concurrent use.
+type TakeBack struct {
+	f    *factory
+	link *link
+}
 
 // NewFactoryWithTakeBack returns a dedup processor factory, like
 // NewFactory, and the TakeBack that reaches the processors it makes.
@@ -33,6 +39,9 @@ func NewFactoryWithTakeBack() (processor.Factory, *TakeBack) {
 
 // running returns the state of the processor id while it runs.
 func (t *TakeBack) running(id component.ID) (*state, error) {
+	if t.link != nil {
+		return t.link.running(id)
+	}
 	t.f.mu.Lock()
 	st := t.f.states[id]
 	t.f.mu.Unlock()
@@ -110,4 +119,33 @@ func (s *state) reportLoss(ctx context.Context, w *signalWindow, items int64, ta
 		fields = append(fields, zap.NamedError("journal_error", journalErr))
 	}
 	s.logger.Error("Items lost after dedup had accepted them; their records are taken back so that a re-send passes", fields...)
+}
+
+// WatchQueue makes the status page of the dedup processor id show the
+// sending queue of exporter (its signal, its sizer's unit), read by depth
+// whenever the page is read, until the returned function is called. The
+// exporter calls it when it starts, whether or not the processor runs yet,
+// and the returned function when it shuts down.
+func (t *TakeBack) WatchQueue(id, exporter component.ID, signal, sizer string, depth QueueDepth) (unwatch func()) {
+	return t.queues().watch(id, exporter, signal, sizer, depth, nil)
+}
+
+// WatchUpstream is WatchQueue with the health of the exporter's upstream
+// (reachable, refusing, unreachable since when, its last error and
+// success) read by upstream, shown beside the queue.
+func (t *TakeBack) WatchUpstream(id, exporter component.ID, signal, sizer string, depth QueueDepth, upstream func() upstreamhealth.Snapshot) (unwatch func()) {
+	return t.queues().watch(id, exporter, signal, sizer, depth, upstream)
+}
+
+// Queues reads the sending queues watched for the dedup processor id,
+// by exporter and signal.
+func (t *TakeBack) Queues(id component.ID) []QueueStatus { return t.queues().read(id) }
+
+// queues is where t's exporters report their sending queues: where the
+// status pages of the processors t reaches read them.
+func (t *TakeBack) queues() *queueWatch {
+	if t.link != nil {
+		return &t.link.queues
+	}
+	return &t.f.queues
 }

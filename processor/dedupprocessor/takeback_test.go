@@ -7,6 +7,7 @@ import (
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/filestorage"
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -126,4 +127,51 @@ func cloneLogs(ld plog.Logs) plog.Logs {
 	c := plog.NewLogs()
 	ld.CopyTo(c)
 	return c
+}
+
+// TestLinkedTakeBack: LinkedTakeBack reaches a processor of a factory
+// NewFactory returned while it runs, and refuses when none or two run
+// under the ID.
+func TestLinkedTakeBack(t *testing.T) {
+	ctx := context.Background()
+	id := component.MustNewIDWithName("dedup", "linked")
+	set := processortest.NewNopSettings(Type)
+	set.ID = id
+	tb := LinkedTakeBack()
+	td := ptrace.NewTraces()
+	span := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty()
+	span.SetTraceID([16]byte{1})
+	span.SetSpanID([8]byte{1})
+	if _, err := tb.Traces(ctx, id, td, errors.New("lost")); err == nil {
+		t.Fatal("a take back succeeded with no processor running")
+	}
+	start := func() processor.Traces {
+		p, err := NewFactory().CreateTraces(ctx, set, createDefaultConfig(), consumertest.NewNop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Start(ctx, componenttest.NewNopHost()); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	first := start()
+	if err := first.ConsumeTraces(ctx, td); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := tb.Traces(ctx, id, td, errors.New("lost")); err != nil || n != 1 {
+		t.Fatalf("took back %d (%v), want the one span", n, err)
+	}
+	second := start()
+	if _, err := tb.Traces(ctx, id, td, errors.New("lost")); err == nil {
+		t.Fatal("a take back succeeded with two processors under one ID")
+	}
+	for _, p := range []processor.Traces{first, second} {
+		if err := p.Shutdown(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := tb.Traces(ctx, id, td, errors.New("lost")); err == nil {
+		t.Fatal("a take back succeeded after the processors shut down")
+	}
 }

@@ -18,14 +18,13 @@ import (
 )
 
 // spanUnit is the span signal: a window of span ids with a fingerprint of
-// their content, its services and totals, and with storage its journal.
+// their content, its services, and with storage its journal.
 type spanUnit struct {
 	signalWindow
 	spans   *window.Set[[24]byte, uint64]
 	max     int           // traces.max_spans
 	length  time.Duration // traces.window
 	svcs    *services
-	totals  atomicTotals
 	journal atomic.Pointer[journal.Journal] // nil unless storage is open
 
 	now func() int64 // the clock, in Unix nanoseconds; tests replace it
@@ -192,9 +191,8 @@ func (u *spanUnit) judge(ctx context.Context, td ptrace.Traces, sc *spanScratch,
 	u.mu.Unlock()
 
 	u.reportEvictions(ctx, tel, capEv, shrunk)
-	u.totals.add(sc.counts)
 	whole := total > 0 && kept == 0
-	u.svcs.record(ctx, tel, sc.counts, drop, drop && keepFirst, whole, "spans")
+	u.svcs.record(sc.counts, drop, whole, "spans")
 	// Nothing new left: the sender already delivered all of it.
 	return !drop || rss.Len() > 0
 }
@@ -278,13 +276,8 @@ func (u *spanUnit) forgetKeys(ctx context.Context, keys [][24]byte) error {
 	return err
 }
 
-// segments is how many segments the journal holds; 0 without storage.
-func (u *spanUnit) segments() int {
-	if j := u.journal.Load(); j != nil {
-		return j.Len()
-	}
-	return 0
-}
+// storedJournal is the unit's journal while storage is open.
+func (u *spanUnit) storedJournal() *journal.Journal { return u.journal.Load() }
 
 func (u *spanUnit) reseed(window.Seed) {} // span ids are stored as they are
 

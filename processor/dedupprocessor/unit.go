@@ -2,6 +2,7 @@ package dedupprocessor
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/journal"
+	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/statuspage"
 	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/window"
 )
 
@@ -69,6 +71,48 @@ func (w *signalWindow) snapshot(now int64) windowSnapshot {
 		s.effective = time.Duration(now - oldest)
 	}
 	return s
+}
+
+// status is the window as the status page shows it; configured is how far
+// back it is to reach (the window, or metrics.max_stale).
+func (w *signalWindow) status(now int64, configured time.Duration) statuspage.WindowStatus {
+	snap := w.snapshot(now)
+	ws := statuspage.WindowStatus{
+		Signal: w.signal, Entries: snap.entries, Limit: snap.limit,
+		Effective: snap.effective.Seconds(), Configured: configured.Seconds(),
+		Evicted: snap.stats.Evicted, Shrunk: snap.stats.Shrunk, Expired: snap.stats.Expired,
+	}
+	if snap.limit > 0 {
+		ws.Fill = float64(snap.entries) / float64(snap.limit)
+	}
+	// The window reaches back less far than configured only when it has
+	// had to evict: otherwise it is young, not short.
+	ws.Short = snap.stats.Evicted+snap.stats.Shrunk > 0 && snap.effective < configured
+	return ws
+}
+
+// observe registers the gauges, read from the windows at collection time.
+func observeWindows(t *telemetry, windows []*signalWindow) error {
+	snapshots := func(f func(s windowSnapshot, attrs metric.ObserveOption)) {
+		now := time.Now().UnixNano()
+		for _, w := range windows {
+			f(w.snapshot(now), metric.WithAttributeSet(w.signalAttrs))
+		}
+	}
+	return errors.Join(
+		t.builder.RegisterProcessorDedupEntriesCallback(func(_ context.Context, o metric.Int64Observer) error {
+			snapshots(func(s windowSnapshot, attrs metric.ObserveOption) { o.Observe(int64(s.entries), attrs) })
+			return nil
+		}),
+		t.builder.RegisterProcessorDedupEntriesLimitCallback(func(_ context.Context, o metric.Int64Observer) error {
+			snapshots(func(s windowSnapshot, attrs metric.ObserveOption) { o.Observe(int64(s.limit), attrs) })
+			return nil
+		}),
+		t.builder.RegisterProcessorDedupEffectiveWindowCallback(func(_ context.Context, o metric.Float64Observer) error {
+			snapshots(func(s windowSnapshot, attrs metric.ObserveOption) { o.Observe(s.effective.Seconds(), attrs) })
+			return nil
+		}),
+	)
 }
 
 // evictionsLocked returns the evictions not yet reported and marks them
@@ -160,6 +204,15 @@ func newSegmentBuf() any { b := make([]byte, 0, 64<<10); return &b }
 
 func logSeed(s window.Seed) uint64    { return s[2] ^ s[3] }
 func metricSeed(s window.Seed) uint64 { return s[0] ^ s[3] }
+
+// journalStatus is a signal's journal as the status page shows it; false
+// while storage is closed.
+func journalStatus(signal string, j *journal.Journal) (statuspage.JournalStatus, bool) {
+	if j == nil {
+		return statuspage.JournalStatus{}, false
+	}
+	return statuspage.JournalStatus{Signal: signal, Segments: j.Len(), Limit: maxSegments}, true
+}
 
 // trimJournal drops j's segments older than cutoff; a failure is logged
 // and retried at the next checkpoint.

@@ -28,23 +28,25 @@ type TelemetryBuilder struct {
 	meter                              metric.Meter
 	mu                                 sync.Mutex
 	registrations                      []metric.Registration
-	ProcessorDedupConflictItems        metric.Int64Counter
-	ProcessorDedupDuplicateItems       metric.Int64Counter
+	ProcessorDedupConflictItems        metric.Int64ObservableCounter
+	ProcessorDedupDuplicateItems       metric.Int64ObservableCounter
 	ProcessorDedupEffectiveWindow      metric.Float64ObservableGauge
 	ProcessorDedupEntries              metric.Int64ObservableGauge
 	ProcessorDedupEntriesLimit         metric.Int64ObservableGauge
 	ProcessorDedupEvictedEntries       metric.Int64Counter
-	ProcessorDedupInvalidIDItems       metric.Int64Counter
+	ProcessorDedupInvalidIDItems       metric.Int64ObservableCounter
 	ProcessorDedupJournalSegments      metric.Int64ObservableGauge
 	ProcessorDedupJournalSegmentsLimit metric.Int64ObservableGauge
 	ProcessorDedupLostItems            metric.Int64Counter
-	ProcessorDedupMetricElections      metric.Int64Counter
-	ProcessorDedupMetricPoints         metric.Int64Counter
+	ProcessorDedupMetricElections      metric.Int64ObservableCounter
+	ProcessorDedupMetricPoints         metric.Int64ObservableCounter
 	ProcessorDedupNestedSpans          metric.Int64Counter
-	ProcessorDedupReceivedItems        metric.Int64Counter
+	ProcessorDedupReceivedItems        metric.Int64ObservableCounter
 	ProcessorDedupRolledBackEntries    metric.Int64Counter
 	ProcessorDedupStatusRefusedEvents  metric.Int64Counter
-	ProcessorDedupUnjudgedPoints       metric.Int64Counter
+	ProcessorDedupUnjudgedPoints       metric.Int64ObservableCounter
+	ProcessorDedupWriters              metric.Int64ObservableGauge
+	ProcessorDedupWritersRefused       metric.Int64ObservableCounter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -56,6 +58,36 @@ type telemetryBuilderOptionFunc func(mb *TelemetryBuilder)
 
 func (tbof telemetryBuilderOptionFunc) apply(mb *TelemetryBuilder) {
 	tbof(mb)
+}
+
+// RegisterProcessorDedupConflictItemsCallback sets callback for observable ProcessorDedupConflictItems metric.
+func (builder *TelemetryBuilder) RegisterProcessorDedupConflictItemsCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ProcessorDedupConflictItems, obs: o})
+		return nil
+	}, builder.ProcessorDedupConflictItems)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterProcessorDedupDuplicateItemsCallback sets callback for observable ProcessorDedupDuplicateItems metric.
+func (builder *TelemetryBuilder) RegisterProcessorDedupDuplicateItemsCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ProcessorDedupDuplicateItems, obs: o})
+		return nil
+	}, builder.ProcessorDedupDuplicateItems)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
 }
 
 // RegisterProcessorDedupEffectiveWindowCallback sets callback for observable ProcessorDedupEffectiveWindow metric.
@@ -103,6 +135,21 @@ func (builder *TelemetryBuilder) RegisterProcessorDedupEntriesLimitCallback(cb m
 	return nil
 }
 
+// RegisterProcessorDedupInvalidIDItemsCallback sets callback for observable ProcessorDedupInvalidIDItems metric.
+func (builder *TelemetryBuilder) RegisterProcessorDedupInvalidIDItemsCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ProcessorDedupInvalidIDItems, obs: o})
+		return nil
+	}, builder.ProcessorDedupInvalidIDItems)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
 // RegisterProcessorDedupJournalSegmentsCallback sets callback for observable ProcessorDedupJournalSegments metric.
 func (builder *TelemetryBuilder) RegisterProcessorDedupJournalSegmentsCallback(cb metric.Int64Callback) error {
 	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
@@ -124,6 +171,96 @@ func (builder *TelemetryBuilder) RegisterProcessorDedupJournalSegmentsLimitCallb
 		cb(ctx, &observerInt64{inst: builder.ProcessorDedupJournalSegmentsLimit, obs: o})
 		return nil
 	}, builder.ProcessorDedupJournalSegmentsLimit)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterProcessorDedupMetricElectionsCallback sets callback for observable ProcessorDedupMetricElections metric.
+func (builder *TelemetryBuilder) RegisterProcessorDedupMetricElectionsCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ProcessorDedupMetricElections, obs: o})
+		return nil
+	}, builder.ProcessorDedupMetricElections)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterProcessorDedupMetricPointsCallback sets callback for observable ProcessorDedupMetricPoints metric.
+func (builder *TelemetryBuilder) RegisterProcessorDedupMetricPointsCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ProcessorDedupMetricPoints, obs: o})
+		return nil
+	}, builder.ProcessorDedupMetricPoints)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterProcessorDedupReceivedItemsCallback sets callback for observable ProcessorDedupReceivedItems metric.
+func (builder *TelemetryBuilder) RegisterProcessorDedupReceivedItemsCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ProcessorDedupReceivedItems, obs: o})
+		return nil
+	}, builder.ProcessorDedupReceivedItems)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterProcessorDedupUnjudgedPointsCallback sets callback for observable ProcessorDedupUnjudgedPoints metric.
+func (builder *TelemetryBuilder) RegisterProcessorDedupUnjudgedPointsCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ProcessorDedupUnjudgedPoints, obs: o})
+		return nil
+	}, builder.ProcessorDedupUnjudgedPoints)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterProcessorDedupWritersCallback sets callback for observable ProcessorDedupWriters metric.
+func (builder *TelemetryBuilder) RegisterProcessorDedupWritersCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ProcessorDedupWriters, obs: o})
+		return nil
+	}, builder.ProcessorDedupWriters)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterProcessorDedupWritersRefusedCallback sets callback for observable ProcessorDedupWritersRefused metric.
+func (builder *TelemetryBuilder) RegisterProcessorDedupWritersRefusedCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ProcessorDedupWritersRefused, obs: o})
+		return nil
+	}, builder.ProcessorDedupWritersRefused)
 	if err != nil {
 		return err
 	}
@@ -171,13 +308,13 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	}
 	builder.meter = Meter(settings)
 	var err, errs error
-	builder.ProcessorDedupConflictItems, err = builder.meter.Int64Counter(
+	builder.ProcessorDedupConflictItems, err = builder.meter.Int64ObservableCounter(
 		"otelcol_processor_dedup_conflict_items",
 		metric.WithDescription("Spans whose (trace_id, span_id) was seen before with different content; action follows traces.on_conflict. [Alpha]"),
 		metric.WithUnit("{item}"),
 	)
 	errs = errors.Join(errs, err)
-	builder.ProcessorDedupDuplicateItems, err = builder.meter.Int64Counter(
+	builder.ProcessorDedupDuplicateItems, err = builder.meter.Int64ObservableCounter(
 		"otelcol_processor_dedup_duplicate_items",
 		metric.WithDescription("Exact copies of items already seen within the window; action says whether they were dropped or passed (mode detect). [Alpha]"),
 		metric.WithUnit("{item}"),
@@ -207,7 +344,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("{entry}"),
 	)
 	errs = errors.Join(errs, err)
-	builder.ProcessorDedupInvalidIDItems, err = builder.meter.Int64Counter(
+	builder.ProcessorDedupInvalidIDItems, err = builder.meter.Int64ObservableCounter(
 		"otelcol_processor_dedup_invalid_id_items",
 		metric.WithDescription("Spans with an all-zero trace or span id, passed through untouched. [Alpha]"),
 		metric.WithUnit("{item}"),
@@ -231,13 +368,13 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("{item}"),
 	)
 	errs = errors.Join(errs, err)
-	builder.ProcessorDedupMetricElections, err = builder.meter.Int64Counter(
+	builder.ProcessorDedupMetricElections, err = builder.meter.Int64ObservableCounter(
 		"otelcol_processor_dedup_metric_elections",
 		metric.WithDescription("Changes of a metric stream's elected writer, by reason (earlier_start, restart, failover). [Alpha]"),
 		metric.WithUnit("{election}"),
 	)
 	errs = errors.Join(errs, err)
-	builder.ProcessorDedupMetricPoints, err = builder.meter.Int64Counter(
+	builder.ProcessorDedupMetricPoints, err = builder.meter.Int64ObservableCounter(
 		"otelcol_processor_dedup_metric_points",
 		metric.WithDescription("Metric points that broke the single-writer rule, by reason; action says whether they were dropped, passed, or split into their writer's own series. [Alpha]"),
 		metric.WithUnit("{point}"),
@@ -249,7 +386,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("{span}"),
 	)
 	errs = errors.Join(errs, err)
-	builder.ProcessorDedupReceivedItems, err = builder.meter.Int64Counter(
+	builder.ProcessorDedupReceivedItems, err = builder.meter.Int64ObservableCounter(
 		"otelcol_processor_dedup_received_items",
 		metric.WithDescription("Items (spans, log records, metric points) the processor judged. [Alpha]"),
 		metric.WithUnit("{item}"),
@@ -267,10 +404,22 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("{event}"),
 	)
 	errs = errors.Join(errs, err)
-	builder.ProcessorDedupUnjudgedPoints, err = builder.meter.Int64Counter(
+	builder.ProcessorDedupUnjudgedPoints, err = builder.meter.Int64ObservableCounter(
 		"otelcol_processor_dedup_unjudged_points",
 		metric.WithDescription("Metric points of new streams passed unjudged because metrics.max_streams streams were tracked already. [Alpha]"),
 		metric.WithUnit("{point}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorDedupWriters, err = builder.meter.Int64ObservableGauge(
+		"otelcol_processor_dedup_writers",
+		metric.WithDescription("Second writers of metric streams under judgement (metrics.overlap auto), by class, each writer counted once over its streams of one resource and scope. [Alpha]"),
+		metric.WithUnit("{writer}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorDedupWritersRefused, err = builder.meter.Int64ObservableCounter(
+		"otelcol_processor_dedup_writers_refused",
+		metric.WithDescription("Second writers of metric streams not judged because metrics.max_judged_writers were under judgement already; their points are judged as with keep_one. [Alpha]"),
+		metric.WithUnit("{writer}"),
 	)
 	errs = errors.Join(errs, err)
 	return &builder, errs

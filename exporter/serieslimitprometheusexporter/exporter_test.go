@@ -1,4 +1,4 @@
-package serieslimit
+package serieslimitprometheusexporter
 
 import (
 	"context"
@@ -49,7 +49,7 @@ func freeAddr(t *testing.T) string {
 func TestExporterServesAtMostMaxSeries(t *testing.T) {
 	tel := componenttest.NewTelemetry()
 	defer func() { _ = tel.Shutdown(context.Background()) }()
-	f := NewPrometheusFactory()
+	f := NewFactory()
 	cfg := f.CreateDefaultConfig().(*Config)
 	addr := freeAddr(t)
 	cfg.ServerConfig.NetAddr.Endpoint = addr
@@ -107,7 +107,7 @@ func TestExporterServesAtMostMaxSeries(t *testing.T) {
 // U+FFFD in its place; the exporter alone leaves the series out of every
 // scrape and logs an error for it each time.
 func TestInvalidUTF8Served(t *testing.T) {
-	f := NewPrometheusFactory()
+	f := NewFactory()
 	cfg := f.CreateDefaultConfig().(*Config)
 	addr := freeAddr(t)
 	cfg.ServerConfig.NetAddr.Endpoint = addr
@@ -140,7 +140,7 @@ func TestInvalidUTF8Served(t *testing.T) {
 // admitted in its place, only twice metric_expiration (plus a second)
 // after its last point.
 func TestForgetsAfterTheExporterDoes(t *testing.T) {
-	f := NewPrometheusFactory()
+	f := NewFactory()
 	cfg := f.CreateDefaultConfig().(*Config)
 	cfg.MaxSeries = 2
 	cfg.MetricExpiration = time.Minute
@@ -169,7 +169,7 @@ func TestForgetsAfterTheExporterDoes(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	cfg := NewPrometheusFactory().CreateDefaultConfig().(*Config)
+	cfg := NewFactory().CreateDefaultConfig().(*Config)
 	cfg.ServerConfig.NetAddr.Endpoint = "127.0.0.1:0"
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
@@ -183,7 +183,7 @@ func TestConfigValidate(t *testing.T) {
 // BenchmarkScrapeAtBound: one scrape of the real prometheus exporter
 // holding DefaultMaxSeries gauge series, with the series bound in front.
 func BenchmarkScrapeAtBound(b *testing.B) {
-	f := NewPrometheusFactory()
+	f := NewFactory()
 	cfg := f.CreateDefaultConfig().(*Config)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -1,33 +1,12 @@
-// Package serieslimit bounds the series the prometheus exporter serves.
-//
-// The prometheus exporter keeps every series it was sent for
-// metric_expiration (5m) and has no limit of its own: a million distinct
-// series make each scrape fail and cost about a gigabyte. The dedup
-// processor's metrics.max_streams does not bound it: points of streams past
-// that bound pass on unjudged (dedup never refuses data for its own
-// memory's sake), and a stream dedup forgot after max_stale may still be
-// held by the exporter, which sweeps once per metric_expiration.
-//
-// NewPrometheusFactory is the prometheus exporter with one more setting,
-// max_series: the points of a series first seen while max_series are
-// tracked are refused (removed from what the exporter is given), counted in
-// otelcol_exporter_prometheus_refused_points. A series is one OTLP
-// stream (resource, scope, metric and point attributes; a histogram is one
-// series however many buckets it has). A series is forgotten only when the
-// exporter has surely let it go: twice metric_expiration after its last
-// point, plus a second (the exporter sweeps once per metric_expiration).
-package serieslimit
+package serieslimitprometheusexporter
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
 
-	"github.com/open-telemetry/opentelemetry-collector-contrib/exporter/prometheusexporter"
-	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/pdata/pmetric"
@@ -36,52 +15,6 @@ import (
 
 	"github.com/doubletake/doubletake/internal/streams"
 )
-
-// DefaultMaxSeries is max_series unless set: scrapes at the bound take
-// well under a second (docs/benchmarks.md).
-const DefaultMaxSeries = 10_000
-
-// Config is the prometheus exporter's config and max_series.
-type Config struct {
-	prometheusexporter.Config `mapstructure:",squash"`
-	// MaxSeries bounds the series served; points of further new series
-	// are refused and counted.
-	MaxSeries int `mapstructure:"max_series"`
-}
-
-// Validate checks max_series and the exporter's own settings.
-func (c *Config) Validate() error {
-	var errs []error
-	if c.MaxSeries < 1 {
-		errs = append(errs, fmt.Errorf("max_series must be at least 1, got %d", c.MaxSeries))
-	}
-	if err := c.Config.Validate(); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
-}
-
-// NewPrometheusFactory returns the prometheus exporter's factory with
-// max_series added.
-func NewPrometheusFactory() exporter.Factory {
-	inner := prometheusexporter.NewFactory()
-	return exporter.NewFactory(inner.Type(),
-		func() component.Config {
-			return &Config{Config: *inner.CreateDefaultConfig().(*prometheusexporter.Config), MaxSeries: DefaultMaxSeries}
-		},
-		exporter.WithMetrics(func(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Metrics, error) {
-			c := cfg.(*Config)
-			next, err := inner.CreateMetrics(ctx, set, &c.Config)
-			if err != nil {
-				return nil, err
-			}
-			lim, err := newLimiter(set, c)
-			if err != nil {
-				return nil, err
-			}
-			return &limited{Metrics: next, lim: lim}, nil
-		}, inner.MetricsStability()))
-}
 
 // limited is the exporter behind the limiter.
 type limited struct {
@@ -137,7 +70,7 @@ func newLimiter(set exporter.Settings, c *Config) (*limiter, error) {
 	if c.MetricExpiration > 0 {
 		l.horizon = 2*c.MetricExpiration + time.Second
 	}
-	m := set.MeterProvider.Meter("github.com/doubletake/doubletake/internal/serieslimit")
+	m := set.MeterProvider.Meter("github.com/doubletake/doubletake/exporter/serieslimitprometheusexporter")
 	var err error
 	l.refused, err = m.Int64Counter("otelcol_exporter_prometheus_refused_points",
 		metric.WithDescription("Points of new series refused because the prometheus exporter already served max_series series."),

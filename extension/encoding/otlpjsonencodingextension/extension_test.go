@@ -1,4 +1,4 @@
-package otlpjson
+package otlpjsonencodingextension
 
 import (
 	"context"

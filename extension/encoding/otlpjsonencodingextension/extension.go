@@ -1,12 +1,4 @@
-// Package otlpjson is the otlp_json encoding extension: OTLP JSON, as
-// pdata writes it, made valid JSON text. pdata's JSON marshaler copies the
-// bytes of a string as they are, so a span name or attribute holding
-// invalid UTF-8 (which OTLP protobuf carries unchanged) makes a line that
-// strict JSON readers refuse. This encoding replaces each run of invalid
-// bytes with the escape \ufffd (U+FFFD, as Go's encoding/json does); valid
-// data is written byte for byte as pdata writes it. The file exporter uses
-// it with `encoding: otlp_json`.
-package otlpjson
+package otlpjsonencodingextension
 
 import (
 	"bytes"
@@ -14,30 +6,15 @@ import (
 	"unicode/utf8"
 
 	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/extension"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 
-// Type is the extension's component type.
-var Type = component.MustNewType("otlp_json")
-
 // replacement is what a run of invalid UTF-8 bytes becomes: an escape, so
 // that it is valid inside the JSON string it sits in (pdata writes raw
 // bytes only inside strings, and escapes a backslash there as \\).
 var replacement = []byte(`\ufffd`)
-
-// Config has no settings.
-type Config struct{}
-
-// NewFactory returns the otlp_json extension's factory.
-func NewFactory() extension.Factory {
-	return extension.NewFactory(Type, func() component.Config { return &Config{} },
-		func(context.Context, extension.Settings, component.Config) (extension.Extension, error) {
-			return Encoding{}, nil
-		}, component.StabilityLevelBeta)
-}
 
 // Encoding marshals traces, logs and metrics to OTLP JSON that is valid
 // UTF-8.

@@ -1,4 +1,4 @@
-package serieslimit
+package serieslimitprometheusexporter
 
 import (
 	"strings"

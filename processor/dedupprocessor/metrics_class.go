@@ -1,0 +1,62 @@
+package dedupprocessor
+
+import (
+	"context"
+	"errors"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/doubletake/doubletake/internal/streams"
+	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/metadata"
+)
+
+// metrics.overlap auto: the class of a stream's second writer, judged from
+// its values by internal/streams (classify.go), in the warnings, on the
+// status page and in otelcol_processor_dedup_writers{class}.
+
+// classify adds the class and evidence of the point's writer to the
+// request's event e, which the point of stream id (of shape) has just
+// set. The elected writer's own events (a repeat, an election) carry no
+// class. Call with the tracker's lock held.
+func classify(e *metricEvent, tracker *streams.Tracker, shape streams.Shape, id streams.ID, d streams.Decision) {
+	if !shape.Cumulative() || d.Writer == d.Elected || d.Election != streams.ElectionNone {
+		return // deltas and gauges are not classified
+	}
+	e.judged, e.class = true, d.Class
+	if jd, ok := tracker.Judgement(id, d.Writer); ok {
+		e.evidence = jd.Evidence.String()
+	} else {
+		e.evidence = "not judged: metrics.max_judged_writers reached"
+	}
+}
+
+// observeWriters reports the writers under judgement by class and the
+// writers refused at metrics.max_judged_writers, as stats reads them;
+// nothing unless auto (metrics.overlap auto).
+func observeWriters(tb *metadata.TelemetryBuilder, auto bool, stats func() streams.JudgeStats) error {
+	var byClass [streams.NumClasses]metric.ObserveOption
+	for c := range streams.Class(streams.NumClasses) {
+		byClass[c] = metric.WithAttributeSet(attribute.NewSet(attribute.String("signal", "metrics"), attribute.String("class", c.String())))
+	}
+	signal := metric.WithAttributeSet(attribute.NewSet(attribute.String("signal", "metrics")))
+	return errors.Join(
+		tb.RegisterProcessorDedupWritersCallback(func(_ context.Context, o metric.Int64Observer) error {
+			if !auto {
+				return nil
+			}
+			s := stats()
+			for c, n := range s.ByClass {
+				o.Observe(int64(n), byClass[c])
+			}
+			return nil
+		}),
+		tb.RegisterProcessorDedupWritersRefusedCallback(func(_ context.Context, o metric.Int64Observer) error {
+			if !auto {
+				return nil
+			}
+			o.Observe(int64(stats().Refused), signal)
+			return nil
+		}),
+	)
+}

@@ -1,0 +1,81 @@
+package dedupprocessor
+
+import (
+	"context"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/doubletake/doubletake/internal/streams"
+)
+
+// summary logs, every telemetry.summary_interval, what the signals'
+// services' ledgers say came in since the last line.
+type summary struct {
+	traces, logs, metrics *services
+	windows               [3]*signalWindow // traces, logs, metrics
+	mode                  Mode
+	logger                *zap.Logger
+}
+
+// signalSums are the three signals' ledgers, each summed over its
+// services: what the summary line takes differences of.
+type signalSums struct{ spans, logs, metrics ledger }
+
+func (s summary) sums() signalSums {
+	return signalSums{s.traces.sum(), s.logs.sum(), s.metrics.sum()}
+}
+
+// loop logs, every interval in which anything arrived, what came in and
+// what dedup found, from the services' ledgers.
+func (s summary) loop(ctx context.Context, every time.Duration) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	var prev signalSums
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		cur := s.sums()
+		d := signalSums{cur.spans.minus(prev.spans), cur.logs.minus(prev.logs), cur.metrics.minus(prev.metrics)}
+		prev = cur
+		if d.spans.received == 0 && d.logs.received == 0 && d.metrics.received == 0 {
+			continue // quiet: nothing to say
+		}
+		s.logger.Info("dedup summary", s.fields(every, d, time.Now().UnixNano())...)
+	}
+}
+
+// summaryFields are the summary line's fields for the differences d. The
+// metric points are one field per streams.Reason, named after it.
+func (s summary) fields(every time.Duration, d signalSums, now int64) []zap.Field {
+	ts, ls, ms := s.windows[0].snapshot(now), s.windows[1].snapshot(now), s.windows[2].snapshot(now)
+	fields := []zap.Field{
+		zap.Duration("interval", every),
+		zap.Int64("spans_received", d.spans.received),
+		zap.Int64("spans_duplicate", d.spans.duplicates),
+		zap.Int64("spans_conflict", d.spans.conflicts),
+		zap.Int64("spans_invalid_id", d.spans.invalid),
+		zap.Int64("logs_received", d.logs.received),
+		zap.Int64("logs_duplicate", d.logs.duplicates),
+		zap.String("mode", string(s.mode)),
+		zap.Int("span_entries", ts.entries),
+		zap.Duration("span_window_effective", ts.effective.Round(time.Second)),
+		zap.Uint64("span_entries_evicted", ts.stats.Evicted),
+		zap.Int("log_entries", ls.entries),
+		zap.Uint64("log_entries_evicted", ls.stats.Evicted),
+		zap.Int64("metric_points_received", d.metrics.received),
+	}
+	for r := streams.Reason(1); r < streams.NumReasons; r++ {
+		fields = append(fields, zap.Int64(summaryReasonPrefix+r.String(), d.metrics.reason(r)))
+	}
+	return append(fields,
+		zap.Int64("metric_elections", d.metrics.allElections()),
+		zap.Int("metric_streams", ms.entries),
+	)
+}
+
+// summaryReasonPrefix names the summary's field of each streams.Reason.
+const summaryReasonPrefix = "metric_points_"
