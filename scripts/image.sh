@@ -17,7 +17,8 @@ fi
 
 ctx=$(mktemp -d)
 trap 'rm -rf "$ctx"' EXIT
-mkdir -p "$ctx/rootfs/etc/ssl/certs" "$ctx/rootfs/var/lib/doubletake"
+mkdir -p "$ctx/rootfs/etc/ssl/certs" "$ctx/rootfs/var/lib" "$ctx/rootfs/tmp" "$ctx/data"
+chmod 1777 "$ctx/rootfs/tmp"
 cp deploy/image/passwd deploy/image/group "$ctx/rootfs/etc/"
 certs=${CA_CERTIFICATES:-/etc/ssl/certs/ca-certificates.crt}
 if [ ! -f "$certs" ]; then
@@ -25,8 +26,13 @@ if [ ! -f "$certs" ]; then
   exit 1
 fi
 cp "$certs" "$ctx/rootfs/etc/ssl/certs/ca-certificates.crt"
-CGO_ENABLED=0 GOOS=linux GOARCH=${GOARCH:-$(go env GOARCH)} go build -trimpath \
-  -ldflags "-s -w -X github.com/doubletake/doubletake/internal/cli.Version=$version" \
+pkg=github.com/doubletake/doubletake/internal/cli
+commit=$(git rev-parse HEAD 2>/dev/null || true)
+modified=
+[ -n "$commit" ] && [ -n "$(git status --porcelain --untracked-files=no)" ] && modified=true
+# The same flags as scripts/release.sh: one build cache serves both.
+CGO_ENABLED=0 GOOS=linux GOARCH=${GOARCH:-$(go env GOARCH)} go build -trimpath -buildvcs=false \
+  -ldflags "-s -w -X $pkg.Version=$version -X $pkg.Commit=$commit -X $pkg.Modified=$modified" \
   -o "$ctx/doubletake" ./cmd/doubletake
 cp deploy/Containerfile "$ctx/Containerfile"
 "$engine" build --build-arg "VERSION=$version" -t "$tag" -f "$ctx/Containerfile" "$ctx"

@@ -2,6 +2,8 @@ package dedupotlpexporter
 
 import (
 	"context"
+	"strings"
+	"sync"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
@@ -13,6 +15,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/doubletake/doubletake/exporter/dedupotlpexporter/internal/metadata"
+	"github.com/doubletake/doubletake/internal/upstreamhealth"
 	"github.com/doubletake/doubletake/processor/dedupprocessor"
 )
 
@@ -68,6 +71,61 @@ func newFactory(typ component.Type, inner exporter.Factory, tb *dedupprocessor.T
 type factory struct {
 	inner exporter.Factory
 	tb    *dedupprocessor.TakeBack
+
+	// health follows each component's upstream, one tracker for its
+	// three signals' exporters: one warning when it becomes unreachable.
+	healthMu sync.Mutex
+	health   map[component.ID]*upstreamhealth.Tracker
+}
+
+// tracker returns the health tracker of the upstream of component id.
+func (f *factory) tracker(id component.ID, cfg component.Config, logger *zap.Logger) *upstreamhealth.Tracker {
+	f.healthMu.Lock()
+	defer f.healthMu.Unlock()
+	if t, ok := f.health[id]; ok {
+		return t
+	}
+	endpoint := id.String()
+	switch c := cfg.(type) {
+	case *otlpexporter.Config:
+		endpoint = c.ClientConfig.Endpoint
+	case *otlphttpexporter.Config:
+		endpoint = c.ClientConfig.Endpoint
+	}
+	if f.health == nil {
+		f.health = map[component.ID]*upstreamhealth.Tracker{}
+	}
+	t := upstreamhealth.New(endpoint, logger)
+	f.health[id] = t
+	return t
+}
+
+// recorded is send with each result given to the upstream's tracker.
+func recorded[T any](h *upstreamhealth.Tracker, send func(context.Context, T) error) func(context.Context, T) error {
+	return func(ctx context.Context, data T) error {
+		err := send(ctx, data)
+		h.Record(err)
+		return err
+	}
+}
+
+// quietWhileDown drops the retry sender's "Exporting failed. Will retry"
+// entries while the upstream is unreachable (its tracker has said so
+// once); everything else passes.
+type quietWhileDown struct {
+	zapcore.Core
+	health *upstreamhealth.Tracker
+}
+
+func (c quietWhileDown) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if strings.HasPrefix(e.Message, "Exporting failed. Will retry") && c.health.Snapshot().State == upstreamhealth.Unreachable {
+		return ce
+	}
+	return c.Core.Check(e, ce)
+}
+
+func (c quietWhileDown) With(fields []zapcore.Field) zapcore.Core {
+	return quietWhileDown{c.Core.With(fields), c.health}
 }
 
 // prepare returns the wrapper's shared part, the settings of the
@@ -85,6 +143,7 @@ func (f *factory) prepare(set exporter.Settings, cfg component.Config) (*upstrea
 		cfg: c, tb: f.tb, logger: set.Logger, id: set.ID, queue: newQueueProbe(),
 		splits:  q.HasValue() && q.Get().Batch.HasValue(),
 		grouped: q.HasValue() && c.GroupCommit.MaxItems > 0,
+		health:  f.tracker(set.ID, c.Exporter, set.Logger),
 	}
 	if q.HasValue() {
 		up.sizer = q.Get().Sizer.String()
@@ -92,6 +151,7 @@ func (f *factory) prepare(set exporter.Settings, cfg component.Config) (*upstrea
 	outerSet := set
 	outerSet.MeterProvider = up.queue.meterProvider(set.MeterProvider)
 	outerSet.Logger = withUndecodable(set.Logger) // undecodable.go
+	outerSet.Logger = outerSet.Logger.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return quietWhileDown{c, up.health} }))
 	opts := []exporterhelper.Option{
 		exporterhelper.WithQueue(q),
 		exporterhelper.WithRetry(r),
@@ -108,7 +168,7 @@ func (f *factory) createTraces(ctx context.Context, set exporter.Settings, cfg c
 	if err != nil {
 		return nil, err
 	}
-	exp, err := exporterhelper.NewTraces(ctx, outerSet, cfg, pushFunc(up, tracesSignal, inner.ConsumeTraces),
+	exp, err := exporterhelper.NewTraces(ctx, outerSet, cfg, pushFunc(up, tracesSignal, recorded(up.health, inner.ConsumeTraces)),
 		append(opts, up.lifecycle(inner, tracesSignal.name)...)...)
 	if err != nil {
 		return nil, err
@@ -122,7 +182,7 @@ func (f *factory) createLogs(ctx context.Context, set exporter.Settings, cfg com
 	if err != nil {
 		return nil, err
 	}
-	exp, err := exporterhelper.NewLogs(ctx, outerSet, cfg, pushFunc(up, logsSignal, inner.ConsumeLogs),
+	exp, err := exporterhelper.NewLogs(ctx, outerSet, cfg, pushFunc(up, logsSignal, recorded(up.health, inner.ConsumeLogs)),
 		append(opts, up.lifecycle(inner, logsSignal.name)...)...)
 	if err != nil {
 		return nil, err
@@ -136,7 +196,7 @@ func (f *factory) createMetrics(ctx context.Context, set exporter.Settings, cfg 
 	if err != nil {
 		return nil, err
 	}
-	exp, err := exporterhelper.NewMetrics(ctx, outerSet, cfg, pushFunc(up, metricsSignal, inner.ConsumeMetrics),
+	exp, err := exporterhelper.NewMetrics(ctx, outerSet, cfg, pushFunc(up, metricsSignal, recorded(up.health, inner.ConsumeMetrics)),
 		append(opts, up.lifecycle(inner, metricsSignal.name)...)...)
 	if err != nil {
 		return nil, err

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/doubletake/doubletake/internal/groupcommit"
+	"github.com/doubletake/doubletake/internal/upstreamhealth"
 	"github.com/doubletake/doubletake/processor/dedupprocessor"
 )
 
@@ -24,6 +25,7 @@ type upstream struct {
 	cfg    *Config
 	tb     *dedupprocessor.TakeBack
 	logger *zap.Logger
+	health *upstreamhealth.Tracker
 	// splits says whether the queue's batcher splits requests to
 	// MaxRequestBytes: then only a single item must fit, else the request.
 	splits bool
@@ -192,7 +194,7 @@ func (up *upstream) lifecycle(c component.Component, signal string) []exporterhe
 				return err
 			}
 			if up.sizer != "" && up.queue.readable() {
-				unwatch = up.tb.WatchQueue(up.cfg.Dedup, up.id, signal, up.sizer, up.queue.read)
+				unwatch = up.tb.WatchUpstream(up.cfg.Dedup, up.id, signal, up.sizer, up.queue.read, up.health.Snapshot)
 			}
 			return nil
 		}),

@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -104,7 +106,12 @@ func NewRootCommand(s Streams) *cobra.Command {
 		Long: `doubletake finds and removes telemetry that is exported more than once:
 'run' drops it in flight, 'verify' fails a CI job that exports twice,
 'audit' measures what backends already stored, 'scan' finds the releases
-that cause it.`,
+that cause it.
+
+It also takes a collector's command line, as the OpenTelemetry Helm chart
+and Operator start a collector image: 'doubletake --config=FILE' (with
+--set and --feature-gates) runs as 'doubletake run --config=FILE', and
+'doubletake validate' and 'doubletake components' as their 'run' forms.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -125,7 +132,38 @@ that cause it.`,
 
 // Main runs the command tree with args and returns the process exit code.
 func Main(args []string, s Streams) int {
-	return execute(NewRootCommand(s), args, s)
+	return execute(NewRootCommand(s), collectorArgs(args), s)
+}
+
+// collectorSubcommands are the subcommands otelcol's command has, which
+// 'run' has too.
+var collectorSubcommands = []string{"validate", "components", "featuregate", "print-config"}
+
+// collectorFlags are otelcol's own flags, which 'run' has too.
+var collectorFlags = []string{"config", "set", "feature-gates"}
+
+// collectorArgs returns a collector's command line as 'run' takes it. The
+// OpenTelemetry Helm chart starts a collector image as `/BINARY
+// --config=/conf/relay.yaml [extraArgs]`, the Operator as `ENTRYPOINT
+// --config=/conf/collector.yaml [--key=value...]`: a command line that
+// begins with one of the collector's flags or subcommands is the
+// collector's, and 'run' is put in front of it. Any other command line,
+// doubletake's own, is returned as it is.
+func collectorArgs(args []string) []string {
+	if len(args) == 0 {
+		return args
+	}
+	first := args[0]
+	if slices.Contains(collectorSubcommands, first) {
+		return append([]string{"run"}, args...)
+	}
+	if name, ok := strings.CutPrefix(first, "--"); ok {
+		name, _, _ = strings.Cut(name, "=")
+		if slices.Contains(collectorFlags, name) {
+			return append([]string{"run"}, args...)
+		}
+	}
+	return args
 }
 
 // execute runs root with args and returns the exit code: an *ExitError's

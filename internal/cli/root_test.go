@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -80,6 +81,71 @@ func TestUnreadableConfigExits4(t *testing.T) {
 		code := Main([]string{"run", "validate", "--config", path}, Streams{Out: &out, Err: &errb})
 		if code != ExitInternal || !strings.Contains(errb.String(), "cannot retrieve the configuration") {
 			t.Errorf("%q: exit %d, stderr %q; want exit 4", path, code, errb.String())
+		}
+	}
+}
+
+// TestCollectorCommandLine: a collector's command line, as the Helm chart
+// and the Operator give it to a collector image, does what the same
+// command line after 'run' does; doubletake's own command lines are left
+// as they are.
+func TestCollectorCommandLine(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "relay.yaml")
+	if err := os.WriteFile(good, []byte(`receivers:
+  otlp:
+    protocols:
+      http:
+        endpoint: 127.0.0.1:0
+exporters:
+  debug: {}
+service:
+  pipelines:
+    traces:
+      receivers: [otlp]
+      exporters: [debug]
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("receivers:\n  nosuch: {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"validate", "--config=" + good},
+		{"validate", "--config", good, "--set=exporters.debug.verbosity=basic"},
+		{"validate", "--config=" + bad},
+		{"validate", "--feature-gates=-nosuch.gate", "--config=" + good},
+		{"components"},
+		{"featuregate"},
+		// The Operator's order: --config first, then its sorted --key=value
+		// args; 'validate' after the flags is still the collector's.
+		{"--config=" + bad},
+		{"--config=" + good, "--set=service.pipelines.traces.exporters=[nosuch]"},
+		{"--set=x=y"},
+		{"--feature-gates=nosuch.gate", "--config=" + good},
+	} {
+		code, out, errs := runMain(args...)
+		wantCode, wantOut, wantErr := runMain(append([]string{"run"}, args...)...)
+		if code != wantCode || out != wantOut || errs != wantErr {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q\nwant (as after run) exit %d, stdout %q, stderr %q", args, code, out, errs, wantCode, wantOut, wantErr)
+		}
+	}
+	// The runs above must differ among themselves, or the comparison
+	// proves nothing: a valid config validates, an invalid one does not.
+	if code, _, errs := runMain("validate", "--config="+good); code != ExitOK {
+		t.Errorf("validate of a good config: exit %d, %s", code, errs)
+	}
+	if code, _, _ := runMain("validate", "--config="+bad); code == ExitOK {
+		t.Errorf("validate of a config with an unknown receiver exits 0")
+	}
+	if _, out, _ := runMain("components"); !strings.Contains(out, "dedup") {
+		t.Errorf("components lists no dedup:\n%s", out)
+	}
+	// doubletake's own commands and flags are not the collector's.
+	for _, args := range [][]string{{"version"}, {"--help"}, {"--configx"}, {"scan", "--config"}} {
+		if got := collectorArgs(args); !slices.Equal(got, args) {
+			t.Errorf("collectorArgs(%q) = %q", args, got)
 		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 
@@ -16,8 +18,10 @@ import (
 	"go.opentelemetry.io/collector/confmap/provider/httpprovider"
 	"go.opentelemetry.io/collector/confmap/provider/yamlprovider"
 	"go.opentelemetry.io/collector/otelcol"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/doubletake/doubletake/internal/distro"
+	"github.com/doubletake/doubletake/internal/termsafe"
 )
 
 // defaultOnlyFlags change the embedded default config; with --config they
@@ -118,10 +122,16 @@ checks one. The collector's --feature-gates flag works too (not listed).`
 					return usageError("--%s changes the embedded default config and cannot be used with --config", name)
 				}
 			}
+			if err := checkConfigFiles(c); err != nil {
+				return err
+			}
 			return otelRunE(c, args)
 		}
 		yaml, err := distro.DefaultConfig(opts)
 		if err != nil {
+			return usageError("%v", err)
+		}
+		if err := checkDataDir(opts.DataDir); err != nil {
 			return usageError("%v", err)
 		}
 		// A port taken (a second gateway) is one clear line, before the
@@ -134,6 +144,7 @@ checks one. The collector's --feature-gates flag works too (not listed).`
 		if err := prepareDataDir(opts); err != nil {
 			return &ExitError{Code: ExitInternal, Err: err}
 		}
+		fmt.Fprintln(s.Err, startupLine(opts))
 		// The default config pushes no telemetry of its own; make sure no
 		// SDK default picks up an OTLP endpoint from the environment that
 		// points back at our own receivers.
@@ -152,6 +163,19 @@ checks one. The collector's --feature-gates flag works too (not listed).`
 			return fmt.Errorf("loading the default config: %w", err)
 		}
 		return otelRunE(c, args)
+	}
+
+	// validate names a config file that is not YAML, as run does.
+	for _, sub := range cmd.Commands() {
+		if sub.Name() == "validate" && sub.RunE != nil {
+			validate := sub.RunE
+			sub.RunE = func(c *cobra.Command, args []string) error {
+				if err := checkConfigFiles(c); err != nil {
+					return err
+				}
+				return validate(c, args)
+			}
+		}
 	}
 
 	cmd.AddCommand(&cobra.Command{
@@ -194,4 +218,64 @@ func checkPorts(o distro.Options) error {
 		_ = ln.Close()
 	}
 	return nil
+}
+
+// uriScheme is how a --config URI that is not a plain path begins.
+var uriScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*:`)
+
+// checkConfigFiles reads each --config that names a file (a path, or
+// file:PATH) and says, naming the file, when it is not YAML: the
+// collector's own message names neither. A file it cannot read is left to
+// the collector to report.
+func checkConfigFiles(c *cobra.Command) error {
+	fl := c.Flags().Lookup("config")
+	if fl == nil || !fl.Changed {
+		return nil
+	}
+	// otelcol's flag value prints as "[URI, URI]".
+	list := strings.TrimSuffix(strings.TrimPrefix(fl.Value.String(), "["), "]")
+	for _, uri := range strings.Split(list, ", ") {
+		path, ok := strings.CutPrefix(uri, "file:")
+		if !ok && uriScheme.MatchString(uri) {
+			continue // env:, yaml:, http(s):
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		var doc any
+		if err := yaml.Unmarshal(b, &doc); err != nil {
+			return &ExitError{Code: ExitInternal, Err: fmt.Errorf("--config %s is not valid YAML: %w", path, err)}
+		}
+	}
+	return nil
+}
+
+// checkDataDir makes sure --data-dir is a directory the gateway can use,
+// creating it, and says so naming the flag: the collector's file_storage
+// would say "problem accessing configured directory" of a path under it.
+func checkDataDir(dir string) error {
+	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
+		return fmt.Errorf("--data-dir %s is a file, not a directory", dir)
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return fmt.Errorf("--data-dir %s: %w", dir, err)
+	}
+	return nil
+}
+
+// startupLine is the one line the embedded default starts with: where data
+// comes in, where it goes, the data dir and the status page.
+func startupLine(o distro.Options) string {
+	out := fmt.Sprintf("traces and logs to %s and %s, metrics for scraping at http://%s/metrics",
+		filepath.Join(o.DataDir, "traces.jsonl"), filepath.Join(o.DataDir, "logs.jsonl"), o.MetricsEndpoint)
+	if o.Upstream != "" {
+		out = fmt.Sprintf("everything to %s over OTLP/%s, through a persistent queue", termsafe.RedactURL(o.Upstream), o.UpstreamProtocol)
+	}
+	status := "status page off"
+	if o.StatusEndpoint != "" {
+		status = "status page http://" + o.StatusEndpoint + "/"
+	}
+	return fmt.Sprintf("doubletake: OTLP in on %s (gRPC) and http://%s (HTTP); %s; data dir %s; %s; own metrics http://%s/metrics",
+		o.GRPCEndpoint, o.HTTPEndpoint, out, o.DataDir, status, o.TelemetryEndpoint)
 }

@@ -3,8 +3,12 @@ package cli
 import (
 	"bytes"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/doubletake/doubletake/internal/distro"
 )
 
 func runMain(args ...string) (int, string, string) {
@@ -88,5 +92,47 @@ func TestRunPortInUse(t *testing.T) {
 	want := "doubletake: run: " + ln.Addr().String() + " is already in use (another gateway running?); stop it or choose another address with --http-endpoint\n"
 	if code != ExitInternal || errs != want || out != "" {
 		t.Errorf("exit %d\nstdout %q\nstderr %q\nwant stderr %q", code, out, errs, want)
+	}
+}
+
+// TestRunErrorsNameTheFlag: errors about what the user set name the flag
+// or the file, not the collector component that tripped on it.
+func TestRunErrorsNameTheFlag(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "data")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	broken := filepath.Join(dir, "broken.yaml")
+	if err := os.WriteFile(broken, []byte("receivers:\n  otlp: [\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"run", "--data-dir", file}, ExitUsage, "doubletake: --data-dir " + file + " is a file, not a directory\n"},
+		{[]string{"run", "--upstream-protocol", "foo"}, ExitUsage, "doubletake: --upstream-protocol \"foo\": want grpc or http\n"},
+		{[]string{"run", "--config", broken}, ExitInternal, "doubletake: --config " + broken + " is not valid YAML: yaml: line 2: did not find expected node content\n"},
+		{[]string{"run", "validate", "--config=file:" + broken}, ExitInternal, "doubletake: --config " + broken + " is not valid YAML: yaml: line 2: did not find expected node content\n"},
+		{[]string{"--config=" + broken}, ExitInternal, "doubletake: --config " + broken + " is not valid YAML: yaml: line 2: did not find expected node content\n"},
+	} {
+		code, _, errs := runMain(tc.args...)
+		if code != tc.code || errs != tc.want {
+			t.Errorf("%q: exit %d, stderr %q; want exit %d, %q", tc.args, code, errs, tc.code, tc.want)
+		}
+	}
+}
+
+func TestStartupLine(t *testing.T) {
+	o := distro.DefaultOptions()
+	if got, want := startupLine(o), "doubletake: OTLP in on 127.0.0.1:4317 (gRPC) and http://127.0.0.1:4318 (HTTP); traces and logs to doubletake-data/traces.jsonl and doubletake-data/logs.jsonl, metrics for scraping at http://127.0.0.1:8889/metrics; data dir ./doubletake-data; status page http://127.0.0.1:8890/; own metrics http://127.0.0.1:8888/metrics"; got != want {
+		t.Errorf("local:\n%s\nwant\n%s", got, want)
+	}
+	o.Upstream, o.StatusEndpoint = "https://user:secret@backend:4317", ""
+	got := startupLine(o)
+	if strings.Contains(got, "secret") || !strings.Contains(got, "everything to https://") || !strings.Contains(got, "backend:4317 over OTLP/grpc") || !strings.Contains(got, "status page off") {
+		t.Errorf("upstream: %s", got)
 	}
 }

@@ -245,7 +245,13 @@ func runVerify(ctx context.Context, s Streams, o verifyOptions, args []string, l
 	}
 	rep.Forward = recv.stop(s, o.forward)
 	if cmdErr != nil {
-		// CMD never ran: there is nothing to report.
+		// CMD never ran. A JSON report is still written, saying so: a
+		// pipeline reading stdout gets a report on every run.
+		if o.report.format == "json" {
+			rep.judge(recv.report(), o)
+			rep.Verdict, rep.ExitCode, rep.VerdictReason = "command-not-started", ExitCommand, cmdErr.Error()
+			_ = writeVerdict(s, o, rep) // its error is the one returned below
+		}
 		return &ExitError{Code: ExitCommand, Err: cmdErr}
 	}
 

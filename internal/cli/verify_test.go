@@ -595,3 +595,24 @@ func TestVerifyListenAndForward(t *testing.T) {
 		})
 	}
 }
+
+// TestVerifyJSONWhenCommandCannotStart: --format json prints a report even
+// when the command cannot be started, with its verdict and exit code.
+func TestVerifyJSONWhenCommandCannotStart(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no-such-command")
+	code, out, errs := runMain("verify", "--format", "json", "--", missing)
+	if code != ExitCommand || !strings.Contains(errs, "no-such-command") {
+		t.Fatalf("exit %d, stderr %q; want exit 3 naming the command", code, errs)
+	}
+	var rep struct {
+		Verdict       string `json:"verdict"`
+		ExitCode      int    `json:"exit_code"`
+		VerdictReason string `json:"verdict_reason"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("stdout is not a JSON report: %v\n%q", err, out)
+	}
+	if rep.Verdict != "command-not-started" || rep.ExitCode != ExitCommand || !strings.Contains(rep.VerdictReason, "no-such-command") {
+		t.Errorf("report %+v", rep)
+	}
+}

@@ -101,6 +101,11 @@ func DefaultConfig(o Options) (string, error) {
 	if o.SummaryInterval < 0 {
 		return "", fmt.Errorf("--summary-interval must not be negative, got %s", o.SummaryInterval)
 	}
+	// Checked with or without --upstream: a protocol the user set and the
+	// gateway would ignore is refused, not silently unused.
+	if o.UpstreamProtocol != "grpc" && o.UpstreamProtocol != "http" {
+		return "", fmt.Errorf("--upstream-protocol %q: want grpc or http", o.UpstreamProtocol)
+	}
 	if o.Upstream != "" {
 		// Errors quote the URL without its user info.
 		shown := termsafe.RedactURL(o.Upstream)

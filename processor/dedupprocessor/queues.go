@@ -6,6 +6,7 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 
+	"github.com/doubletake/doubletake/internal/upstreamhealth"
 	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/statuspage"
 )
 
@@ -20,6 +21,7 @@ type QueueStatus = statuspage.QueueStatus
 type watchedQueue struct {
 	exporter, signal, sizer string
 	depth                   QueueDepth
+	upstream                func() upstreamhealth.Snapshot
 }
 
 // queueWatch holds the sending queues exporters report, per dedup
@@ -30,9 +32,10 @@ type queueWatch struct {
 }
 
 // watch adds a queue to those of the dedup processor id until the returned
-// function is called.
-func (w *queueWatch) watch(id, exporter component.ID, signal, sizer string, depth QueueDepth) (unwatch func()) {
-	q := &watchedQueue{exporter: exporter.String(), signal: signal, sizer: sizer, depth: depth}
+// function is called; upstream, when not nil, reads the health of the
+// exporter's upstream, shown beside the queue.
+func (w *queueWatch) watch(id, exporter component.ID, signal, sizer string, depth QueueDepth, upstream func() upstreamhealth.Snapshot) (unwatch func()) {
+	q := &watchedQueue{exporter: exporter.String(), signal: signal, sizer: sizer, depth: depth, upstream: upstream}
 	w.mu.Lock()
 	if w.queues == nil {
 		w.queues = make(map[component.ID]map[*watchedQueue]struct{})
@@ -69,6 +72,10 @@ func (w *queueWatch) read(id component.ID) []QueueStatus {
 		s := QueueStatus{Exporter: q.exporter, Signal: q.signal, Sizer: q.sizer, Size: size, Capacity: capacity}
 		if capacity > 0 {
 			s.Fill = float64(size) / float64(capacity)
+		}
+		if q.upstream != nil {
+			u := q.upstream()
+			s.Upstream = &u
 		}
 		out = append(out, s)
 	}

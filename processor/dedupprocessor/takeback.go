@@ -10,6 +10,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor"
 	"go.uber.org/zap"
+
+	"github.com/doubletake/doubletake/internal/upstreamhealth"
 )
 
 // TakeBack lets a component after a dedup processor hand back items it had
@@ -125,7 +127,14 @@ func (s *state) reportLoss(ctx context.Context, w *signalWindow, items int64, ta
 // exporter calls it when it starts, whether or not the processor runs yet,
 // and the returned function when it shuts down.
 func (t *TakeBack) WatchQueue(id, exporter component.ID, signal, sizer string, depth QueueDepth) (unwatch func()) {
-	return t.queues().watch(id, exporter, signal, sizer, depth)
+	return t.queues().watch(id, exporter, signal, sizer, depth, nil)
+}
+
+// WatchUpstream is WatchQueue with the health of the exporter's upstream
+// (reachable, refusing, unreachable since when, its last error and
+// success) read by upstream, shown beside the queue.
+func (t *TakeBack) WatchUpstream(id, exporter component.ID, signal, sizer string, depth QueueDepth, upstream func() upstreamhealth.Snapshot) (unwatch func()) {
+	return t.queues().watch(id, exporter, signal, sizer, depth, upstream)
 }
 
 // Queues reads the sending queues watched for the dedup processor id,

@@ -115,7 +115,21 @@ func (s *Server) Status(now time.Time) Status {
 	st := s.snap(now)
 	st.Generated = now.UTC()
 	st.bound(s.cfg.MaxRows)
+	// An empty table is [] in the JSON, never null.
+	st.Services = nonNil(st.Services)
+	st.Streams = nonNil(st.Streams)
+	st.Nested = nonNil(st.Nested)
+	st.Windows = nonNil(st.Windows)
+	st.Queues = nonNil(st.Queues)
 	return st
+}
+
+// nonNil is l, or an empty slice for a nil one.
+func nonNil[T any](l []T) []T {
+	if l == nil {
+		return []T{}
+	}
+	return l
 }
 
 // Handler serves the page at / and its data at /status.json.

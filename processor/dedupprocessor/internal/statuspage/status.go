@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/doubletake/doubletake/internal/nested"
+	"github.com/doubletake/doubletake/internal/upstreamhealth"
 )
 
 // Status is what the page and its JSON show. Names are cleaned: control
@@ -125,6 +126,9 @@ type QueueStatus struct {
 	Size     int64   `json:"size"`
 	Capacity int64   `json:"capacity"`
 	Fill     float64 `json:"fill"`
+	// Upstream is where the exporter sends, and whether it takes what it
+	// is sent; nil for an exporter that says nothing of it.
+	Upstream *upstreamhealth.Snapshot `json:"upstream,omitempty"`
 }
 
 // Snapshot is what the processor hands the page: every row it has, in
