@@ -1,0 +1,444 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/model"
+)
+
+// The default metric policy against what real SDKs send when a stream has
+// more than one writer: a second reader on the same instruments (a copy:
+// the same measurements, one series, no resets), processes that share one
+// resource identity (peers: every measurement counted, one series each, no
+// resets) and a restart (one reset, every measurement counted). Each case
+// runs with the OpenTelemetry JS SDK (test/jsclient) and the Go SDK
+// (test/goclient), through `processors: {dedup: {}}` into a real Prometheus
+// by remote write. Every worker records a known number of events; the
+// truth is their total.
+
+// peersConfig is the default dedup processor between the OTLP receiver and
+// Prometheus' remote-write receiver, with the gateway's own metrics on tel.
+func peersConfig(health, grpcAddr, writeURL, telHost, telPort string) string {
+	return fmt.Sprintf(`
+extensions:
+  health_check:
+    endpoint: %s
+receivers:
+  otlp:
+    protocols:
+      grpc:
+        endpoint: %s
+processors:
+  dedup: {}
+exporters:
+  prometheusremotewrite:
+    endpoint: %s
+    tls: {insecure: true}
+service:
+  extensions: [health_check]
+  telemetry:
+    metrics:
+      readers:
+        - pull:
+            exporter:
+              prometheus: {host: %s, port: %s, without_scope_info: true, without_units: true, without_type_suffix: true}
+  pipelines:
+    metrics:
+      receivers: [otlp]
+      processors: [dedup]
+      exporters: [prometheusremotewrite]
+`, health, grpcAddr, writeURL, telHost, telPort)
+}
+
+// peersRun is a gateway with the default dedup config in front of a real
+// Prometheus.
+type peersRun struct {
+	prom     *prometheus
+	g        *gateway
+	grpcAddr string
+	tel      string
+}
+
+func startPeersRun(t *testing.T) *peersRun {
+	t.Helper()
+	prom := startPrometheus(t)
+	grpcAddr, health, tel := freePort(t), freePort(t), freePort(t)
+	telHost, telPort, err := net.SplitHostPort(tel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := startGatewayConfig(t, health, peersConfig(health, grpcAddr, prom.writeURL(), telHost, telPort))
+	return &peersRun{prom: prom, g: g, grpcAddr: grpcAddr, tel: tel}
+}
+
+// The workload every client runs: one event (a counter add and a
+// histogram sample) every 100 ms, exported every 500 ms.
+const (
+	peersEvents   = 60 // per worker: 6 s
+	peersEvery    = 100 * time.Millisecond
+	peersInterval = 500 * time.Millisecond
+	peersSecond   = 1500 * time.Millisecond // when the second reader joins, or the restart
+	// peersOffset, added to every histogram value in the float-sum case,
+	// makes two readers' sums of the same values differ in their last
+	// digits (sums near 2e7: one ulp is 4e-9).
+	peersOffset = "333333.3333333333"
+)
+
+// workerResult is what one client process reports about its first
+// metric pipeline (the first reader, or the life before a restart).
+type workerResult struct {
+	events       int     // events the process recorded
+	firstCounter int64   // the counter's last value the first pipeline exported
+	firstHistSum float64 // the histogram sum it last exported
+}
+
+// peersSDK runs one client process of one SDK.
+type peersSDK struct {
+	name string
+	run  func(t *testing.T, grpcAddr, mode, service string, histOffset string) workerResult
+}
+
+func peersSDKs(t *testing.T) []peersSDK {
+	jsClient(t)
+	goClient(t)
+	return []peersSDK{{"js", runJSWorker}, {"go", runGoWorker}}
+}
+
+// runClientLine runs cmd and decodes the JSON line it prints last into v.
+func runClientLine(t *testing.T, cmd *exec.Cmd, v any) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Errorf("%s: %v\nstderr:\n%s", cmd.Args[0], err, stderr.String())
+		return
+	}
+	if err := json.Unmarshal(bytes.TrimSpace(lastLine(stdout.Bytes())), v); err != nil {
+		t.Errorf("%s output %q: %v", cmd.Args[0], stdout.String(), err)
+	}
+}
+
+func runJSWorker(t *testing.T, grpcAddr, mode, service, histOffset string) workerResult {
+	cmd := exec.Command("node", "client.mjs")
+	cmd.Dir = jsClient(t)
+	cmd.Env = append(os.Environ(), "OTEL_EXPORTER_OTLP_ENDPOINT=http://"+grpcAddr, "CLIENT_PROTOCOL=grpc",
+		"CLIENT_MODE="+mode, "CLIENT_SERVICE="+service, "CLIENT_ROLLOUTS="+strconv.Itoa(peersEvents),
+		"CLIENT_ROLLOUT_MS="+strconv.FormatInt(peersEvery.Milliseconds(), 10),
+		"CLIENT_METRIC_INTERVAL_MS="+strconv.FormatInt(peersInterval.Milliseconds(), 10),
+		"CLIENT_SECOND_DELAY_MS="+strconv.FormatInt(peersSecond.Milliseconds(), 10),
+		"CLIENT_HIST_OFFSET="+histOffset)
+	var out struct {
+		MetricPipelines []struct {
+			Adds        int `json:"adds"`
+			LastCounter *struct {
+				Value int64 `json:"value"`
+			} `json:"lastCounter"`
+			LastHistogramSum float64 `json:"lastHistogramSum"`
+		} `json:"metricPipelines"`
+	}
+	runClientLine(t, cmd, &out)
+	var r workerResult
+	if len(out.MetricPipelines) == 0 || out.MetricPipelines[0].LastCounter == nil {
+		t.Errorf("JS client reported no exported metrics: %+v", out)
+		return r
+	}
+	first := out.MetricPipelines[0]
+	r.events, r.firstCounter, r.firstHistSum = first.Adds, first.LastCounter.Value, first.LastHistogramSum
+	if mode == "metrics-restart" && len(out.MetricPipelines) == 2 {
+		r.events += out.MetricPipelines[1].Adds // the life after the restart
+	}
+	return r
+}
+
+func runGoWorker(t *testing.T, grpcAddr, mode, service, histOffset string) workerResult {
+	cmd := exec.Command(goClient(t), "-mode", mode, "-service", service, "-rollouts", strconv.Itoa(peersEvents),
+		"-every", peersEvery.String(), "-interval", peersInterval.String(), "-second", peersSecond.String(),
+		"-hist-offset", histOffset)
+	cmd.Env = append(os.Environ(), "OTEL_EXPORTER_OTLP_ENDPOINT=http://"+grpcAddr, "OTEL_EXPORTER_OTLP_PROTOCOL=grpc")
+	var out struct {
+		Rollouts     int     `json:"rollouts"`
+		Restarted    int     `json:"restarted"`
+		FirstCounter int64   `json:"first_counter"`
+		FirstHistSum float64 `json:"first_hist_sum"`
+	}
+	runClientLine(t, cmd, &out)
+	return workerResult{events: out.Rollouts + out.Restarted, firstCounter: out.FirstCounter, firstHistSum: out.FirstHistSum}
+}
+
+// runWorkers runs n processes of sdk at once and returns their results.
+func runWorkers(t *testing.T, sdk peersSDK, n int, grpcAddr, mode, service, histOffset string) []workerResult {
+	t.Helper()
+	results := make([]workerResult, n)
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = sdk.run(t, grpcAddr, mode, service, histOffset)
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	return results
+}
+
+// Prometheus' names for the clients' instruments.
+const (
+	peersCounter = "rollouts_total"
+	peersCount   = "rollout_duration_ms_milliseconds_count"
+	peersSum     = "rollout_duration_ms_milliseconds_sum"
+	peersBucket  = "rollout_duration_ms_milliseconds_bucket"
+)
+
+// storedSeries is one series as Prometheus stored it: its labels and
+// samples in time order.
+type storedSeries struct {
+	labels model.Metric
+	values []float64
+}
+
+// last is the series' newest value.
+func (s storedSeries) last() float64 { return s.values[len(s.values)-1] }
+
+// counted is what increase() counts over the samples without its
+// extrapolation: every rise and, after a fall (a reset), the new value;
+// and the number of resets.
+func (s storedSeries) counted() (total float64, resets int) {
+	prev := 0.0
+	for _, v := range s.values {
+		if v < prev {
+			resets++
+			total += v
+		} else {
+			total += v - prev
+		}
+		prev = v
+	}
+	return total, resets
+}
+
+// stored returns every series of metric of service and its samples.
+func (p *prometheus) stored(t *testing.T, metric, service string) []storedSeries {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	q := fmt.Sprintf(`%s{job=%q}[1h]`, metric, service)
+	v, _, _, err := p.api.Query(ctx, q, time.Now())
+	if err != nil {
+		t.Fatalf("query %s: %v", q, err)
+	}
+	mat, ok := v.(model.Matrix)
+	if !ok {
+		t.Fatalf("query %s: got %s, want a matrix", q, v.Type())
+	}
+	var out []storedSeries
+	for _, ss := range mat {
+		s := storedSeries{labels: ss.Metric}
+		for _, sp := range ss.Values {
+			s.values = append(s.values, float64(sp.Value))
+		}
+		if len(s.values) > 0 {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// promResets is Prometheus' own resets() summed over the series of metric
+// of service.
+func (p *prometheus) promResets(t *testing.T, metric, service string) float64 {
+	t.Helper()
+	v, _ := p.scalar(t, fmt.Sprintf(`sum(resets(%s{job=%q}[1h]))`, metric, service))
+	return v
+}
+
+// finish waits until the gateway has written everything it holds (it
+// drains its exporter's queue as it stops), so that Prometheus holds every
+// sample the test asserts on.
+func (r *peersRun) finish(t *testing.T) {
+	t.Helper()
+	r.g.stop(t)
+}
+
+// TestDefaultSecondReader: a second reader joins 1.5 s later on the same
+// instruments, with fresh aggregation state (the FastAPI 0.142 case). Its
+// points are copies: Prometheus holds one series per stream, the counts are
+// the truth and nothing resets.
+func TestDefaultSecondReader(t *testing.T) {
+	for _, sdk := range peersSDKs(t) {
+		t.Run(sdk.name, func(t *testing.T) {
+			r := startPeersRun(t)
+			const service = "reader-svc"
+			w := runWorkers(t, sdk, 1, r.grpcAddr, "metrics-double", service, "0")[0]
+			r.finish(t)
+			checkCopy(t, r, service, w)
+		})
+	}
+}
+
+// TestDefaultSecondReaderFloatSums: as TestDefaultSecondReader, with
+// histogram values near 333333 whose float sums, made by two readers over
+// different stretches of the same values, differ in their last digits: the
+// histogram's _sum series does not dip (0 resets) and ends at the first
+// reader's sum exactly.
+func TestDefaultSecondReaderFloatSums(t *testing.T) {
+	for _, sdk := range peersSDKs(t) {
+		t.Run(sdk.name, func(t *testing.T) {
+			r := startPeersRun(t)
+			const service = "floatsum-svc"
+			w := runWorkers(t, sdk, 1, r.grpcAddr, "metrics-double", service, peersOffset)[0]
+			r.finish(t)
+			checkCopy(t, r, service, w)
+		})
+	}
+}
+
+// checkCopy asserts what a second reader must leave in Prometheus: one
+// series per stream, the first reader's values, no resets.
+func checkCopy(t *testing.T, r *peersRun, service string, w workerResult) {
+	t.Helper()
+	if w.events != peersEvents || w.firstCounter != peersEvents {
+		t.Fatalf("client recorded %d events and exported %d last, want %d", w.events, w.firstCounter, peersEvents)
+	}
+	for _, metric := range []string{peersCounter, peersCount, peersSum} {
+		ss := r.prom.stored(t, metric, service)
+		if len(ss) != 1 {
+			t.Errorf("%s: %d series, want 1: %v", metric, len(ss), seriesLabels(ss))
+			continue
+		}
+		total, resets := ss[0].counted()
+		want := float64(peersEvents)
+		if metric == peersSum {
+			want = w.firstHistSum
+		}
+		t.Logf("%s: %d samples, last %v, counted %v, %d resets (truth %v)", metric, len(ss[0].values), ss[0].last(), total, resets, want)
+		if ss[0].last() != want || resets != 0 {
+			t.Errorf("%s: ends at %v with %d resets, want %v with 0", metric, ss[0].last(), resets, want)
+		}
+		if pr := r.prom.promResets(t, metric, service); pr != 0 {
+			t.Errorf("%s: Prometheus' resets() = %v, want 0", metric, pr)
+		}
+	}
+	if n := r.prom.mustScalar(t, fmt.Sprintf(`max(count by (le) (%s{job=%q}))`, peersBucket, service)); n != 1 {
+		t.Errorf("%s: %v series for one bucket bound, want 1", peersBucket, n)
+	}
+}
+
+func seriesLabels(ss []storedSeries) []string {
+	var out []string
+	for _, s := range ss {
+		out = append(out, s.labels.String())
+	}
+	return out
+}
+
+// TestDefaultSharedIdentity: 2 and 8 processes share one resource
+// identity (no service.instance.id: pre-fork servers, replicas whose SDK
+// sets none), each recording 60 events at the same rate (the hard case:
+// their counters climb alike). They are peers: every process's series is
+// kept, so the sum over the series is every event recorded, with no resets.
+func TestDefaultSharedIdentity(t *testing.T) {
+	for _, sdk := range peersSDKs(t) {
+		for _, n := range []int{2, 8} {
+			t.Run(fmt.Sprintf("%s/%d", sdk.name, n), func(t *testing.T) {
+				r := startPeersRun(t)
+				service := fmt.Sprintf("shared-%d-svc", n)
+				ws := runWorkers(t, sdk, n, r.grpcAddr, "metrics-single", service, "0")
+				r.finish(t)
+				checkPeers(t, r, service, ws)
+			})
+		}
+	}
+}
+
+// checkPeers asserts that every worker's counts are in Prometheus: one
+// series per worker ending at that worker's values, no resets.
+func checkPeers(t *testing.T, r *peersRun, service string, ws []workerResult) {
+	t.Helper()
+	truth := 0
+	var wantCounter, wantSum []float64
+	for _, w := range ws {
+		truth += w.events
+		wantCounter = append(wantCounter, float64(w.firstCounter))
+		wantSum = append(wantSum, w.firstHistSum)
+		if w.events != peersEvents || w.firstCounter != peersEvents {
+			t.Fatalf("a client recorded %d events and exported %d last, want %d", w.events, w.firstCounter, peersEvents)
+		}
+	}
+	for _, metric := range []string{peersCounter, peersCount, peersSum} {
+		ss := r.prom.stored(t, metric, service)
+		var lasts []float64
+		sum, resets := 0.0, 0
+		for _, s := range ss {
+			total, n := s.counted()
+			sum += total
+			resets += n
+			lasts = append(lasts, s.last())
+		}
+		t.Logf("%s: %d series, counted %v in all, %d resets (truth %d events, %d workers)", metric, len(ss), sum, resets, truth, len(ws))
+		want := wantCounter
+		if metric == peersSum {
+			want = wantSum
+		}
+		slices.Sort(lasts)
+		slices.Sort(want)
+		if !slices.Equal(lasts, want) || resets != 0 {
+			t.Errorf("%s: series end at %v with %d resets, want one per worker ending at %v, with 0", metric, lasts, resets, want)
+		}
+		if metric != peersSum && sum != float64(truth) {
+			t.Errorf("%s: %v events counted over the series, want %d", metric, sum, truth)
+		}
+		if pr := r.prom.promResets(t, metric, service); pr != 0 {
+			t.Errorf("%s: Prometheus' resets() = %v, want 0", metric, pr)
+		}
+	}
+	if got := r.prom.mustScalar(t, fmt.Sprintf(`sum(%s{job=%q})`, peersCounter, service)); got != float64(truth) {
+		t.Errorf("sum(%s) = %v, want %d", peersCounter, got, truth)
+	}
+}
+
+// TestDefaultRestart: the process restarts 1.5 s in (its MeterProvider
+// shuts down with a final flush, a new one takes over the identity with
+// fresh state). One series, one reset, every event counted.
+func TestDefaultRestart(t *testing.T) {
+	for _, sdk := range peersSDKs(t) {
+		t.Run(sdk.name, func(t *testing.T) {
+			r := startPeersRun(t)
+			const service = "restart-svc"
+			w := runWorkers(t, sdk, 1, r.grpcAddr, "metrics-restart", service, "0")[0]
+			r.finish(t)
+			if w.events != peersEvents {
+				t.Fatalf("client recorded %d events, want %d", w.events, peersEvents)
+			}
+			for _, metric := range []string{peersCounter, peersCount} {
+				ss := r.prom.stored(t, metric, service)
+				if len(ss) != 1 {
+					t.Errorf("%s: %d series, want 1: %v", metric, len(ss), seriesLabels(ss))
+					continue
+				}
+				total, resets := ss[0].counted()
+				t.Logf("%s: %d samples, counted %v, %d resets (truth %d)", metric, len(ss[0].values), total, resets, peersEvents)
+				if total != peersEvents || resets != 1 {
+					t.Errorf("%s: %v events counted with %d resets, want %d with 1", metric, total, resets, peersEvents)
+				}
+				if pr := r.prom.promResets(t, metric, service); pr != 1 {
+					t.Errorf("%s: Prometheus' resets() = %v, want 1", metric, pr)
+				}
+			}
+		})
+	}
+}
+
