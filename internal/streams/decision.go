@@ -106,6 +106,9 @@ type Decision struct {
 	// Shift.Offset.
 	Shift   Shift
 	Shifted bool
+	// Class is, with Policy.Auto, the class of the point's writer when it
+	// is not the elected one (ClassUndecided otherwise).
+	Class Class
 }
 
 // Shift is the rewrite of a writer's points after an interpolated

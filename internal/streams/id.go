@@ -1,6 +1,7 @@
 package streams
 
 import (
+	"encoding/binary"
 	"encoding/hex"
 
 	"github.com/zeebo/xxh3"
@@ -98,6 +99,13 @@ func (h *Hasher) Metric(m pmetric.Metric) (Shape, bool) {
 	h.enc.U8(byte(temp))
 	h.metric = h.sum()
 	return shape, ok
+}
+
+// Origin identifies the current resource and scope: with a writer's start
+// time, it groups the streams one writer sends (Tracker.ObserveFrom). Never
+// 0 once Scope was called.
+func (h *Hasher) Origin() uint64 {
+	return binary.LittleEndian.Uint64(h.scope[:8]) | 1
 }
 
 // Point returns the ID of the stream that a point with attrs belongs to,

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/bits"
 
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 )
 
@@ -132,6 +133,12 @@ type Point struct {
 	// Fingerprint summarises the whole value (not the times), so that an
 	// exact repeat is recognised.
 	Fingerprint uint64
+	// Buckets are an explicit Histogram's bucket counts, when HasBuckets,
+	// and Layout a digest of its bounds: the classifier compares them
+	// (classify.go).
+	Buckets    pcommon.UInt64Slice
+	Layout     uint64
+	HasBuckets bool
 }
 
 // Fingerprint constants: odd 64-bit numbers with well mixed bits.
@@ -198,10 +205,13 @@ func HistogramPoint(dp pmetric.HistogramDataPoint) Point {
 	for i := 0; i < bc.Len(); i++ {
 		f.add(bc.At(i))
 	}
+	layout := fingerprint(fp3 ^ uint64(bc.Len()))
 	for i := 0; i < eb.Len(); i++ {
 		f.float(eb.At(i))
+		layout.float(eb.At(i))
 	}
 	p.Fingerprint = uint64(f)
+	p.Buckets, p.Layout, p.HasBuckets = bc, uint64(layout), bc.Len() > 0
 	return p
 }
 

@@ -33,6 +33,15 @@ type Policy struct {
 	// previous one ended, with no overlap: the counts both made in the
 	// overlap are not counted twice.
 	Interpolate bool
+	// Auto classifies every second writer of a cumulative stream from the
+	// values (classify.go): a copy or an undecided writer is handled as
+	// without Split, a peer's points are labelled (Verdict Label) as with
+	// Split. Not with Split.
+	Auto bool
+	// MaxJudged bounds the classifier: the most (stream, second writer)
+	// pairs, and the most writers, under judgement. Zero means
+	// DefaultMaxJudged.
+	MaxJudged int
 }
 
 // Defaults and limits.
@@ -45,6 +54,8 @@ const (
 	FailoverIntervals = 3
 	// MaxStreamsLimit is the largest MaxStreams accepted.
 	MaxStreamsLimit = 1 << 26
+	// DefaultMaxJudged is the default MaxJudged.
+	DefaultMaxJudged = 10_000
 )
 
 // DefaultPolicy returns the defaults: keep one writer per stream, and
@@ -58,6 +69,8 @@ var (
 	errMaxStale   = errors.New("max_stale must be positive")
 	errFailover   = errors.New("failover_after must not be negative")
 	errFloor      = errors.New("failover floor must not be negative")
+	errMaxJudged  = fmt.Errorf("max_judged_writers must be between 0 and %d", MaxStreamsLimit)
+	errAutoSplit  = errors.New("auto and split exclude each other")
 )
 
 // Validate checks a Policy.
@@ -74,6 +87,12 @@ func (p Policy) Validate() error {
 	}
 	if p.FailoverFloor < 0 {
 		errs = append(errs, fmt.Errorf("%w, got %s", errFloor, p.FailoverFloor))
+	}
+	if p.MaxJudged < 0 || p.MaxJudged > MaxStreamsLimit {
+		errs = append(errs, fmt.Errorf("%w, got %d", errMaxJudged, p.MaxJudged))
+	}
+	if p.Auto && p.Split {
+		errs = append(errs, errAutoSplit)
 	}
 	return errors.Join(errs...)
 }

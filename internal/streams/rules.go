@@ -19,7 +19,32 @@ func (t *Tracker) cumulative(s *stream, p Point) Decision {
 		if s.flags&flagShift != 0 {
 			d.Shift, d.Shifted = s.shift, true
 		}
+		if t.judge != nil && s.flags&flagAlt != 0 && Judged(s.shape) {
+			t.judge.elected(s, p, t.origin, t.now)
+		}
 		return d
+	}
+	// Policy.Auto: a peer keeps its own series (labelled, never elected);
+	// a copy or an undecided writer is judged as keep_one judges it, but
+	// an undecided one does not take the stream over from a live writer
+	// by its earlier start (it may be a peer, and a writer moved from the
+	// unlabelled series into a labelled one is counted twice).
+	cls, takeOver := ClassUndecided, true
+	if t.judge != nil && p.Start != 0 {
+		var r Reason
+		var refused bool
+		cls, r, refused = t.judge.other(s, t.origin, p, t.now)
+		d.Class = cls
+		if cls == ClassPeer {
+			s.flags |= flagAlt
+			if r != ReasonNone {
+				return dropped(d, r)
+			}
+			d.Verdict, d.Reason = Label, ReasonOverlap
+			return d
+		}
+		takeOver = refused || cls == ClassCopy ||
+			s.flags&(flagAlt|flagWasElected) == flagAlt|flagWasElected && a.start == p.Start
 	}
 	known := s.flags&flagAlt != 0 && a.start == p.Start
 	if known {
@@ -55,7 +80,7 @@ func (t *Tracker) cumulative(s *stream, p Point) Decision {
 			// of the unlabelled series would count it twice: there the
 			// elected writer must have been quiet for its interval.
 			return t.elect(s, p, known, ElectionRestart, d)
-		case !t.split && p.Start != 0 && p.Start < c.start:
+		case !t.split && p.Start != 0 && p.Start < c.start && takeOver:
 			// A live writer whose counter started earlier: the more
 			// complete one, elected deterministically.
 			return t.elect(s, p, known, ElectionEarlierStart, d)
@@ -76,6 +101,7 @@ func (t *Tracker) cumulative(s *stream, p Point) Decision {
 		// Track the earliest-started live writer as the runner-up.
 		s.alt = newWriter(p)
 		s.flags |= flagAlt
+		s.flags &^= flagWasElected
 	}
 	return t.loser(d)
 }
@@ -97,9 +123,12 @@ func (t *Tracker) elect(s *stream, p Point, known bool, e Election, d Decision) 
 		s.cur = newWriter(p)
 	}
 	s.alt = old
-	s.flags |= flagAlt
+	s.flags |= flagAlt | flagWasElected
 	s.flags &^= flagShift
 	d.Election = e
+	if t.judge != nil {
+		t.judge.drop(s.id, s.cur.start)
+	}
 	if sh, ok := t.changeOver(s, &old, p, e); ok {
 		s.shift = sh
 		s.flags |= flagShift

@@ -29,6 +29,10 @@ type Tracker struct {
 	gen     uint32 // version counter
 	journal *Journal
 	stats   Stats
+
+	judge  *judge // Policy.Auto; nil otherwise
+	origin uint64 // the point's origin, during Observe
+	now    int64  // the caller's clock, during Observe
 }
 
 // Stats counts what a Tracker did since it was made.
@@ -47,7 +51,7 @@ func NewTracker(p Policy) (*Tracker, error) {
 	if floor == 0 {
 		floor = DefaultFailoverFloor
 	}
-	return &Tracker{
+	t := &Tracker{
 		max:         p.MaxStreams,
 		maxStale:    int64(p.MaxStale),
 		failover:    uint64(p.FailoverAfter),
@@ -55,7 +59,15 @@ func NewTracker(p Policy) (*Tracker, error) {
 		split:       p.Split,
 		interpolate: p.Interpolate,
 		index:       newIndex(),
-	}, nil
+	}
+	if p.Auto {
+		mj := p.MaxJudged
+		if mj == 0 {
+			mj = DefaultMaxJudged
+		}
+		t.judge = newJudge(mj)
+	}
+	return t, nil
 }
 
 // Len returns the number of streams tracked.
@@ -87,6 +99,9 @@ func (t *Tracker) remove(i uint32, s *stream) {
 	if _, pos, ok := t.index.find(&s.id, t); ok {
 		t.index.remove(pos)
 	}
+	if t.judge != nil {
+		t.judge.dropStream(s.id)
+	}
 	*s = stream{}
 	t.free = append(t.free, i)
 }
@@ -113,6 +128,14 @@ func (t *Tracker) failoverAfter(iv uint64) (uint64, bool) {
 // streams (Sweep); every other rule works in point time, so that replaying
 // stored points gives the same decisions.
 func (t *Tracker) Observe(id ID, shape Shape, p Point, now int64) Decision {
+	return t.ObserveFrom(id, 0, shape, p, now)
+}
+
+// ObserveFrom is Observe for a point whose origin (OriginOf: its resource
+// and scope) is known: with Policy.Auto, what one stream proves of a writer
+// applies to the writer's other streams of the same origin and start.
+func (t *Tracker) ObserveFrom(id ID, origin uint64, shape Shape, p Point, now int64) Decision {
+	t.origin, t.now = origin, now
 	if p.Time == 0 {
 		return Decision{Writer: p.Start} // no time, no order: pass it untouched
 	}
@@ -192,6 +215,9 @@ func (t *Tracker) Sweep(now int64, budget int) int {
 		t.cursor++
 	}
 	t.stats.Expired += uint64(removed)
+	if t.judge != nil {
+		t.judge.sweep(cutoff, budget)
+	}
 	return removed
 }
 

@@ -14,6 +14,9 @@ type Visit struct {
 	Metric   pmetric.Metric
 	Attrs    pcommon.Map // the point's attributes
 	Point    Point
+	// Origin is the Hasher's Origin for the point's resource and scope:
+	// pass it to Tracker.ObserveFrom.
+	Origin uint64
 }
 
 // Walk calls fn for every data point of md that a Tracker can judge, in
@@ -32,6 +35,7 @@ func Walk(md pmetric.Metrics, h *Hasher, fn func(v *Visit)) {
 			sm := sms.At(j)
 			v.Scope = sm.Scope()
 			h.Scope(v.Scope)
+			v.Origin = h.Origin()
 			ms := sm.Metrics()
 			for k := 0; k < ms.Len(); k++ {
 				m := ms.At(k)

@@ -99,4 +99,7 @@ const (
 	flagLive uint8 = 1 << iota
 	flagAlt
 	flagShift // cur was elected by an interpolated change-over
+	// flagWasElected: alt was the elected writer until an election (it may
+	// take the stream back under Policy.Auto: a misjudged restart).
+	flagWasElected
 )

@@ -1,0 +1,332 @@
+package streams
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+)
+
+// Class is what a second writer of a stream is, judged from the values.
+type Class uint8
+
+const (
+	// ClassUndecided: the evidence has not decided yet. Handled as a copy
+	// (its points are dropped): a cumulative point carries its writer's
+	// whole running total, so a writer later found to be a peer loses
+	// nothing, its first passing point carries everything it counted.
+	ClassUndecided Class = iota
+	// ClassCopy: it records the same measurements as the stream's other
+	// writer (a second metric reader in one process, joined later): its
+	// value is the other's less a constant. Dropped, as with keep_one.
+	ClassCopy
+	// ClassPeer: it records its own measurements (another process with the
+	// same resource identity). Kept as its own series, as with split.
+	ClassPeer
+
+	// NumClasses is the number of classes, for arrays indexed by Class.
+	NumClasses = iota
+)
+
+var classNames = [...]string{"undecided", "copy", "peer"}
+
+func (c Class) String() string { return nameOf(classNames[:], c) }
+
+// Cause is how a warning or report names a class's case.
+func (c Class) Cause() string {
+	switch c {
+	case ClassCopy:
+		return "a second metric reader in one process"
+	case ClassPeer:
+		return "two processes share one identity: give each a service.instance.id"
+	}
+	return "a second writer, not yet told a copy or a peer"
+}
+
+// The evidence rules' constants (docs/metrics.md, "overlap: auto").
+const (
+	// MaxParts is the most values of a point compared: the value (Sum) or
+	// count, the sum, and the explicit buckets folded into MaxParts-2
+	// contiguous groups.
+	MaxParts = 6
+	// RelEpsilon is the relative tolerance of every comparison: a bound is
+	// widened by RelEpsilon times the larger magnitude compared. It covers
+	// the rounding of float sums added up in a different order or from a
+	// different start (about 1e-13 after a million additions) and exact
+	// integers up to 1e9 lose less than one count.
+	RelEpsilon = 1e-9
+	// TimeSlack is how far apart in time two points must be to be ordered:
+	// an SDK stamps a collection's time and reads its aggregations over the
+	// next milliseconds, so a point's values may be a little newer than
+	// its time says.
+	TimeSlack = uint64(50 * time.Millisecond)
+	// CopyMoves is how many tests in which both writers' values had moved
+	// must pass, pooled over a writer's streams, before it is called a copy.
+	CopyMoves = 8
+)
+
+// Pair is the evidence about two writers of one cumulative monotonic
+// stream (told apart by start time): is the later-started one a copy of
+// the earlier one, L(t) = E(t) − c with one constant c ≥ 0 per value, or
+// a peer? Every pair of points, one of each writer, bounds c: a point of E
+// (value x at time tx) and one of L (y at ty) give c ≥ x − y when tx ≤ ty
+// (E does not decrease) and c ≤ x − y when tx ≥ ty (L does not decrease).
+// Each Add compares the point with the other writer's newest, so the
+// bounds of the rule (a_before − b, a_after − b) are found in
+// whatever order the points arrive. The bounds are intersected per value;
+// an empty intersection is a peer (final). A Pair is fixed-size (no
+// history beyond each writer's newest point) and not safe for concurrent
+// use. The zero value is ready to use.
+type Pair struct {
+	start   [2]uint64 // [0] the earlier start; 0: not seen yet
+	time    [2]uint64 // each writer's newest point
+	val     [2][MaxParts]float64
+	n       [2]uint8 // values of each newest point
+	last    [2]float64
+	lo, hi  [MaxParts]float64 // bounds of c per value
+	bounded uint8             // bit k: lo/hi[k] hold a bound
+	layout  uint64
+	shape   Shape
+	class   Class
+	part    uint8 // peer: the value whose bounds crossed
+	tests   uint32
+	moves   uint32
+	points  uint32
+	first   uint64 // point time of the first test
+	decided uint64 // point time of the decision
+	crossLo float64
+	crossHi float64
+}
+
+// Evidence is a Pair's state, for reports and the status page.
+type Evidence struct {
+	Class  Class
+	Points int // points fed
+	Tests  int // bounds derived
+	Moves  int // tests in which both writers had moved
+	// Part names the value: "value" (Sum), "count", "sum", "buckets[i:j]".
+	// For a peer, the value whose bounds crossed; otherwise the first.
+	Part string
+	// Lo and Hi bound c for Part; a peer's Lo > Hi.
+	Lo, Hi float64
+	// First is the point time of the first test, Decided of the decision
+	// (0 while undecided).
+	First, Decided uint64
+	// Earlier and Later are the two writers' starts.
+	Earlier, Later uint64
+}
+
+// String is the evidence in one line.
+func (e Evidence) String() string {
+	num := func(f float64) string {
+		if math.IsInf(f, 0) {
+			return "∞"
+		}
+		return strconv.FormatFloat(f, 'g', 10, 64)
+	}
+	after := ""
+	if e.Decided > e.First && e.First != 0 {
+		after = ", decided " + time.Duration(e.Decided-e.First).String() + " after the first test"
+	}
+	switch e.Class {
+	case ClassPeer:
+		return fmt.Sprintf("peer: %s of the later writer is not the earlier one's less a constant: needs c ≥ %s and c ≤ %s (%d tests%s)",
+			e.Part, num(e.Lo), num(e.Hi), e.Tests, after)
+	case ClassCopy:
+		return fmt.Sprintf("copy: %s = the earlier writer's − c, c in [%s, %s] over %d tests, %d with both moving%s",
+			e.Part, num(e.Lo), num(e.Hi), e.Tests, e.Moves, after)
+	}
+	return fmt.Sprintf("undecided: %d tests, %d of %d with both moving, c in [%s, %s]", e.Tests, e.Moves, CopyMoves, num(e.Lo), num(e.Hi))
+}
+
+// Class returns the pair's class.
+func (p *Pair) Class() Class { return p.class }
+
+// Starts returns the two writers' starts, the earlier first (0: unseen).
+func (p *Pair) Starts() (earlier, later uint64) { return p.start[0], p.start[1] }
+
+// Evidence returns the pair's state.
+func (p *Pair) Evidence() Evidence {
+	k := int(p.part)
+	e := Evidence{
+		Class: p.class, Points: int(p.points), Tests: int(p.tests), Moves: int(p.moves),
+		Part: partName(p.shape, k, p.n[0]), First: p.first, Decided: p.decided,
+		Earlier: p.start[0], Later: p.start[1], Lo: math.Inf(-1), Hi: math.Inf(1),
+	}
+	if p.class == ClassPeer {
+		e.Lo, e.Hi = p.crossLo, p.crossHi
+		return e
+	}
+	if p.shape.Monotonic() {
+		e.Lo = 0
+	}
+	if p.bounded&(1<<k) != 0 {
+		e.Lo, e.Hi = p.lo[k], p.hi[k]
+	}
+	return e
+}
+
+func partName(s Shape, k int, n uint8) string {
+	switch {
+	case k == 0 && s.Kind() == KindSum:
+		return "value"
+	case k == 0:
+		return "count"
+	case k == 1:
+		return "sum"
+	}
+	return fmt.Sprintf("bucket group %d of %d", k-1, max(int(n)-2, 1))
+}
+
+// Judged says whether points of a stream of this shape are evidence: a
+// cumulative monotonic stream (Sum, Histogram, ExponentialHistogram,
+// Summary). UpDownCounters, deltas and gauges are not (docs/metrics.md).
+func Judged(s Shape) bool { return s.Cumulative() && s.Monotonic() && s.Kind() != KindGauge }
+
+// partsOf returns the values of p that a copy shares less a constant.
+func partsOf(shape Shape, p *Point, v *[MaxParts]float64) uint8 {
+	v[0] = p.Value
+	if shape.Kind() == KindSum {
+		return 1
+	}
+	if !p.HasSum {
+		return 1
+	}
+	v[1] = p.Sum
+	if !p.HasBuckets || shape.Kind() != KindHistogram {
+		return 2
+	}
+	nb := p.Buckets.Len()
+	if nb < 2 {
+		return 2
+	}
+	g := min(nb, MaxParts-2)
+	for k := range g {
+		var s float64
+		for i := k * nb / g; i < (k+1)*nb/g; i++ {
+			s += float64(p.Buckets.At(i))
+		}
+		v[2+k] = s
+	}
+	return uint8(2 + g)
+}
+
+// Reset forgets the evidence and the writers.
+func (p *Pair) Reset() { *p = Pair{} }
+
+// Add feeds one point of either writer. A point of a third start, a point
+// flagged "no recorded value", or a stream that is not Judged adds nothing
+// (false). It returns the number of tests in which both writers had moved
+// that the point added (0 or 1).
+func (p *Pair) Add(shape Shape, pt Point) (moves int, ok bool) {
+	if !Judged(shape) || pt.Start == 0 || pt.Time == 0 || pt.NoValue {
+		return 0, false
+	}
+	var w int
+	switch {
+	case pt.Start == p.start[0]:
+		w = 0
+	case pt.Start == p.start[1]:
+		w = 1
+	case p.start[0] == 0:
+		p.start[0], p.shape = pt.Start, shape
+		w = 0
+	case p.start[1] == 0:
+		w = 1
+		p.start[1] = pt.Start
+		if pt.Start < p.start[0] { // keep [0] the earlier
+			p.start[0], p.start[1] = p.start[1], p.start[0]
+			p.time[0], p.time[1] = p.time[1], p.time[0]
+			p.val[0], p.val[1] = p.val[1], p.val[0]
+			p.n[0], p.n[1] = p.n[1], p.n[0]
+			p.last[0], p.last[1] = p.last[1], p.last[0]
+			w = 0
+		}
+	default:
+		return 0, false
+	}
+	p.points++
+	var v [MaxParts]float64
+	n := partsOf(shape, &pt, &v)
+	if n > 2 {
+		if p.layout == 0 {
+			p.layout = pt.Layout | 1
+		} else if p.layout != pt.Layout|1 {
+			n = 2 // the writers' buckets differ: compare count and sum only
+		}
+	}
+	o := 1 - w
+	if p.time[o] != 0 && p.class != ClassPeer {
+		moves = p.test(w, pt.Time, &v, n)
+	}
+	if pt.Time >= p.time[w] {
+		p.time[w], p.val[w], p.n[w] = pt.Time, v, n
+	}
+	return moves, true
+}
+
+// test bounds c with the new point of writer w against the other's newest.
+func (p *Pair) test(w int, t uint64, v *[MaxParts]float64, n uint8) int {
+	o := 1 - w
+	var x, y *[MaxParts]float64
+	var tx, ty uint64
+	if w == 0 {
+		x, tx, y, ty = v, t, &p.val[1], p.time[1]
+	} else {
+		x, tx, y, ty = &p.val[0], p.time[0], v, t
+	}
+	n = min(n, p.n[o])
+	lower := tx+TimeSlack <= ty
+	upper := tx >= ty+TimeSlack
+	if !lower && !upper {
+		return 0 // too close in time to be ordered
+	}
+	if p.first == 0 {
+		p.first = t
+	}
+	p.tests++
+	for k := range n {
+		d := x[k] - y[k]
+		tol := RelEpsilon * max(math.Abs(x[k]), math.Abs(y[k]))
+		bit := uint8(1) << k
+		if p.bounded&bit == 0 {
+			p.bounded |= bit
+			p.lo[k], p.hi[k] = 0, math.Inf(1) // c ≥ 0: the later writer counts a suffix
+		}
+		if lower {
+			p.lo[k] = max(p.lo[k], d-tol)
+		} else {
+			p.hi[k] = min(p.hi[k], d+tol)
+		}
+		if p.lo[k] > p.hi[k] {
+			p.class, p.part, p.decided = ClassPeer, uint8(k), t
+			p.crossLo, p.crossHi = p.lo[k], p.hi[k]
+			return 0
+		}
+	}
+	// A move: both writers' first values changed since the last test.
+	moved := x[0] != p.last[0] && y[0] != p.last[1]
+	if p.tests == 1 {
+		moved = false
+	}
+	p.last[0], p.last[1] = x[0], y[0]
+	if moved {
+		p.moves++
+		if p.class == ClassUndecided && p.moves >= CopyMoves {
+			p.class, p.decided = ClassCopy, t
+		}
+		return 1
+	}
+	return 0
+}
+
+// SetClass sets a class decided elsewhere (pooled over a writer's
+// streams): Copy over Undecided, Peer over either; never back.
+func (p *Pair) SetClass(c Class, t uint64) {
+	if c > p.class {
+		p.class = c
+		if p.decided == 0 {
+			p.decided = t
+		}
+	}
+}

@@ -1,0 +1,376 @@
+package streams
+
+import "math"
+
+// judge is a Tracker's classifier under Policy.Auto: a Pair for every
+// (stream, second writer) under judgement, and a pooled class for every
+// writer, keyed by its origin (resource and scope) and start time, so
+// that what one stream proves applies to the writer's other streams.
+// Both are bounded by Policy.MaxJudged; at the limit new ones are refused
+// (counted) and their points are judged as keep_one judges them.
+type judge struct {
+	max      int
+	pairs    []judged
+	free     []uint32
+	byKey    map[pairKey]uint32 // slot of the pair
+	byStream map[ID]uint32      // first slot of the stream's pairs, plus one
+	writers  map[writerKey]pooled
+	cursor   uint32
+	counts   [NumClasses]int // pooled writers by class
+	stats    JudgeStats
+}
+
+// JudgeStats counts what the classifier did.
+type JudgeStats struct {
+	Pairs   int    // (stream, writer) pairs under judgement
+	Writers int    // writers under judgement (pooled)
+	Refused uint64 // pairs or writers not judged: MaxJudged reached
+	Expired uint64 // pairs forgotten: their writer sent nothing for MaxStale
+	Decided [NumClasses]uint64
+	ByClass [NumClasses]int // writers under judgement by class
+	Limit   int
+	Streams int // streams with at least one pair
+}
+
+type pairKey struct {
+	id    ID
+	other uint64
+}
+
+type writerKey struct{ origin, start uint64 }
+
+type pooled struct {
+	class   Class
+	moves   uint32
+	streams uint32 // pairs that refer to it
+	seen    int64
+}
+
+// judged is one second writer of one stream.
+type judged struct {
+	Pair
+	id     ID
+	ref    uint64 // the elected writer the evidence is against
+	other  uint64 // this writer's start
+	origin uint64
+	next   uint32 // the stream's next pair, plus one
+	seen   int64  // the caller's clock at this writer's newest point
+	// this writer's newest point, for its own order while it is labelled
+	otime        uint64
+	ovalue, osum float64
+	ofp          uint64
+	live         bool
+}
+
+func newJudge(max int) *judge {
+	return &judge{
+		max: max, byKey: map[pairKey]uint32{}, byStream: map[ID]uint32{}, writers: map[writerKey]pooled{},
+	}
+}
+
+func (j *judge) setClass(k writerKey, w *pooled, c Class) {
+	if c <= w.class {
+		return
+	}
+	j.counts[w.class]--
+	j.counts[c]++
+	j.stats.Decided[c]++
+	w.class = c
+}
+
+// pool returns the pooled record of a writer, made if there is room.
+func (j *judge) pool(k writerKey, now int64) (pooled, bool) {
+	w, ok := j.writers[k]
+	if !ok {
+		if len(j.writers) >= j.max {
+			return pooled{}, false
+		}
+		j.counts[ClassUndecided]++
+	}
+	if now > w.seen {
+		w.seen = now
+	}
+	return w, true
+}
+
+// seed feeds the elected writer's newest point (value and sum; no
+// buckets) to a pair that has none of it.
+func seed(jp *judged, s *stream) {
+	c := &s.cur
+	if c.time == 0 || c.start == 0 {
+		return
+	}
+	pt := Point{Start: c.start, Time: c.time, Value: c.value}
+	if !math.IsNaN(c.sum) {
+		pt.Sum, pt.HasSum = c.sum, true
+	}
+	jp.Pair.Add(s.shape, pt)
+}
+
+// rebase points a pair at the stream's elected writer, forgetting evidence
+// gathered against another (its class stays).
+func rebase(jp *judged, s *stream) {
+	if jp.ref == s.cur.start {
+		return
+	}
+	cls, decided := jp.class, jp.decided
+	jp.Pair = Pair{}
+	jp.class, jp.decided = cls, decided
+	jp.ref = s.cur.start
+	jp.Pair.Add(s.shape, Point{Start: jp.other, Time: jp.otime, Value: jp.ovalue, Sum: jp.osum, HasSum: !math.IsNaN(jp.osum)})
+	seed(jp, s)
+}
+
+// other judges a point of a writer that is not the stream's elected one:
+// its class, and a reason when the point breaks its own order (which
+// matters while it is labelled). refused: there was no room to judge it.
+func (j *judge) other(s *stream, origin uint64, p Point, now int64) (cls Class, r Reason, refused bool) {
+	key := pairKey{s.id, p.Start}
+	i, ok := j.byKey[key]
+	wk := writerKey{origin, p.Start}
+	var w pooled
+	pooledOK := false
+	if origin != 0 { // 0: no origin known, no pooling
+		w, pooledOK = j.pool(wk, now)
+	}
+	if !ok {
+		if len(j.byKey) >= j.max {
+			j.stats.Refused++
+			if pooledOK {
+				j.writers[wk] = w
+			}
+			return w.class, ReasonNone, w.class == ClassUndecided
+		}
+		i = j.alloc()
+		jp := &j.pairs[i]
+		*jp = judged{id: s.id, ref: s.cur.start, other: p.Start, origin: origin, live: true, osum: math.NaN()}
+		if head, ok := j.byStream[s.id]; ok {
+			jp.next = head
+		}
+		j.byStream[s.id] = i + 1
+		j.byKey[key] = i
+		seed(jp, s)
+		if pooledOK {
+			w.streams++
+		}
+	}
+	jp := &j.pairs[i]
+	if now > jp.seen {
+		jp.seen = now
+	}
+	rebase(jp, s)
+	if jp.otime != 0 {
+		switch {
+		case p.Time == jp.otime && p.Fingerprint == jp.ofp:
+			r = ReasonDuplicate
+		case p.Time <= jp.otime:
+			r = ReasonOutOfOrder
+		case s.shape.Monotonic() && !p.NoValue && (p.Value < jp.ovalue || p.HasSum && p.Sum < jp.osum):
+			r = ReasonDecrease
+		}
+	}
+	if r == ReasonNone {
+		jp.otime, jp.ofp = p.Time, p.Fingerprint
+		if !p.NoValue {
+			jp.ovalue, jp.osum = p.Value, math.NaN()
+			if p.HasSum {
+				jp.osum = p.Sum
+			}
+		}
+		moves, _ := jp.Pair.Add(s.shape, p)
+		w.moves += uint32(moves)
+	}
+	if pooledOK {
+		if jp.class == ClassPeer {
+			j.setClass(wk, &w, ClassPeer)
+		} else if w.moves >= CopyMoves || jp.class == ClassCopy {
+			j.setClass(wk, &w, ClassCopy)
+		}
+		jp.SetClass(w.class, p.Time)
+		j.writers[wk] = w
+	}
+	return jp.class, r, false
+}
+
+// elected feeds a point of the stream's elected writer to every pair of
+// the stream.
+func (j *judge) elected(s *stream, p Point, origin uint64, now int64) {
+	head, ok := j.byStream[s.id]
+	if !ok {
+		return
+	}
+	for i := head; i != 0; i = j.pairs[i-1].next {
+		jp := &j.pairs[i-1]
+		if jp.other == p.Start {
+			continue
+		}
+		rebase(jp, s)
+		if jp.class == ClassPeer {
+			continue
+		}
+		moves, _ := jp.Pair.Add(s.shape, p)
+		if moves == 0 && jp.class != ClassPeer {
+			continue
+		}
+		wk := writerKey{jp.origin, jp.other}
+		if w, ok := j.writers[wk]; ok {
+			w.moves += uint32(moves)
+			if jp.class == ClassPeer {
+				j.setClass(wk, &w, ClassPeer)
+			} else if w.moves >= CopyMoves || jp.class == ClassCopy {
+				j.setClass(wk, &w, ClassCopy)
+			}
+			j.writers[wk] = w
+		}
+	}
+}
+
+func (j *judge) alloc() uint32 {
+	if n := len(j.free); n > 0 {
+		i := j.free[n-1]
+		j.free = j.free[:n-1]
+		return i
+	}
+	j.pairs = append(j.pairs, judged{})
+	return uint32(len(j.pairs) - 1)
+}
+
+// drop forgets the pair of (id, other): the writer was elected.
+func (j *judge) drop(id ID, other uint64) {
+	i, ok := j.byKey[pairKey{id, other}]
+	if !ok {
+		return
+	}
+	j.unlink(i)
+}
+
+// unlink removes pair slot i from its stream's list and the index.
+func (j *judge) unlink(i uint32) {
+	jp := &j.pairs[i]
+	if head, ok := j.byStream[jp.id]; ok {
+		if head == i+1 {
+			if jp.next == 0 {
+				delete(j.byStream, jp.id)
+			} else {
+				j.byStream[jp.id] = jp.next
+			}
+		} else {
+			for k := head; k != 0; k = j.pairs[k-1].next {
+				if j.pairs[k-1].next == i+1 {
+					j.pairs[k-1].next = jp.next
+					break
+				}
+			}
+		}
+	}
+	delete(j.byKey, pairKey{jp.id, jp.other})
+	wk := writerKey{jp.origin, jp.other}
+	if w, ok := j.writers[wk]; ok {
+		if w.streams > 0 {
+			w.streams--
+		}
+		if w.streams == 0 && w.class == ClassUndecided {
+			j.counts[w.class]--
+			delete(j.writers, wk)
+		} else {
+			j.writers[wk] = w
+		}
+	}
+	*jp = judged{}
+	j.free = append(j.free, i)
+}
+
+// dropStream forgets every pair of a stream.
+func (j *judge) dropStream(id ID) {
+	for {
+		head, ok := j.byStream[id]
+		if !ok {
+			return
+		}
+		j.unlink(head - 1)
+	}
+}
+
+// sweep forgets pairs whose writer sent nothing since cutoff, looking at
+// up to budget slots, and writers that no pair refers to and that were
+// seen before cutoff when the writers are at their limit.
+func (j *judge) sweep(cutoff int64, budget int) {
+	n := uint32(len(j.pairs))
+	for k := 0; k < budget && k < int(n); k++ {
+		if j.cursor >= n {
+			j.cursor = 0
+		}
+		if jp := &j.pairs[j.cursor]; jp.live && jp.seen < cutoff {
+			j.unlink(j.cursor)
+			j.stats.Expired++
+		}
+		j.cursor++
+	}
+	if len(j.writers) >= j.max {
+		for k, w := range j.writers {
+			if w.streams == 0 && w.seen < cutoff {
+				j.counts[w.class]--
+				delete(j.writers, k)
+			}
+		}
+	}
+}
+
+// find returns the pair of (id, other).
+func (j *judge) find(id ID, other uint64) (*judged, bool) {
+	i, ok := j.byKey[pairKey{id, other}]
+	if !ok {
+		return nil, false
+	}
+	return &j.pairs[i], true
+}
+
+// Judgement is the classifier's view of one second writer of a stream.
+type Judgement struct {
+	Writer  uint64 // its start
+	Elected uint64 // the elected writer's start the evidence is against
+	Evidence
+}
+
+func (jp *judged) judgement() Judgement {
+	e := jp.Pair.Evidence()
+	return Judgement{Writer: jp.other, Elected: jp.ref, Evidence: e}
+}
+
+// Judgement returns the judgement of the writer with start writer of
+// stream id, with Policy.Auto.
+func (t *Tracker) Judgement(id ID, writer uint64) (Judgement, bool) {
+	if t.judge == nil {
+		return Judgement{}, false
+	}
+	jp, ok := t.judge.find(id, writer)
+	if !ok {
+		return Judgement{}, false
+	}
+	return jp.judgement(), true
+}
+
+// Judgements appends the judgements of stream id's second writers to dst.
+func (t *Tracker) Judgements(id ID, dst []Judgement) []Judgement {
+	if t.judge == nil {
+		return dst
+	}
+	head, ok := t.judge.byStream[id]
+	if !ok {
+		return dst
+	}
+	for i := head; i != 0; i = t.judge.pairs[i-1].next {
+		dst = append(dst, t.judge.pairs[i-1].judgement())
+	}
+	return dst
+}
+
+// JudgeStats returns the classifier's counts; zero without Policy.Auto.
+func (t *Tracker) JudgeStats() JudgeStats {
+	if t.judge == nil {
+		return JudgeStats{}
+	}
+	s := t.judge.stats
+	s.Pairs, s.Writers, s.ByClass, s.Limit, s.Streams = len(t.judge.byKey), len(t.judge.writers), t.judge.counts, t.judge.max, len(t.judge.byStream)
+	return s
+}
