@@ -60,9 +60,15 @@ const (
 	// next milliseconds, so a point's values may be a little newer than
 	// its time says.
 	TimeSlack = uint64(50 * time.Millisecond)
+	// History is how many of each writer's newest points a Pair keeps to
+	// compare the other's with: when the two export moments apart, the
+	// newest is too close in time to order, the ones before are not; and
+	// between peers whose clocks differ by up to History-1 intervals, some
+	// point of one is newer than some of the other's.
+	History = 4
 	// CopyMoves is how many tests in which both writers' values had moved
 	// must pass, pooled over a writer's streams, before it is called a copy.
-	CopyMoves = 8
+	CopyMoves = 30
 )
 
 // Pair is the evidence about two writers of one cumulative monotonic
@@ -78,13 +84,12 @@ const (
 // history beyond each writer's newest point) and not safe for concurrent
 // use. The zero value is ready to use.
 type Pair struct {
-	start   [2]uint64 // [0] the earlier start; 0: not seen yet
-	time    [2]uint64 // each writer's newest point
-	val     [2][MaxParts]float64
-	n       [2]uint8 // values of each newest point
-	last    [2]float64
-	lo, hi  [MaxParts]float64 // bounds of c per value
-	bounded uint8             // bit k: lo/hi[k] hold a bound
+	start   [2]uint64          // [0] the earlier start; 0: not seen yet
+	pts     [2][History]sample // each writer's newest points, newest first
+	last    [2][2]float64      // per writer: its own and the other's first value at its previous test
+	lo, hi  [MaxParts]float64  // bounds of c per value
+	scale   [MaxParts]float64  // the largest magnitude compared per value
+	bounded uint8              // bit k: lo/hi[k] hold a bound
 	layout  uint64
 	shape   Shape
 	class   Class
@@ -96,6 +101,13 @@ type Pair struct {
 	decided uint64 // point time of the decision
 	crossLo float64
 	crossHi float64
+}
+
+// sample is one retained point of a writer.
+type sample struct {
+	time uint64
+	n    uint8
+	v    [MaxParts]float64
 }
 
 // Evidence is a Pair's state, for reports and the status page.
@@ -150,7 +162,7 @@ func (p *Pair) Evidence() Evidence {
 	k := int(p.part)
 	e := Evidence{
 		Class: p.class, Points: int(p.points), Tests: int(p.tests), Moves: int(p.moves),
-		Part: partName(p.shape, k, p.n[0]), First: p.first, Decided: p.decided,
+		Part: partName(p.shape, k, p.pts[0][0].n), First: p.first, Decided: p.decided,
 		Earlier: p.start[0], Later: p.start[1], Lo: math.Inf(-1), Hi: math.Inf(1),
 	}
 	if p.class == ClassPeer {
@@ -236,9 +248,7 @@ func (p *Pair) Add(shape Shape, pt Point) (moves int, ok bool) {
 		p.start[1] = pt.Start
 		if pt.Start < p.start[0] { // keep [0] the earlier
 			p.start[0], p.start[1] = p.start[1], p.start[0]
-			p.time[0], p.time[1] = p.time[1], p.time[0]
-			p.val[0], p.val[1] = p.val[1], p.val[0]
-			p.n[0], p.n[1] = p.n[1], p.n[0]
+			p.pts[0], p.pts[1] = p.pts[1], p.pts[0]
 			p.last[0], p.last[1] = p.last[1], p.last[0]
 			w = 0
 		}
@@ -246,78 +256,100 @@ func (p *Pair) Add(shape Shape, pt Point) (moves int, ok bool) {
 		return 0, false
 	}
 	p.points++
-	var v [MaxParts]float64
-	n := partsOf(shape, &pt, &v)
-	if n > 2 {
+	cur := sample{time: pt.Time}
+	cur.n = partsOf(shape, &pt, &cur.v)
+	if cur.n > 2 {
 		if p.layout == 0 {
 			p.layout = pt.Layout | 1
 		} else if p.layout != pt.Layout|1 {
-			n = 2 // the writers' buckets differ: compare count and sum only
+			cur.n = 2 // the writers' buckets differ: compare count and sum only
 		}
 	}
 	o := 1 - w
-	if p.time[o] != 0 && p.class != ClassPeer {
-		moves = p.test(w, pt.Time, &v, n)
+	if p.class != ClassPeer {
+		// Against the other's newest point and the one before: when the
+		// two writers export moments apart, the newest is too close in
+		// time to order, the one before is not.
+		for k := range History {
+			if q := &p.pts[o][k]; q.time != 0 {
+				if w == 0 {
+					p.bound(&cur, q)
+				} else {
+					p.bound(q, &cur)
+				}
+				if p.class == ClassPeer {
+					p.decided = pt.Time
+					break
+				}
+			}
+		}
+		moves = p.move(w, &cur)
+		if moves > 0 && p.class == ClassUndecided && p.moves >= CopyMoves {
+			p.class, p.decided = ClassCopy, pt.Time
+		}
 	}
-	if pt.Time >= p.time[w] {
-		p.time[w], p.val[w], p.n[w] = pt.Time, v, n
+	// Keep the newest History points, newest first.
+	mine := &p.pts[w]
+	for k := range History {
+		if pt.Time == mine[k].time {
+			break
+		}
+		if pt.Time > mine[k].time {
+			copy(mine[k+1:], mine[k:History-1])
+			mine[k] = cur
+			break
+		}
 	}
 	return moves, true
 }
 
-// test bounds c with the new point of writer w against the other's newest.
-func (p *Pair) test(w int, t uint64, v *[MaxParts]float64, n uint8) int {
-	o := 1 - w
-	var x, y *[MaxParts]float64
-	var tx, ty uint64
-	if w == 0 {
-		x, tx, y, ty = v, t, &p.val[1], p.time[1]
-	} else {
-		x, tx, y, ty = &p.val[0], p.time[0], v, t
-	}
-	n = min(n, p.n[o])
-	lower := tx+TimeSlack <= ty
-	upper := tx >= ty+TimeSlack
+// bound bounds c with a point x of the earlier writer and y of the later.
+func (p *Pair) bound(x, y *sample) {
+	lower := x.time+TimeSlack <= y.time
+	upper := x.time >= y.time+TimeSlack
 	if !lower && !upper {
-		return 0 // too close in time to be ordered
+		return // too close in time to be ordered
 	}
 	if p.first == 0 {
-		p.first = t
+		p.first = max(x.time, y.time)
 	}
 	p.tests++
-	for k := range n {
-		d := x[k] - y[k]
-		tol := RelEpsilon * max(math.Abs(x[k]), math.Abs(y[k]))
+	for k := range min(x.n, y.n) {
+		d := x.v[k] - y.v[k]
+		p.scale[k] = max(p.scale[k], math.Abs(x.v[k]), math.Abs(y.v[k]))
 		bit := uint8(1) << k
 		if p.bounded&bit == 0 {
 			p.bounded |= bit
 			p.lo[k], p.hi[k] = 0, math.Inf(1) // c ≥ 0: the later writer counts a suffix
 		}
 		if lower {
-			p.lo[k] = max(p.lo[k], d-tol)
+			p.lo[k] = max(p.lo[k], d)
 		} else {
-			p.hi[k] = min(p.hi[k], d+tol)
+			p.hi[k] = min(p.hi[k], d)
 		}
-		if p.lo[k] > p.hi[k] {
-			p.class, p.part, p.decided = ClassPeer, uint8(k), t
+		if p.lo[k]-p.hi[k] > RelEpsilon*p.scale[k] {
+			p.class, p.part = ClassPeer, uint8(k)
 			p.crossLo, p.crossHi = p.lo[k], p.hi[k]
-			return 0
+			return
 		}
 	}
-	// A move: both writers' first values changed since the last test.
-	moved := x[0] != p.last[0] && y[0] != p.last[1]
-	if p.tests == 1 {
-		moved = false
+}
+
+// move says whether, since writer w's previous point, both writers'
+// first values changed (a test that could have failed), and counts it.
+func (p *Pair) move(w int, cur *sample) int {
+	other := p.pts[1-w][0]
+	if other.time == 0 || p.bounded&1 == 0 || math.IsInf(p.hi[0], 1) {
+		return 0 // no test yet that could fail
 	}
-	p.last[0], p.last[1] = x[0], y[0]
-	if moved {
-		p.moves++
-		if p.class == ClassUndecided && p.moves >= CopyMoves {
-			p.class, p.decided = ClassCopy, t
-		}
-		return 1
+	last := &p.last[w]
+	moved := last[0] != 0 && cur.v[0] != last[0] && other.v[0] != last[1]
+	last[0], last[1] = cur.v[0], other.v[0]
+	if !moved {
+		return 0
 	}
-	return 0
+	p.moves++
+	return 1
 }
 
 // SetClass sets a class decided elsewhere (pooled over a writer's

@@ -39,9 +39,10 @@ type pairKey struct {
 
 type writerKey struct{ origin, start uint64 }
 
+// pooled is a writer's class over its streams: a peer once any of its
+// pairs is (a crossing is a proof), a copy once any is and none is a peer.
 type pooled struct {
 	class   Class
-	moves   uint32
 	streams uint32 // pairs that refer to it
 	seen    int64
 }
@@ -177,13 +178,12 @@ func (j *judge) other(s *stream, origin uint64, p Point, now int64) (cls Class, 
 				jp.osum = p.Sum
 			}
 		}
-		moves, _ := jp.Pair.Add(s.shape, p)
-		w.moves += uint32(moves)
+		jp.Pair.Add(s.shape, p)
 	}
 	if pooledOK {
 		if jp.class == ClassPeer {
 			j.setClass(wk, &w, ClassPeer)
-		} else if w.moves >= CopyMoves || jp.class == ClassCopy {
+		} else if jp.class == ClassCopy {
 			j.setClass(wk, &w, ClassCopy)
 		}
 		jp.SetClass(w.class, p.Time)
@@ -208,16 +208,16 @@ func (j *judge) elected(s *stream, p Point, origin uint64, now int64) {
 		if jp.class == ClassPeer {
 			continue
 		}
-		moves, _ := jp.Pair.Add(s.shape, p)
-		if moves == 0 && jp.class != ClassPeer {
+		before := jp.class
+		jp.Pair.Add(s.shape, p)
+		if jp.class == before {
 			continue
 		}
 		wk := writerKey{jp.origin, jp.other}
 		if w, ok := j.writers[wk]; ok {
-			w.moves += uint32(moves)
 			if jp.class == ClassPeer {
 				j.setClass(wk, &w, ClassPeer)
-			} else if w.moves >= CopyMoves || jp.class == ClassCopy {
+			} else if jp.class == ClassCopy {
 				j.setClass(wk, &w, ClassCopy)
 			}
 			j.writers[wk] = w

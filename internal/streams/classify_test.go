@@ -1,0 +1,367 @@
+package streams
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+)
+
+// source is one process's measurements: event times (seconds, sorted) and
+// values (for histograms).
+type source struct {
+	times, vals []float64
+}
+
+// poisson makes events at rate per second over [from, to), each event's
+// value drawn from an exponential distribution of mean 0.1 (a latency).
+func poisson(r *rand.Rand, rate, from, to float64) *source {
+	s := &source{}
+	if rate <= 0 {
+		return s
+	}
+	for t := from + r.ExpFloat64()/rate; t < to; t += r.ExpFloat64() / rate {
+		s.times = append(s.times, t)
+		s.vals = append(s.vals, r.ExpFloat64()/10)
+	}
+	return s
+}
+
+// idle removes the events in [from, to): a writer that records nothing.
+func (s *source) idle(from, to float64) *source {
+	o := &source{}
+	for i, t := range s.times {
+		if t < from || t >= to {
+			o.times = append(o.times, t)
+			o.vals = append(o.vals, s.vals[i])
+		}
+	}
+	return o
+}
+
+var simBounds = []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1}
+
+// reader is one metric reader of a source: it aggregates the events after
+// join (cumulative, start = join) and exports every interval from its
+// first export at first; skew shifts its clock; drop skips exports (a
+// lost interval); dips makes every fifth sum one ulp lower (the float sums
+// of the original report).
+type reader struct {
+	src             *source
+	join, first, iv float64
+	skew            float64
+	drop            map[int]bool
+	dips            bool
+}
+
+// simPoint is one export.
+type simPoint struct {
+	at float64 // when it arrives
+	p  Point
+}
+
+// points returns the reader's exports until end, as histogram points (the
+// count is the Sum's value when hist is false).
+func (rd reader) points(until float64, hist bool) []simPoint {
+	var out []simPoint
+	i := sort.SearchFloat64s(rd.src.times, rd.join)
+	var count uint64
+	var sum float64
+	buckets := make([]uint64, len(simBounds)+1)
+	for k := 0; ; k++ {
+		t := rd.first + float64(k)*rd.iv
+		if t > until {
+			return out
+		}
+		for i < len(rd.src.times) && rd.src.times[i] <= t {
+			v := rd.src.vals[i]
+			count++
+			sum += v
+			buckets[sort.SearchFloat64s(simBounds, v)]++
+			i++
+		}
+		if rd.drop[k] {
+			continue
+		}
+		ts := t + rd.skew
+		p := Point{Start: secs(100 + rd.join + rd.skew), Time: secs(100 + ts), Value: float64(count)}
+		if hist {
+			s := sum
+			if rd.dips && k%5 == 4 {
+				s = math.Nextafter(s, math.Inf(-1))
+			}
+			p.Sum, p.HasSum = s, true
+			bc := pcommon.NewUInt64Slice()
+			bc.FromRaw(slices.Clone(buckets))
+			p.Buckets, p.HasBuckets, p.Layout = bc, true, 42
+		}
+		p.Fingerprint = uint64(k)
+		out = append(out, simPoint{at: t, p: p})
+	}
+}
+
+// merge orders the exports of both readers by arrival.
+func merge(a, b []simPoint) []simPoint {
+	all := append(slices.Clone(a), b...)
+	sort.SliceStable(all, func(i, j int) bool { return all[i].at < all[j].at })
+	return all
+}
+
+// outcome is what a Pair made of two readers' points.
+type outcome struct {
+	class   Class
+	seconds float64 // from the later writer's first point to the last decision
+	points  int     // points of both writers fed
+	// points of both writers up to the first decision
+	decidedPoints int
+	everPeer      bool
+}
+
+func judgePair(shape Shape, pts []simPoint) outcome {
+	var p Pair
+	var o outcome
+	var firstLater uint64
+	later := uint64(0)
+	for _, sp := range pts {
+		if later == 0 || sp.p.Start > later {
+			later = max(later, sp.p.Start)
+		}
+	}
+	for _, sp := range pts {
+		if sp.p.Start == later && firstLater == 0 {
+			firstLater = sp.p.Time
+		}
+		before := p.Class()
+		p.Add(shape, sp.p)
+		o.points++
+		if p.Class() != before {
+			o.seconds = float64(int64(p.Evidence().Decided)-int64(firstLater)) / 1e9
+			o.decidedPoints = o.points
+			if o.class == ClassUndecided {
+				o.class = p.Class() // the first decision
+			}
+			if p.Class() == ClassPeer {
+				o.everPeer = true
+				return o
+			}
+		}
+	}
+	if o.class == ClassUndecided {
+		o.class = p.Class()
+	}
+	return o
+}
+
+// stats is a median and a worst.
+func stats(xs []float64) (median, worst float64) {
+	if len(xs) == 0 {
+		return 0, 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2], s[len(s)-1]
+}
+
+const simRuns = 200
+
+// TestPairCopyNeverPeer: a second reader that joined later, on every kind
+// of stream and with its exporter dropping intervals or its sums dipping by
+// an ulp, is never called a peer; it is called a copy once both moved.
+func TestPairCopyNeverPeer(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		hist  bool
+		rate  float64
+		mut   func(e, l *reader)
+		copyS float64 // the most seconds a copy decision may take
+	}{
+		{name: "sum", rate: 10},
+		{name: "sum/slow", rate: 1},
+		{name: "histogram", hist: true, rate: 10},
+		{name: "histogram/dips", hist: true, rate: 10, mut: func(e, l *reader) { e.dips, l.dips = true, true }},
+		{name: "sum/copy_drops_one_interval", rate: 10, mut: func(_, l *reader) { l.drop = map[int]bool{3: true} }},
+		{name: "sum/first_drops_one_interval", rate: 10, mut: func(e, _ *reader) { e.drop = map[int]bool{8: true} }},
+		{name: "histogram/same_phase", hist: true, rate: 10, mut: func(e, l *reader) { l.first = e.first + math.Ceil(l.join-e.first) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			shape := monoSum
+			if tc.hist {
+				shape = histogram
+			}
+			var secsToCopy, pointsToCopy []float64
+			for run := range simRuns {
+				r := rand.New(rand.NewPCG(uint64(run), 7))
+				src := poisson(r, tc.rate, 0, 60)
+				join := 3 + 4*r.Float64()
+				e := reader{src: src, join: 0, first: r.Float64(), iv: 1}
+				l := reader{src: src, join: join, first: join + r.Float64(), iv: 1}
+				if tc.mut != nil {
+					tc.mut(&e, &l)
+				}
+				o := judgePair(shape, merge(e.points(60, tc.hist), l.points(60, tc.hist)))
+				if o.everPeer {
+					t.Fatalf("run %d: a copy called a peer", run)
+				}
+				if o.class == ClassCopy {
+					secsToCopy = append(secsToCopy, o.seconds)
+					pointsToCopy = append(pointsToCopy, float64(o.decidedPoints))
+				}
+			}
+			if len(secsToCopy) < simRuns*9/10 {
+				t.Errorf("%d of %d copies decided within 60 s", len(secsToCopy), simRuns)
+			}
+			m, w := stats(secsToCopy)
+			pm, pw := stats(pointsToCopy)
+			t.Logf("copy decided in %d/%d runs within 60 s: seconds median %.1f worst %.1f; points median %.0f worst %.0f", len(secsToCopy), simRuns, m, w, pm, pw)
+		})
+	}
+}
+
+// TestPairPeers: processes sharing one identity are called peers, in the
+// hard cases too; none is called a copy first, and the time it takes is
+// logged.
+func TestPairPeers(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		hist         bool
+		rateE, rateL float64
+		mut          func(r *rand.Rand, e, l *reader, se, sl **source)
+		within       float64 // every peer decided within this many seconds
+	}{
+		{name: "sum/different_rates", rateE: 10, rateL: 3, within: 20},
+		{name: "sum/same_rate", rateE: 10, rateL: 10, within: 60},
+		{name: "histogram/same_rate", hist: true, rateE: 10, rateL: 10, within: 20},
+		{name: "sum/slow_same_rate", rateE: 1, rateL: 1, within: 60},
+		{name: "sum/peer_idle_20s", rateE: 10, rateL: 10, within: 20, mut: func(_ *rand.Rand, _, _ *reader, _, sl **source) { *sl = (*sl).idle(0, 20) }},
+		{name: "sum/clocks_differ_2s", rateE: 10, rateL: 10, within: 60, mut: func(_ *rand.Rand, _, l *reader, _, _ **source) { l.skew = 2 }},
+		{name: "sum/clocks_differ_-2s", rateE: 10, rateL: 10, within: 60, mut: func(_ *rand.Rand, _, l *reader, _, _ **source) { l.skew = -2 }},
+		{name: "histogram/same_phase_same_rate", hist: true, rateE: 10, rateL: 10, within: 20, mut: func(_ *rand.Rand, e, l *reader, _, _ **source) { l.first = e.first + 3 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			shape := monoSum
+			if tc.hist {
+				shape = histogram
+			}
+			var secsToPeer, pointsToPeer []float64
+			calledCopy := 0
+			for run := range simRuns {
+				r := rand.New(rand.NewPCG(uint64(run), 11))
+				se, sl := poisson(r, tc.rateE, 0, 90), poisson(r, tc.rateL, 0, 90)
+				startL := 0.001 + 0.01*r.Float64() // pre-fork workers start milliseconds apart
+				e := reader{join: 0, first: r.Float64(), iv: 1}
+				l := reader{join: startL, first: startL + r.Float64(), iv: 1}
+				if tc.mut != nil {
+					tc.mut(r, &e, &l, &se, &sl)
+				}
+				e.src, l.src = se, sl
+				o := judgePair(shape, merge(e.points(90, tc.hist), l.points(90, tc.hist)))
+				if o.class == ClassCopy {
+					calledCopy++
+				}
+				if !o.everPeer {
+					t.Errorf("run %d: peers not told apart in 90 s (class %v)", run, o.class)
+					continue
+				}
+				secsToPeer = append(secsToPeer, o.seconds)
+				pointsToPeer = append(pointsToPeer, float64(o.decidedPoints))
+			}
+			m, w := stats(secsToPeer)
+			pm, pw := stats(pointsToPeer)
+			if w > tc.within {
+				t.Errorf("worst %.1f s to tell peers apart, want at most %.0f", w, tc.within)
+			}
+			t.Logf("peer decided in %d/%d runs: seconds median %.1f worst %.1f; points median %.0f worst %.0f; called copy first: %d", len(secsToPeer), simRuns, m, w, pm, pw, calledCopy)
+		})
+	}
+}
+
+// TestPairRules: each evidence rule on hand-made points.
+func TestPairRules(t *testing.T) {
+	type step struct {
+		start, time, value float64
+		want               Class
+	}
+	for _, tc := range []struct {
+		name  string
+		shape Shape
+		steps []step
+	}{
+		{"the bracketing bounds of a copy stay consistent", monoSum, []step{
+			{100, 110, 10, ClassUndecided}, // E
+			{125, 135, 3, ClassUndecided},  // L: c ≥ 10-3 = 7
+			{100, 140, 40, ClassUndecided}, // c ≤ 40-3 = 37
+			{125, 145, 8, ClassUndecided},  // c ≥ 32
+			{100, 150, 50, ClassUndecided}, // c ≤ 42
+			{125, 155, 13, ClassUndecided}, // c ≥ 37: [37, 37]
+			{100, 160, 52, ClassUndecided}, // c ≤ 39
+			{100, 170, 70, ClassUndecided}, // c ≤ 57: still [37, 37]
+			{125, 175, 20, ClassPeer},      // c ≥ 50 > 37
+		}},
+		{"a later writer above the earlier one: peer at once (c ≥ 0)", monoSum, []step{
+			{103, 108, 50, ClassUndecided},
+			{100, 110, 10, ClassPeer}, // c ≤ 10-50 < 0
+		}},
+		{"both idle: nothing decided", monoSum, []step{
+			{100, 110, 10, ClassUndecided}, {105, 111, 4, ClassUndecided},
+			{100, 120, 10, ClassUndecided}, {105, 121, 4, ClassUndecided},
+			{100, 130, 10, ClassUndecided}, {105, 131, 4, ClassUndecided},
+		}},
+		{"one idle while the other moves: peer", monoSum, []step{
+			{100, 110, 10, ClassUndecided}, {105, 111, 4, ClassUndecided}, // c ≥ 6
+			{100, 120, 10, ClassUndecided}, // c ≤ 6
+			{105, 121, 4, ClassUndecided},  // c ≥ 6
+			{100, 130, 20, ClassUndecided}, // c ≤ 16
+			{105, 131, 4, ClassPeer},       // c ≥ 16 > 6
+		}},
+		{"points closer than TimeSlack bound nothing", monoSum, []step{
+			{100, 110, 10, ClassUndecided}, {105, 110.01, 50, ClassUndecided},
+		}},
+		{"an UpDownCounter gives no evidence", upDown, []step{
+			{103, 108, 50, ClassUndecided}, {100, 110, 10, ClassUndecided},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var p Pair
+			for i, s := range tc.steps {
+				p.Add(tc.shape, Point{Start: secs(s.start), Time: secs(s.time), Value: s.value})
+				if got := p.Class(); got != s.want {
+					t.Fatalf("step %d: class %v, want %v (%v)", i, got, s.want, p.Evidence())
+				}
+			}
+		})
+	}
+}
+
+// TestPairBucketsDecide: equal counts and sums, different bucket shares.
+func TestPairBucketsDecide(t *testing.T) {
+	h := func(start, tm float64, count uint64, b ...uint64) Point {
+		bc := pcommon.NewUInt64Slice()
+		bc.FromRaw(b)
+		return Point{Start: secs(start), Time: secs(tm), Value: float64(count), Sum: float64(count), HasSum: true, Buckets: bc, HasBuckets: true, Layout: 7}
+	}
+	var p Pair
+	for _, pt := range []Point{
+		h(100, 110, 10, 5, 5, 0, 0),
+		h(100.001, 111, 10, 0, 0, 5, 5),
+		h(100, 112, 20, 10, 10, 0, 0), // buckets 2, 3: c ≤ 0-5 < 0
+	} {
+		p.Add(histogram, pt)
+	}
+	if e := p.Evidence(); e.Class != ClassPeer || e.Part != "bucket group 3 of 4" {
+		t.Fatalf("evidence %v, want a peer by bucket group 3", e)
+	}
+}
+
+func TestEvidenceString(t *testing.T) {
+	var p Pair
+	p.Add(monoSum, Point{Start: secs(103), Time: secs(108), Value: 50})
+	p.Add(monoSum, Point{Start: secs(100), Time: secs(110), Value: 10})
+	if got, want := p.Evidence().String(), "peer: value of the later writer is not the earlier one's less a constant: needs c ≥ 0 and c ≤ -40 (1 tests)"; got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	_ = time.Second
+}
