@@ -112,7 +112,11 @@ func TestMetricsLateSecondWriter(t *testing.T) {
 	}
 	s := m.List[0]
 	s.ID = ""
-	const evidence = "undecided: 6 tests, 0 of 8 with both moving, c in [24.99999997, 35.00000004]"
+	// The evidence line is internal/streams' (its tests pin it).
+	evidence := s.Writers[1].Evidence
+	if !strings.HasPrefix(evidence, "undecided: ") {
+		t.Errorf("evidence %q, want undecided", evidence)
+	}
 	want := MetricStream{
 		Name: "requests", Type: "sum/cumulative/monotonic", Unit: "1", Service: "svc", Scope: "meter", Attributes: "route=/",
 		Points: 9, Overlap: true, Dropped: map[string]int{"overlap": 3},
@@ -155,29 +159,36 @@ func TestMetricsWriterDiagnoses(t *testing.T) {
 		// A second reader joined later, on a resource without
 		// service.instance.id (which used to be called an identity
 		// collision): its values are the first writer's less 25.
-		name: "copy", start: join, value: copyOf(join), diag: DiagTwoExporters, class: "copy", extra: 11,
-		line: `metrics of service "svc": 1 stream (requests) have writers whose start times are 2.5s apart and whose points interleave (11 points the gateway drops; 11 resets Prometheus would count without dedup): a second metric reader in one process (a metric reader or exporter added to the same instruments, e.g. a framework attaching its own; remove it) (copy: value = the earlier writer's − c, c in [24.99999996, 25.00000004] over 22 tests, 10 with both moving, decided 7.5s after the first test)`,
+		name: "copy", start: join, value: copyOf(join), diag: DiagTwoExporters, class: "copy", extra: 37,
+		line: `metrics of service "svc": 1 stream (requests) have writers whose start times are 2.5s apart and whose points interleave (37 points the gateway drops; 37 resets Prometheus would count without dedup): a second metric reader in one process (a metric reader or exporter added to the same instruments, e.g. a framework attaching its own; remove it) (EVIDENCE)`,
 	}, {
 		// Another process with the same identity, on a resource that
 		// has a service.instance.id (which used to be called a second
 		// pipeline in one process): its values climb at their own rate.
-		name: "peer", instance: "pod-1", start: join, value: peerOf(join), diag: DiagIdentityCollision, class: "peer", extra: 3, peer: 8,
-		line: `metrics of service "svc": 1 stream (requests) have writers whose start times are 2.5s apart and whose points interleave (3 points the gateway drops, 8 points it keeps as a peer's own series; 3 resets Prometheus would count without dedup): two processes share one identity: give each a service.instance.id (peer: value of the later writer is not the earlier one's less a constant: needs c ≥ 39.99999996 and c ≤ 35.00000004 (6 tests, decided 3s after the first test))`,
+		name: "peer", instance: "pod-1", start: join, value: peerOf(join), diag: DiagIdentityCollision, class: "peer", extra: 3, peer: 34,
+		line: `metrics of service "svc": 1 stream (requests) have writers whose start times are 2.5s apart and whose points interleave (3 points the gateway drops, 34 points it keeps as a peer's own series; 37 resets Prometheus would count without dedup): two processes share one identity: give each a service.instance.id (EVIDENCE)`,
 	}, {
 		// Readers created together (start times a microsecond apart):
 		// a copy with c = 0.
-		name: "together", start: time.Microsecond, value: copyOf(0), diag: DiagTwoExporters, class: "copy", extra: 13,
+		name: "together", start: time.Microsecond, value: copyOf(0), diag: DiagTwoExporters, class: "copy", extra: 39,
+		line: `metrics of service "svc": 1 stream (requests) have writers whose start times are 1µs apart and whose points interleave (39 points the gateway drops; 0 resets Prometheus would count without dedup): a second metric reader in one process (a metric reader or exporter added to the same instruments, e.g. a framework attaching its own; remove it) (EVIDENCE)`,
 	}}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			a := New(Options{})
-			secondWriter(a, c.instance, c.start, 14*time.Second, c.value)
+			secondWriter(a, c.instance, c.start, 40*time.Second, c.value)
 			r := a.Report()
-			fs := r.Findings
-			if len(fs) != 1 || fs[0].Diagnosis != c.diag || (c.line != "" && fs[0].Line != c.line) {
-				t.Fatalf("findings = %+v\nwant %s: %s", fs, c.diag, c.line)
-			}
 			m := r.Metrics
+			if len(m.List) != 1 || len(m.List[0].Writers) != 2 {
+				t.Fatalf("streams = %+v", m.List)
+			}
+			// The evidence line is internal/streams' (its tests pin it).
+			line := strings.Replace(c.line, "EVIDENCE", m.List[0].Writers[1].Evidence, 1)
+			fs := r.Findings
+			if len(fs) != 1 || fs[0].Diagnosis != c.diag || fs[0].Line != line {
+				t.Fatalf("findings = %+v\nwant %s: %s", fs, c.diag, line)
+			}
+			t.Log(fs[0].Line)
 			if m.ExtraPoints != c.extra || m.PeerPoints != c.peer || !reflect.DeepEqual(m.Classes, map[string]int{c.class: 1}) {
 				t.Errorf("extra %d, peer points %d, classes %v; want %d, %d, %s", m.ExtraPoints, m.PeerPoints, m.Classes, c.extra, c.peer, c.class)
 			}
@@ -257,7 +268,7 @@ func TestMetricsSameCauseAsDoubledSpans(t *testing.T) {
 		t.Fatalf("findings = %+v, want the doubled spans first", r.Findings)
 	}
 	m := r.Findings[1]
-	want := `metrics of service "svc": the same cause as its doubled spans, two exporters in one process (a second exporter or metric reader, e.g. the SDK set up twice; remove it): 1 stream (requests) have writers whose start times are 2.5s apart and whose points interleave (3 points the gateway drops; 3 resets Prometheus would count without dedup); the values have not told a copy from a peer yet (undecided: 6 tests, 0 of 8 with both moving, c in [24.99999997, 35.00000004])`
+	want := `metrics of service "svc": the same cause as its doubled spans, two exporters in one process (a second exporter or metric reader, e.g. the SDK set up twice; remove it): 1 stream (requests) have writers whose start times are 2.5s apart and whose points interleave (3 points the gateway drops; 3 resets Prometheus would count without dedup); the values have not told a copy from a peer yet (` + r.Metrics.List[0].Writers[1].Evidence + `)`
 	if m.Diagnosis != DiagTwoExporters || m.Line != want {
 		t.Fatalf("metric finding = %+v\nwant line %s", m, want)
 	}
@@ -276,7 +287,7 @@ func TestMetricsSameCauseAsDoubledSpans(t *testing.T) {
 	// A writer the values show to be a peer is a peer.
 	c := New(Options{})
 	doubledSpans(c, "svc")
-	secondWriter(c, "", 2500*time.Millisecond, 14*time.Second, peerOf(2500*time.Millisecond))
+	secondWriter(c, "", 2500*time.Millisecond, 40*time.Second, peerOf(2500*time.Millisecond))
 	for _, f := range c.Report().Findings {
 		if f.Signal == SignalMetrics && f.Diagnosis != DiagIdentityCollision {
 			t.Errorf("metric finding of a peer: %+v", f)
