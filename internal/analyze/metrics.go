@@ -449,8 +449,8 @@ type metricFindingAcc struct {
 	// streams (the first listed).
 	evidence string
 	// sameCause: the service's spans were doubled by two exporters in
-	// this run, and its streams' writers are not decided yet: one
-	// process, one cause.
+	// this run, and its streams' second writers are copies or not
+	// decided yet: one process, one cause.
 	sameCause bool
 	// An example of a repeated or out-of-order point: the requests
 	// of the later point and of its writer's previous one.
@@ -490,8 +490,8 @@ func (a *Analyzer) metricReport(r *Report) {
 // overlapDiagnoses diagnoses each stream whose writers overlap, from the
 // classifier's judgement of its second writers. A service whose spans two
 // exporters in one process doubled (the span findings are made first) has
-// that cause for its streams whose writers are not decided yet:
-// sameCause.
+// that cause for its streams whose second writers are copies or not
+// decided yet: sameCause.
 func (a *Analyzer) overlapDiagnoses(findings []Finding) (diags []Diagnosis, evidence []string, sameCause []bool) {
 	x := &a.metrics
 	doubled := map[string]bool{}
@@ -508,10 +508,10 @@ func (a *Analyzer) overlapDiagnoses(findings []Finding) (diags []Diagnosis, evid
 			var cls streams.Class
 			cls, evidence[i] = a.streamClass(s)
 			diags[i] = classDiagnosis(cls)
-			if cls == streams.ClassUndecided && doubled[subjectOf(s.res.service)] {
-				// Undecided writers of a service whose spans arrive
-				// twice from one process: the second exporter there
-				// (an SDK set up twice) explains both.
+			if cls != streams.ClassPeer && doubled[subjectOf(s.res.service)] {
+				// A copy or an undecided writer of a service whose
+				// spans arrive twice from one process: the second
+				// exporter there (an SDK set up twice) explains both.
 				diags[i], sameCause[i] = DiagTwoExporters, true
 			}
 		}
@@ -707,7 +707,7 @@ func overlapLine(k metricFindingKey, f *metricFindingAcc, subject, names string)
 		nstreams, names, fmtDur(f.spread), points, resets)
 	switch {
 	case f.sameCause:
-		return fmt.Sprintf("metrics of %s: the same cause as its doubled spans, two exporters in one process (a second exporter or metric reader, e.g. the SDK set up twice; remove it): %s; the values have not told a copy from a peer yet (%s)",
+		return fmt.Sprintf("metrics of %s: the same cause as its doubled spans, two exporters in one process (a second exporter or metric reader, e.g. the SDK set up twice; remove it): %s; judged from the values, %s",
 			subject, seen, f.evidence)
 	case k.diag == DiagTwoExporters:
 		return fmt.Sprintf("metrics of %s: %s: %s (a metric reader or exporter added to the same instruments, e.g. a framework attaching its own; remove it) (%s)",

@@ -268,7 +268,7 @@ func TestMetricsSameCauseAsDoubledSpans(t *testing.T) {
 		t.Fatalf("findings = %+v, want the doubled spans first", r.Findings)
 	}
 	m := r.Findings[1]
-	want := `metrics of service "svc": the same cause as its doubled spans, two exporters in one process (a second exporter or metric reader, e.g. the SDK set up twice; remove it): 1 stream (requests) have writers whose start times are 2.5s apart and whose points interleave (3 points the gateway drops; 3 resets Prometheus would count without dedup); the values have not told a copy from a peer yet (` + r.Metrics.List[0].Writers[1].Evidence + `)`
+	want := `metrics of service "svc": the same cause as its doubled spans, two exporters in one process (a second exporter or metric reader, e.g. the SDK set up twice; remove it): 1 stream (requests) have writers whose start times are 2.5s apart and whose points interleave (3 points the gateway drops; 3 resets Prometheus would count without dedup); judged from the values, ` + r.Metrics.List[0].Writers[1].Evidence
 	if m.Diagnosis != DiagTwoExporters || m.Line != want {
 		t.Fatalf("metric finding = %+v\nwant line %s", m, want)
 	}
@@ -282,6 +282,15 @@ func TestMetricsSameCauseAsDoubledSpans(t *testing.T) {
 	for _, f := range b.Report().Findings {
 		if f.Signal == SignalMetrics && f.Diagnosis != DiagSecondWriter {
 			t.Errorf("metric finding of svc with doubled spans of other: %+v", f)
+		}
+	}
+	// A copy has the same cause, and the line says the values agree.
+	d := New(Options{})
+	doubledSpans(d, "svc")
+	secondWriter(d, "", 2500*time.Millisecond, 40*time.Second, copyOf(2500*time.Millisecond))
+	for _, f := range d.Report().Findings {
+		if f.Signal == SignalMetrics && (f.Diagnosis != DiagTwoExporters || !strings.Contains(f.Line, ": the same cause as its doubled spans,") || !strings.Contains(f.Line, "judged from the values, copy: ")) {
+			t.Errorf("metric finding of a copy in a process with doubled spans: %+v", f)
 		}
 	}
 	// A writer the values show to be a peer is a peer.

@@ -44,7 +44,7 @@ logs: 1 received, 1 unique, 0 duplicated records, 0 extra copies
 
 findings:
   - spans of service "svc": 2 extra copies of spans rollout, verify, identical, 3ms after the first, on 2 connections: two exporters in one process (identical copies from one resource within the 5s export interval)
-  - metrics of service "svc": the same cause as its doubled spans, two exporters in one process (a second exporter or metric reader, e.g. the SDK set up twice; remove it): 1 stream (requests) have writers whose start times are 2.5s apart and whose points interleave (3 points the gateway drops; 3 resets Prometheus would count without dedup); the values have not told a copy from a peer yet (EVIDENCE)
+  - metrics of service "svc": the same cause as its doubled spans, two exporters in one process (a second exporter or metric reader, e.g. the SDK set up twice; remove it): 1 stream (requests) have writers whose start times are 2.5s apart and whose points interleave (3 points the gateway drops; 3 resets Prometheus would count without dedup); judged from the values, EVIDENCE
 `
 	want = strings.ReplaceAll(want, "EVIDENCE", evidence)
 	if got := b.String(); got != want {
