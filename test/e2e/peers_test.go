@@ -441,4 +441,3 @@ func TestDefaultRestart(t *testing.T) {
 		})
 	}
 }
-

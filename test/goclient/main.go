@@ -104,18 +104,18 @@ type config struct {
 type summary struct {
 	Spans     int    `json:"spans"`
 	Rollouts  int    `json:"rollouts"` // adds on the first MeterProvider
-	// Restarted: adds on the MeterProvider that took over (metrics-restart).
-	Restarted int `json:"restarted,omitempty"`
-	// FirstCounter and FirstHistSum are the last "rollouts" value and
-	// "rollout_duration_ms" sum the first MeterProvider exported.
-	FirstCounter int64   `json:"first_counter"`
-	FirstHistSum float64 `json:"first_hist_sum"`
 	Logs      int    `json:"logs"`
 	Protocol  string `json:"protocol"`
 	Mode      string `json:"mode"`
 	Errors    int64  `json:"errors"`
 	Status    int    `json:"status,omitempty"` // malformed: the HTTP status received
 	Exporters int    `json:"exporters"`
+	// Restarted: adds on the MeterProvider that took over (metrics-restart).
+	Restarted int `json:"restarted,omitempty"`
+	// FirstCounter and FirstHistSum are the last "rollouts" value and
+	// "rollout_duration_ms" sum the first MeterProvider exported.
+	FirstCounter int64   `json:"first_counter"`
+	FirstHistSum float64 `json:"first_hist_sum"`
 }
 
 var (
