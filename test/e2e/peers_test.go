@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -29,7 +30,7 @@ import (
 
 // peersConfig is the default dedup processor between the OTLP receiver and
 // Prometheus' remote-write receiver, with the gateway's own metrics on tel.
-func peersConfig(health, grpcAddr, writeURL, telHost, telPort string) string {
+func peersConfig(health, grpcAddr, writeURL, telHost, telPort, processors string) string {
 	return fmt.Sprintf(`
 extensions:
   health_check:
@@ -56,9 +57,9 @@ service:
   pipelines:
     metrics:
       receivers: [otlp]
-      processors: [dedup]
+      processors: [%s]
       exporters: [prometheusremotewrite]
-`, health, grpcAddr, writeURL, telHost, telPort)
+`, health, grpcAddr, writeURL, telHost, telPort, processors)
 }
 
 // peersRun is a gateway with the default dedup config in front of a real
@@ -70,7 +71,10 @@ type peersRun struct {
 	tel      string
 }
 
-func startPeersRun(t *testing.T) *peersRun {
+func startPeersRun(t *testing.T) *peersRun { return startRun(t, "dedup") }
+
+// startRun is startPeersRun with the pipeline's processors ("" for none).
+func startRun(t *testing.T, processors string) *peersRun {
 	t.Helper()
 	prom := startPrometheus(t)
 	grpcAddr, health, tel := freePort(t), freePort(t), freePort(t)
@@ -78,7 +82,7 @@ func startPeersRun(t *testing.T) *peersRun {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := startGatewayConfig(t, health, peersConfig(health, grpcAddr, prom.writeURL(), telHost, telPort))
+	g := startGatewayConfig(t, health, peersConfig(health, grpcAddr, prom.writeURL(), telHost, telPort, processors))
 	return &peersRun{prom: prom, g: g, grpcAddr: grpcAddr, tel: tel}
 }
 
@@ -437,6 +441,78 @@ func TestDefaultRestart(t *testing.T) {
 				if pr := r.prom.promResets(t, metric, service); pr != 1 {
 					t.Errorf("%s: Prometheus' resets() = %v, want 1", metric, pr)
 				}
+			}
+		})
+	}
+}
+
+// TestAuditJudgesStoredWriters: what Prometheus stored without dedup from
+// a second reader (a copy) and from two processes sharing one identity
+// (peers), read back by `doubletake audit prometheus`: the interleaved
+// series' writers are judged from the samples as the gateway judges them.
+func TestAuditJudgesStoredWriters(t *testing.T) {
+	dir := jsClient(t)
+	cases := []struct {
+		name, mode string
+		every      []int // ms between events, one per process
+		want       string
+	}{
+		// 150 events: the copy needs as many passing tests in one
+		// series as the gateway needs over a writer's streams.
+		{"second reader", "metrics-double", []int{100}, "copy"},
+		{"shared identity", "metrics-single", []int{100, 130}, "peer"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := startRun(t, "")
+			service := strings.ReplaceAll(c.name, " ", "-")
+			var wg sync.WaitGroup
+			for _, every := range c.every {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					cmd := exec.Command("node", "client.mjs")
+					cmd.Dir = dir
+					cmd.Env = append(os.Environ(), "OTEL_EXPORTER_OTLP_ENDPOINT=http://"+r.grpcAddr, "CLIENT_PROTOCOL=grpc",
+						"CLIENT_MODE="+c.mode, "CLIENT_SERVICE="+service, "CLIENT_ROLLOUTS=150", "CLIENT_ROLLOUT_MS="+strconv.Itoa(every),
+						"CLIENT_METRIC_INTERVAL_MS=250", "CLIENT_SECOND_DELAY_MS=1500")
+					var out jsResult
+					runClientLine(t, cmd, &out)
+				}()
+			}
+			wg.Wait()
+			r.finish(t)
+			if t.Failed() {
+				t.FailNow()
+			}
+			code, stdout, stderr := runAudit(t, nil, "prometheus", "--url", "http://"+r.prom.addr, "--match", fmt.Sprintf(`{job=%q}`, service),
+				"--range", "1h", "--format", "json", "--progress-interval", "0")
+			var rep struct {
+				Affected []struct {
+					Series   string `json:"series"`
+					Class    string `json:"class"`
+					Writers  string `json:"writers"`
+					Cause    string `json:"cause"`
+					Evidence string `json:"evidence"`
+				} `json:"affected"`
+			}
+			if err := json.Unmarshal([]byte(stdout), &rep); err != nil || code != 1 {
+				t.Fatalf("audit: exit %d, %v\n%s\n%s", code, err, stdout, stderr)
+			}
+			judged := 0
+			for _, a := range rep.Affected {
+				t.Logf("%s: %s, writers %s (%s)", a.Series, a.Class, a.Writers, a.Evidence)
+				if a.Class != "interleaved" {
+					continue
+				}
+				judged++
+				if a.Writers != c.want {
+					t.Errorf("%s: writers %s (%s), want %s", a.Series, a.Writers, a.Evidence, c.want)
+				}
+			}
+			// The counter, the histogram's _count and _sum at least.
+			if judged < 3 {
+				t.Errorf("%d interleaved series, want the counter's and the histogram's", judged)
 			}
 		})
 	}
