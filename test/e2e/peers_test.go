@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,8 +30,10 @@ import (
 // truth is their total.
 
 // peersConfig is the default dedup processor between the OTLP receiver and
-// Prometheus' remote-write receiver, with the gateway's own metrics on tel.
-func peersConfig(health, grpcAddr, writeURL, telHost, telPort, processors string) string {
+// Prometheus' remote-write receiver, with the gateway's own metrics on tel
+// and its status page on status (which reads what the processor decided
+// and changes nothing of its policy).
+func peersConfig(health, grpcAddr, writeURL, telHost, telPort, status, processors string) string {
 	return fmt.Sprintf(`
 extensions:
   health_check:
@@ -41,7 +44,8 @@ receivers:
       grpc:
         endpoint: %s
 processors:
-  dedup: {}
+  dedup:
+    status: {http: {endpoint: %s}}
 exporters:
   prometheusremotewrite:
     endpoint: %s
@@ -59,7 +63,7 @@ service:
       receivers: [otlp]
       processors: [%s]
       exporters: [prometheusremotewrite]
-`, health, grpcAddr, writeURL, telHost, telPort, processors)
+`, health, grpcAddr, status, writeURL, telHost, telPort, processors)
 }
 
 // peersRun is a gateway with the default dedup config in front of a real
@@ -69,6 +73,7 @@ type peersRun struct {
 	g        *gateway
 	grpcAddr string
 	tel      string
+	status   string
 }
 
 func startPeersRun(t *testing.T) *peersRun { return startRun(t, "dedup") }
@@ -77,13 +82,17 @@ func startPeersRun(t *testing.T) *peersRun { return startRun(t, "dedup") }
 func startRun(t *testing.T, processors string) *peersRun {
 	t.Helper()
 	prom := startPrometheus(t)
-	grpcAddr, health, tel := freePort(t), freePort(t), freePort(t)
+	grpcAddr, health, tel, status := freePort(t), freePort(t), freePort(t), freePort(t)
 	telHost, telPort, err := net.SplitHostPort(tel)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := startGatewayConfig(t, health, peersConfig(health, grpcAddr, prom.writeURL(), telHost, telPort, processors))
-	return &peersRun{prom: prom, g: g, grpcAddr: grpcAddr, tel: tel}
+	g := startGatewayConfig(t, health, peersConfig(health, grpcAddr, prom.writeURL(), telHost, telPort, status, processors))
+	r := &peersRun{prom: prom, g: g, grpcAddr: grpcAddr, tel: tel, status: status}
+	if processors == "" {
+		r.status = "" // no dedup in the pipeline, no status page
+	}
+	return r
 }
 
 // The workload every client runs: one event (a counter add and a
@@ -269,12 +278,77 @@ func (p *prometheus) promResets(t *testing.T, metric, service string) float64 {
 	return v
 }
 
-// finish waits until the gateway has written everything it holds (it
-// drains its exporter's queue as it stops), so that Prometheus holds every
-// sample the test asserts on.
-func (r *peersRun) finish(t *testing.T) {
+// finish reads what the processor decided about each stream's second
+// writer from its status page, then waits until the gateway has written
+// everything it holds (it drains its exporter's queue as it stops), so
+// that Prometheus holds every sample the test asserts on.
+func (r *peersRun) finish(t *testing.T) []decision {
 	t.Helper()
+	var ds []decision
+	if r.status != "" {
+		ds = r.decisions(t)
+	}
 	r.g.stop(t)
+	return ds
+}
+
+// decision is what the status page says about one stream's second writer.
+type decision struct {
+	metric, class, evidence string
+	tests                   int           // points tested against the other writer's
+	after                   time.Duration // from the first test to the decision; 0: undecided
+}
+
+var (
+	testsRE   = regexp.MustCompile(`(\d+) tests`)
+	decidedRE = regexp.MustCompile(`decided (\S+) after the first test`)
+)
+
+// decisions reads the streams of the status page that have a judged
+// second writer, and logs them.
+func (r *peersRun) decisions(t *testing.T) []decision {
+	t.Helper()
+	var st struct {
+		Streams []struct {
+			Metric   string `json:"metric"`
+			Class    string `json:"class"`
+			Evidence string `json:"evidence"`
+		} `json:"streams"`
+	}
+	if err := json.Unmarshal([]byte(get(t, "http://"+r.status+"/status.json")), &st); err != nil {
+		t.Fatalf("status.json: %v", err)
+	}
+	var ds []decision
+	for _, s := range st.Streams {
+		if s.Class == "" {
+			continue
+		}
+		d := decision{metric: s.Metric, class: s.Class, evidence: s.Evidence}
+		if m := testsRE.FindStringSubmatch(s.Evidence); m != nil {
+			d.tests, _ = strconv.Atoi(m[1])
+		}
+		if m := decidedRE.FindStringSubmatch(s.Evidence); m != nil {
+			d.after, _ = time.ParseDuration(m[1])
+		}
+		t.Logf("decision: %s: %s after %d tests, %s (%s)", d.metric, d.class, d.tests, d.after, d.evidence)
+		ds = append(ds, d)
+	}
+	return ds
+}
+
+// checkClasses asserts that no stream's second writer was judged other
+// than want ("copy": a copy may also be undecided still, which is handled
+// as a copy), and that at least one was judged at all.
+func checkClasses(t *testing.T, ds []decision, want string) {
+	t.Helper()
+	if len(ds) == 0 {
+		t.Errorf("the status page shows no judged second writer")
+	}
+	for _, d := range ds {
+		if d.class != want && (want != "copy" || d.class != "undecided") {
+			t.Errorf("%s: second writer judged %s (%s), want %s", d.metric, d.class, d.evidence, want)
+		}
+	}
 }
 
 // TestDefaultSecondReader: a second reader joins 1.5 s later on the same
@@ -287,7 +361,7 @@ func TestDefaultSecondReader(t *testing.T) {
 			r := startPeersRun(t)
 			const service = "reader-svc"
 			w := runWorkers(t, sdk, 1, r.grpcAddr, "metrics-double", service, "0")[0]
-			r.finish(t)
+			checkClasses(t, r.finish(t), "copy")
 			checkCopy(t, r, service, w)
 		})
 	}
@@ -304,7 +378,7 @@ func TestDefaultSecondReaderFloatSums(t *testing.T) {
 			r := startPeersRun(t)
 			const service = "floatsum-svc"
 			w := runWorkers(t, sdk, 1, r.grpcAddr, "metrics-double", service, peersOffset)[0]
-			r.finish(t)
+			checkClasses(t, r.finish(t), "copy")
 			checkCopy(t, r, service, w)
 		})
 	}
@@ -361,7 +435,7 @@ func TestDefaultSharedIdentity(t *testing.T) {
 				r := startPeersRun(t)
 				service := fmt.Sprintf("shared-%d-svc", n)
 				ws := runWorkers(t, sdk, n, r.grpcAddr, "metrics-single", service, "0")
-				r.finish(t)
+				checkClasses(t, r.finish(t), "peer")
 				checkPeers(t, r, service, ws)
 			})
 		}
@@ -423,7 +497,12 @@ func TestDefaultRestart(t *testing.T) {
 			r := startPeersRun(t)
 			const service = "restart-svc"
 			w := runWorkers(t, sdk, 1, r.grpcAddr, "metrics-restart", service, "0")[0]
-			r.finish(t)
+			ds := r.finish(t)
+			for _, d := range ds {
+				if d.class == "peer" {
+					t.Errorf("%s: the restarted life judged a peer (%s): a restart has one writer at a time", d.metric, d.evidence)
+				}
+			}
 			if w.events != peersEvents {
 				t.Fatalf("client recorded %d events, want %d", w.events, peersEvents)
 			}
