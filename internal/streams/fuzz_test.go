@@ -24,12 +24,14 @@ func FuzzTracker(f *testing.F) {
 	f.Add([]byte{0, 0, 1, 10, 10, 0, 1, 10, 20, 0, 2, 3, 5, 0, 1, 10, 30})
 	f.Add([]byte{1, 0, 1, 10, 10, 0, 2, 2, 40, 0, 2, 10, 50, 0, 1, 9, 20})
 	f.Add([]byte{2, 1, 0, 10, 1, 1, 0, 10, 1, 1, 0, 0, 1, 2, 0, 5, 7, 2, 0, 5, 7})
+	f.Add([]byte{4, 0, 1, 10, 10, 0, 2, 1, 50, 0, 1, 10, 20, 0, 2, 1, 60, 0, 2, 40, 70, 0, 1, 1, 30})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) < 1 {
 			return
 		}
 		p := DefaultPolicy()
 		p.Split = data[0]&1 != 0
+		p.Auto = !p.Split && data[0]&4 != 0
 		if data[0]&2 != 0 {
 			p.FailoverAfter = 20 * 1e9
 		}
@@ -45,6 +47,11 @@ func FuzzTracker(f *testing.F) {
 			value       float64
 		}
 		last := map[ID]out{}
+		type writerOf struct {
+			id    ID
+			start uint64
+		}
+		labelled := map[writerOf]bool{}
 		clock := uint64(100 * sec)
 		ops := data[1:]
 		cut := len(ops) / 8 * 2 // where the recorded stretch begins, in ops
@@ -66,9 +73,15 @@ func FuzzTracker(f *testing.F) {
 			if s, _, ok := tr.index.find(&id, tr); ok {
 				shape = tr.at(s).shape // a stream keeps the shape it was made with
 			}
-			d := tr.Observe(id, shape, pt, 0)
-			if d.Verdict == Label && !p.Split {
-				t.Fatalf("op %d: Label without Split", i/4)
+			d := tr.ObserveFrom(id, 9, shape, pt, 0)
+			if d.Verdict == Label && !p.Split && !p.Auto {
+				t.Fatalf("op %d: Label without Split or Auto", i/4)
+			}
+			if p.Auto && d.Verdict == Label {
+				labelled[writerOf{id, d.Writer}] = true
+			}
+			if p.Auto && d.Verdict == Pass && labelled[writerOf{id, d.Writer}] && d.Reason != ReasonUnjudged {
+				t.Fatalf("op %d: writer %d of stream %d labelled, then passed unlabelled", i/4, d.Writer, id[0])
 			}
 			if d.Verdict != Pass || d.Reason == ReasonUnjudged {
 				continue
@@ -86,6 +99,12 @@ func FuzzTracker(f *testing.F) {
 			last[id] = out{pt.Time, pt.Start, pt.Value}
 		}
 		tr.Record(nil)
+		if p.Auto {
+			again, _ := NewTracker(p)
+			if _, err := again.Restore(tr.AppendSnapshot(nil)); err != nil {
+				t.Fatalf("restore: %v", err)
+			}
+		}
 		if before != nil {
 			tr.Undo(&j)
 			if after := tr.snapshot(); !maps.EqualFunc(before, after, sameStream) {

@@ -9,8 +9,10 @@ import (
 
 // snapshotMagic starts a snapshot: a format name and version. Version 1
 // had no change-over shift; it is still read.
+// Version 2 had no classifier section (Policy.Auto); it is still read.
 const (
-	snapshotMagic   = "dtstreams2"
+	snapshotMagic   = "dtstreams3"
+	snapshotMagicV2 = "dtstreams2"
 	snapshotMagicV1 = "dtstreams1"
 )
 
@@ -63,7 +65,7 @@ func (t *Tracker) AppendSnapshot(b []byte) []byte {
 		b = binary.LittleEndian.AppendUint64(b, s.shift.Start)
 		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(s.shift.Offset))
 	}
-	return b
+	return t.judge.appendSnapshot(b)
 }
 
 // Restore adds the streams of a snapshot made by AppendSnapshot, up to the
@@ -74,8 +76,11 @@ func (t *Tracker) Restore(b []byte) (int, error) {
 		return 0, errSnapshot
 	}
 	size := uint64(streamBytes)
+	judged := false
 	switch string(b[:len(snapshotMagic)]) {
 	case snapshotMagic:
+		judged = true
+	case snapshotMagicV2:
 	case snapshotMagicV1:
 		size = streamBytesV1
 	default:
@@ -84,8 +89,19 @@ func (t *Tracker) Restore(b []byte) (int, error) {
 	b = b[len(snapshotMagic):]
 	n := binary.LittleEndian.Uint64(b)
 	b = b[8:]
+	var tail []byte
+	if judged && n <= uint64(len(b))/size {
+		b, tail = b[:n*size], b[n*size:]
+	}
 	if n > uint64(len(b)) || uint64(len(b)) != n*size {
 		return 0, fmt.Errorf("stream tracker snapshot: %d bytes for %d streams, want %d", len(b), n, n*size)
+	}
+	if judged {
+		// Checked before any stream is added: a bad section adds nothing.
+		if err := checkJudgeSnapshot(tail); err != nil {
+			return 0, err
+		}
+		defer func() { t.judge.restore(tail, t) }()
 	}
 	added := 0
 	for ; len(b) > 0; b = b[size:] {

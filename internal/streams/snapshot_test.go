@@ -98,9 +98,10 @@ func TestSnapshotKeepsTheShift(t *testing.T) {
 	}
 
 	// The same snapshot in the first format: the magic, the count, and
-	// each stream without its last 16 bytes.
+	// each stream without its last 16 bytes (and no classifier section:
+	// its two counts, 16 bytes, end the snapshot).
 	v1 := append([]byte(snapshotMagicV1), snap[len(snapshotMagic):len(snapshotMagic)+8]...)
-	for b := snap[len(snapshotMagic)+8:]; len(b) > 0; b = b[streamBytes:] {
+	for b := snap[len(snapshotMagic)+8 : len(snap)-16]; len(b) > 0; b = b[streamBytes:] {
 		v1 = append(v1, b[:streamBytesV1]...)
 	}
 	old, _ := NewTracker(DefaultPolicy())

@@ -45,6 +45,11 @@ const (
 	// apart by metrics.split_attribute on the points of the writers that
 	// were not elected.
 	OverlapSplit OverlapPolicy = "split"
+	// OverlapAuto (the default) tells a second writer's case from its
+	// values: a copy (a second metric reader in one process) is dropped as
+	// with keep_one, a peer (a process sharing the identity) is kept as
+	// its own series as with split; undecided, it is dropped.
+	OverlapAuto OverlapPolicy = "auto"
 )
 
 const (
@@ -69,7 +74,7 @@ var (
 	errMaxServices = errors.New("max_services must be at least 1")
 	errWarn        = errors.New("warn_interval must be positive")
 	errSummary     = errors.New("summary_interval must not be negative")
-	errOverlap     = errors.New(`overlap must be "keep_one" or "split"`)
+	errOverlap     = errors.New(`overlap must be "auto", "keep_one" or "split"`)
 	errSplitAttr   = errors.New("split_attribute must not be empty")
 )
 
@@ -147,8 +152,13 @@ type MetricsConfig struct {
 	// Zero derives it per stream: 3 times the writer's observed interval,
 	// at least 1s.
 	FailoverAfter time.Duration `mapstructure:"failover_after"`
-	// Overlap is keep_one (default) or split.
+	// Overlap is auto (default), keep_one or split.
 	Overlap OverlapPolicy `mapstructure:"overlap"`
+	// MaxJudgedWriters bounds overlap: auto: the most second writers of
+	// streams under judgement (and the most writers pooled over their
+	// streams); past it a second writer is judged as with keep_one,
+	// counted.
+	MaxJudgedWriters int `mapstructure:"max_judged_writers"`
 	// SplitAttribute is the point attribute that tells the writers apart
 	// with overlap: split.
 	SplitAttribute string `mapstructure:"split_attribute"`
@@ -167,6 +177,8 @@ func (m MetricsConfig) policy() streams.Policy {
 	p.MaxStale = m.MaxStale
 	p.FailoverAfter = m.FailoverAfter
 	p.Split = m.Overlap == OverlapSplit
+	p.Auto = m.Overlap == OverlapAuto
+	p.MaxJudged = m.MaxJudgedWriters
 	p.Interpolate = m.InterpolateChangeover
 	return p
 }
@@ -201,7 +213,8 @@ func createDefaultConfig() *Config {
 			MaxStreams:            defaultMaxStreams,
 			MaxStale:              defaultMaxStale,
 			FailoverAfter:         0, // derived per stream
-			Overlap:               OverlapKeepOne,
+			Overlap:               OverlapAuto,
+			MaxJudgedWriters:      streams.DefaultMaxJudged,
 			SplitAttribute:        defaultSplitAttribute,
 			InterpolateChangeover: true,
 		},
@@ -289,9 +302,12 @@ func (c *MetricsConfig) Validate() error {
 		errs = append(errs, fmt.Errorf("failover_after must not be negative (0 derives it from each stream's interval), got %s", c.FailoverAfter))
 	}
 	switch c.Overlap {
-	case OverlapKeepOne, OverlapSplit:
+	case OverlapAuto, OverlapKeepOne, OverlapSplit:
 	default:
 		errs = append(errs, fmt.Errorf("%w, got %q", errOverlap, c.Overlap))
+	}
+	if c.MaxJudgedWriters < 1 || c.MaxJudgedWriters > streams.MaxStreamsLimit {
+		errs = append(errs, fmt.Errorf("max_judged_writers must be between 1 and %d, got %d", streams.MaxStreamsLimit, c.MaxJudgedWriters))
 	}
 	if c.SplitAttribute == "" {
 		errs = append(errs, errSplitAttr)

@@ -41,7 +41,9 @@ func TestConfigValidate(t *testing.T) {
 		{"huge max_streams", func(c *Config) { c.Metrics.MaxStreams = 1 << 40 }, "metrics: max_streams must be between 1 and"},
 		{"zero max_stale", func(c *Config) { c.Metrics.MaxStale = 0 }, "metrics: max_stale must be positive, got 0s"},
 		{"negative failover_after", func(c *Config) { c.Metrics.FailoverAfter = -time.Second }, "metrics: failover_after must not be negative"},
-		{"bad overlap", func(c *Config) { c.Metrics.Overlap = "merge" }, `metrics: overlap must be "keep_one" or "split", got "merge"`},
+		{"bad overlap", func(c *Config) { c.Metrics.Overlap = "merge" }, `metrics: overlap must be "auto", "keep_one" or "split", got "merge"`},
+		{"keep_one", func(c *Config) { c.Metrics.Overlap = OverlapKeepOne }, ""},
+		{"no judged writers", func(c *Config) { c.Metrics.MaxJudgedWriters = 0 }, "metrics: max_judged_writers must be between 1 and 67108864, got 0"},
 		{"empty split_attribute", func(c *Config) { c.Metrics.SplitAttribute = "" }, "metrics: split_attribute must not be empty"},
 		{"negative memory limit", func(c *Config) { c.MemorySoftLimitMiB = -1 }, "memory_soft_limit_mib must not be negative, got -1"},
 		{"zero checkpoint", func(c *Config) { c.CheckpointInterval = 0 }, "checkpoint_interval must be positive, got 0s"},
@@ -138,7 +140,7 @@ func TestConfigMetricsFromYAML(t *testing.T) {
 	if err := confmap.Validate(cfg); err != nil {
 		t.Fatal(err)
 	}
-	want := MetricsConfig{MaxStreams: 5000, MaxStale: 10 * time.Minute, FailoverAfter: 90 * time.Second, Overlap: OverlapSplit, SplitAttribute: "writer", InterpolateChangeover: false}
+	want := MetricsConfig{MaxStreams: 5000, MaxStale: 10 * time.Minute, FailoverAfter: 90 * time.Second, Overlap: OverlapSplit, MaxJudgedWriters: 10000, SplitAttribute: "writer", InterpolateChangeover: false}
 	if cfg.Metrics != want {
 		t.Fatalf("metrics config %+v, want %+v", cfg.Metrics, want)
 	}
@@ -147,7 +149,7 @@ func TestConfigMetricsFromYAML(t *testing.T) {
 		t.Fatalf("policy %+v", p)
 	}
 	def := createDefaultConfig().Metrics
-	if def.MaxStreams != 100_000 || def.MaxStale != 5*time.Minute || def.FailoverAfter != 0 || def.Overlap != OverlapKeepOne || def.SplitAttribute != "service.instance.id" || !def.InterpolateChangeover || !def.policy().Interpolate {
+	if def.MaxStreams != 100_000 || def.MaxStale != 5*time.Minute || def.FailoverAfter != 0 || def.Overlap != OverlapAuto || def.MaxJudgedWriters != 10000 || !def.policy().Auto || def.SplitAttribute != "service.instance.id" || !def.InterpolateChangeover || !def.policy().Interpolate {
 		t.Fatalf("defaults %+v", def)
 	}
 }

@@ -30,6 +30,7 @@ type metricUnit struct {
 	svcs    *services        // signal "metrics": serviceStats.metrics is set
 	book    *streamBook      // the status page's streams (status.go); nil without it
 	totals  metricTotals
+	auto    bool // metrics.overlap auto
 
 	lastFull time.Time // the last warning that max_streams was reached; guarded by svcs.mu
 
@@ -66,6 +67,7 @@ func newMetricUnit(cfg *Config, seed window.Seed, svcs *services) (*metricUnit, 
 		// collision of stream IDs.
 		hasher: streams.NewHasher(metricSeed(seed)),
 		svcs:   svcs,
+		auto:   cfg.Metrics.Overlap == OverlapAuto,
 	}
 	u.now = func() int64 { return time.Now().UnixNano() }
 	u.scratch.New = func() any { return &metricScratch{u: u} }
@@ -91,6 +93,8 @@ type judging struct {
 	metric    string
 	now       int64
 	mutate    bool // mode drop: remove and label points
+	auto      bool // metrics.overlap auto: name the class in events
+	origin    uint64
 	splitAttr string
 	shift     streams.Shift // the last judged point's rewrite, if shifted
 	shifted   bool
@@ -119,11 +123,16 @@ func shift(dp pmetric.NumberDataPoint, sh streams.Shift) {
 // remove judges one point and says whether to remove it. With overlap:
 // split it labels the point of a writer that was not elected.
 func (j *judging) remove(attrs pcommon.Map, pt streams.Point) bool {
-	d := j.tracker.Observe(j.hasher.Point(attrs), j.shape, pt, j.now)
+	id := j.hasher.Point(attrs)
+	d := j.tracker.ObserveFrom(id, j.origin, j.shape, pt, j.now)
 	j.shift, j.shifted = d.Shift, d.Shifted
 	j.c.received++
 	if d.Reason != streams.ReasonNone || d.Election != streams.ElectionNone {
+		set := j.c.event.set
 		j.c.note(d, j.metric, attrs, j.mutate)
+		if j.auto && !set && j.c.event.set {
+			j.classify(id, d) // metrics_class.go
+		}
 	}
 	switch d.Verdict {
 	case streams.Drop:
@@ -236,7 +245,7 @@ func (u *metricUnit) end(sc *metricScratch) { u.scratch.Put(sc) }
 // anything is left to forward.
 func (u *metricUnit) judge(ctx context.Context, md pmetric.Metrics, sc *metricScratch, tel *telemetry, drop bool, splitAttr string) bool {
 	j := &sc.j
-	*j = judging{tracker: u.tracker, now: u.now(), mutate: drop, splitAttr: splitAttr}
+	*j = judging{tracker: u.tracker, now: u.now(), mutate: drop, splitAttr: splitAttr, auto: u.auto}
 	points := md.DataPointCount()
 	rms := md.ResourceMetrics()
 	u.mu.Lock()
@@ -251,6 +260,7 @@ func (u *metricUnit) judge(ctx context.Context, md pmetric.Metrics, sc *metricSc
 		if drop {
 			rm.ScopeMetrics().RemoveIf(func(sm pmetric.ScopeMetrics) bool {
 				j.hasher.Scope(sm.Scope())
+				j.origin = j.hasher.Origin()
 				sm.Metrics().RemoveIf(func(m pmetric.Metric) bool { return !j.keepMetric(m) })
 				return sm.Metrics().Len() == 0
 			})
@@ -260,6 +270,7 @@ func (u *metricUnit) judge(ctx context.Context, md pmetric.Metrics, sc *metricSc
 		for k := 0; k < sms.Len(); k++ {
 			sm := sms.At(k)
 			j.hasher.Scope(sm.Scope())
+			j.origin = j.hasher.Origin()
 			ms := sm.Metrics()
 			for n := 0; n < ms.Len(); n++ {
 				j.keepMetric(ms.At(n))

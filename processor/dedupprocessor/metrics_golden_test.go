@@ -732,7 +732,7 @@ func logsText(logs *observer.ObservedLogs) string {
 		}
 		b.WriteString("warn " + strings.ReplaceAll(e.Message, " ", "_"))
 		fields := e.ContextMap()
-		for _, k := range []string{"service.name", "metric", "reason", "elected_start", "other_start", "points", "action", "max_streams", "unjudged_points"} {
+		for _, k := range []string{"service.name", "metric", "reason", "elected_start", "other_start", "points", "action", "class", "max_streams", "unjudged_points"} {
 			v, ok := fields[k]
 			if !ok {
 				continue

@@ -35,6 +35,11 @@ type metricEvent struct {
 	elected  uint64 // start time of the writer elected before the point
 	writer   uint64 // start time of the point's writer
 	action   int    // what happened to the point
+	// With metrics.overlap auto, for a second writer's point: its class
+	// and the evidence (metrics_class.go).
+	class    streams.Class
+	judged   bool
+	evidence string
 }
 
 // metricCounts is what one request brought for one resource's service.
@@ -235,8 +240,11 @@ func (w *metricUnit) warn(counts []metricCounts, unjudged int64) {
 		}
 		fields = append(fields,
 			zap.Int64("points", st.dups),
-			zap.String("action", actionNames[e.action]),
-			zap.String("suggests", suggest(e)))
+			zap.String("action", actionNames[e.action]))
+		if e.judged {
+			fields = append(fields, zap.String("class", e.class.String()), zap.String("evidence", e.evidence))
+		}
+		fields = append(fields, zap.String("suggests", suggest(e)))
 		s.logger.Warn("metric stream has more than one writer", fields...)
 		st.lastWarn = now
 		st.dups = 0
@@ -252,6 +260,9 @@ func eventName(e metricEvent) string {
 
 // suggest names the likely cause from the kind of event.
 func suggest(e metricEvent) string {
+	if e.judged && e.class != streams.ClassUndecided {
+		return e.class.Cause() // metrics.overlap auto: from the values
+	}
 	switch {
 	case e.reason == streams.ReasonDecrease:
 		return "writers share a start time but report different values: two readers or exporters over one SDK aggregation, or processes that started together without a unique service.instance.id"

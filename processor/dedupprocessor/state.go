@@ -103,6 +103,9 @@ func newState(id component.ID, set component.TelemetrySettings, cfg *Config) (*s
 	if err := tel.observe(set, windows); err != nil {
 		return nil, err
 	}
+	if err := metrics.observeWriters(tel.builder); err != nil { // metrics_class.go
+		return nil, err
+	}
 	if st.status, err = newStatusServer(st, set); err != nil {
 		return nil, err
 	}

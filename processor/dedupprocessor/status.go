@@ -130,6 +130,7 @@ type streamEntry struct {
 	event           string // the latest: overlap, decrease, election:earlier_start...
 	action          string
 	diagnosis       string
+	class, evidence string // metrics.overlap auto: the other writer's (metrics_class.go)
 	first, last     time.Time
 }
 
@@ -163,6 +164,9 @@ func (b *streamBook) note(service string, e metricEvent, points, elections int64
 	en.points += points
 	en.elections += elections
 	en.event, en.action, en.diagnosis = eventName(e), actionNames[e.action], suggest(e)
+	if e.judged {
+		en.class, en.evidence = e.class.String(), e.evidence
+	}
 	en.last = now
 	b.mu.Unlock()
 }
@@ -239,6 +243,10 @@ type StreamStatus struct {
 	FirstSeen    time.Time  `json:"first_seen"`
 	LastSeen     time.Time  `json:"last_seen"`
 	Diagnosis    string     `json:"diagnosis"`
+	// Class and Evidence, with metrics.overlap auto: what the other writer
+	// is (undecided, copy, peer) and why, judged from the values.
+	Class    string `json:"class,omitempty"`
+	Evidence string `json:"evidence,omitempty"`
 }
 
 // WindowStatus is one signal's state.
@@ -460,6 +468,7 @@ func (s *statusServer) snapshot(now time.Time) Status {
 			Service: cleanName(e.service), Metric: cleanName(e.metric), Attributes: cleanNameBytes(e.attrs, statusAttrBytes),
 			Points: e.points, Elections: e.elections,
 			Event: e.event, Action: e.action, FirstSeen: e.first.UTC(), LastSeen: e.last.UTC(), Diagnosis: e.diagnosis,
+			Class: e.class, Evidence: cleanNameBytes(e.evidence, statusAttrBytes),
 		}
 		if e.elected != 0 || e.other != 0 {
 			el, ot := time.Unix(0, int64(e.elected)).UTC(), time.Unix(0, int64(e.other)).UTC()

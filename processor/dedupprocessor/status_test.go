@@ -127,6 +127,7 @@ func TestStatusPageStreams(t *testing.T) {
 	cfg := createDefaultConfig()
 	statusOn(cfg)
 	cfg.Status.MaxStreams = 1
+	cfg.Metrics.Overlap = OverlapKeepOne // it elects the earlier start at once
 	set := processortest.NewNopSettings(Type)
 	sink := new(consumertest.MetricsSink)
 	p, err := NewFactory().CreateMetrics(context.Background(), set, cfg, sink)

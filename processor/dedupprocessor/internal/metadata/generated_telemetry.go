@@ -45,6 +45,8 @@ type TelemetryBuilder struct {
 	ProcessorDedupRolledBackEntries    metric.Int64Counter
 	ProcessorDedupStatusRefusedEvents  metric.Int64Counter
 	ProcessorDedupUnjudgedPoints       metric.Int64Counter
+	ProcessorDedupWriters              metric.Int64ObservableGauge
+	ProcessorDedupWritersRefused       metric.Int64ObservableCounter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -124,6 +126,36 @@ func (builder *TelemetryBuilder) RegisterProcessorDedupJournalSegmentsLimitCallb
 		cb(ctx, &observerInt64{inst: builder.ProcessorDedupJournalSegmentsLimit, obs: o})
 		return nil
 	}, builder.ProcessorDedupJournalSegmentsLimit)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterProcessorDedupWritersCallback sets callback for observable ProcessorDedupWriters metric.
+func (builder *TelemetryBuilder) RegisterProcessorDedupWritersCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ProcessorDedupWriters, obs: o})
+		return nil
+	}, builder.ProcessorDedupWriters)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterProcessorDedupWritersRefusedCallback sets callback for observable ProcessorDedupWritersRefused metric.
+func (builder *TelemetryBuilder) RegisterProcessorDedupWritersRefusedCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ProcessorDedupWritersRefused, obs: o})
+		return nil
+	}, builder.ProcessorDedupWritersRefused)
 	if err != nil {
 		return err
 	}
@@ -271,6 +303,18 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_processor_dedup_unjudged_points",
 		metric.WithDescription("Metric points of new streams passed unjudged because metrics.max_streams streams were tracked already. [Alpha]"),
 		metric.WithUnit("{point}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorDedupWriters, err = builder.meter.Int64ObservableGauge(
+		"otelcol_processor_dedup_writers",
+		metric.WithDescription("Second writers of metric streams under judgement (metrics.overlap auto), by class, each writer counted once over its streams of one resource and scope. [Alpha]"),
+		metric.WithUnit("{writer}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorDedupWritersRefused, err = builder.meter.Int64ObservableCounter(
+		"otelcol_processor_dedup_writers_refused",
+		metric.WithDescription("Second writers of metric streams not judged because metrics.max_judged_writers were under judgement already; their points are judged as with keep_one. [Alpha]"),
+		metric.WithUnit("{writer}"),
 	)
 	errs = errors.Join(errs, err)
 	return &builder, errs

@@ -282,3 +282,33 @@ func AssertEqualProcessorDedupUnjudgedPoints(t *testing.T, tt *componenttest.Tel
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
+
+func AssertEqualProcessorDedupWriters(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_processor_dedup_writers",
+		Description: "Second writers of metric streams under judgement (metrics.overlap auto), by class, each writer counted once over its streams of one resource and scope. [Alpha]",
+		Unit:        "{writer}",
+		Data: metricdata.Gauge[int64]{
+			DataPoints: dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_processor_dedup_writers")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualProcessorDedupWritersRefused(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_processor_dedup_writers_refused",
+		Description: "Second writers of metric streams not judged because metrics.max_judged_writers were under judgement already; their points are judged as with keep_one. [Alpha]",
+		Unit:        "{writer}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_processor_dedup_writers_refused")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
