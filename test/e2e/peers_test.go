@@ -287,6 +287,13 @@ func (r *peersRun) finish(t *testing.T) []decision {
 	var ds []decision
 	if r.status != "" {
 		ds = r.decisions(t)
+		if code, body := scrape(t, "http://"+r.tel+"/metrics"); code == 200 {
+			for _, l := range strings.Split(body, "\n") {
+				if strings.HasPrefix(l, "otelcol_processor_dedup_writers") {
+					t.Logf("gateway: %s", l)
+				}
+			}
+		}
 	}
 	r.g.stop(t)
 	return ds
