@@ -16,7 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-components=(processor/dedupprocessor extension/guardextension)
+components=(processor/dedupprocessor extension/guardextension exporter/dedupotlpexporter)
 
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT

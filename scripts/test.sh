@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command: installs what the tests use when it is absent
-# (Prometheus, Node.js, Chromium and jq from Debian's packages, the JS SDK client's npm
+# (Prometheus, Node.js, Chromium, jq, curl and podman from Debian's packages, the JS SDK client's npm
 # packages), then runs every Go test. Under CI=true a dependency that cannot
 # be installed fails the run; tests never skip for it.
 set -euo pipefail
@@ -14,6 +14,9 @@ command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v jq >/dev/null 2>&1 || missing+=(jq)
+# curl: the README's walkthrough; podman: the container image is built.
+command -v curl >/dev/null 2>&1 || missing+=(curl)
+command -v podman >/dev/null 2>&1 || missing+=(podman)
 if ((${#missing[@]})); then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "test.sh: installing ${missing[*]} from Debian's packages" >&2
@@ -45,7 +48,7 @@ go test -count=1 -timeout 40m ./... "$@"
 
 # The concurrent paths again under the race detector.
 go test -count=1 -race ./processor/... ./internal/capture/ ./internal/groupcommit/
-go test -count=1 -race -run GroupCommit ./internal/distro/
+go test -count=1 -race -run GroupCommit ./exporter/dedupotlpexporter/
 
 # Every fuzz target, briefly, from its committed seed corpus
 # (testdata/fuzz/<Target>): FUZZTIME=0 skips this step.

@@ -26,6 +26,7 @@ import (
 	"go.opentelemetry.io/collector/receiver/otlpreceiver"
 	"go.opentelemetry.io/collector/service/telemetry/otelconftelemetry"
 
+	"github.com/doubletake/doubletake/exporter/dedupotlpexporter"
 	"github.com/doubletake/doubletake/extension/guardextension"
 	"github.com/doubletake/doubletake/internal/otlpjson"
 	"github.com/doubletake/doubletake/internal/serieslimit"
@@ -44,7 +45,6 @@ func Components() (otelcol.Factories, error) {
 	// The dedup OTLP exporters hand items lost after acceptance back to
 	// the dedup processors of this same set of factories.
 	dedup, takeBack := dedupprocessor.NewFactoryWithTakeBack()
-	otlpGRPC, otlpHTTP := otlpexporter.NewFactory(), otlphttpexporter.NewFactory()
 	if f.Receivers, err = otelcol.MakeFactoryMap[receiver.Factory](
 		otlpreceiver.NewFactory(),
 	); err != nil {
@@ -58,10 +58,10 @@ func Components() (otelcol.Factories, error) {
 		return f, err
 	}
 	if f.Exporters, err = otelcol.MakeFactoryMap[exporter.Factory](
-		otlpGRPC,
-		otlpHTTP,
-		newDedupOTLPFactory(dedupOTLPGRPCType, otlpGRPC, takeBack),
-		newDedupOTLPFactory(dedupOTLPHTTPType, otlpHTTP, takeBack),
+		otlpexporter.NewFactory(),
+		otlphttpexporter.NewFactory(),
+		dedupotlpexporter.NewGRPCFactory(takeBack),
+		dedupotlpexporter.NewHTTPFactory(takeBack),
 		debugexporter.NewFactory(),
 		fileexporter.NewFactory(),
 		// The prometheus exporter with max_series (see serieslimit).

@@ -10,6 +10,7 @@ import (
 	"text/template"
 	"time"
 
+	"github.com/doubletake/doubletake/exporter/dedupotlpexporter"
 	"github.com/doubletake/doubletake/internal/termsafe"
 )
 
@@ -49,7 +50,7 @@ func DefaultOptions() Options {
 		HealthEndpoint:          "127.0.0.1:13133",
 		StatusEndpoint:          "127.0.0.1:8890",
 		SummaryInterval:         time.Minute,
-		UpstreamMaxRequestBytes: DefaultMaxRequestBytes,
+		UpstreamMaxRequestBytes: dedupotlpexporter.DefaultMaxRequestBytes,
 		MemorySoftLimitMiB:      dedupSoftLimitMiB(),
 	}
 }

@@ -25,10 +25,28 @@ func randomIDs(n int) []ID {
 // BenchmarkObserve is the Tracker alone in steady state: 10k cumulative
 // streams, every stream gets one point per round from each writer. With 2
 // writers (starts 100 s and 105 s), half the points lose the election.
+//
+// With /auto the classifier judges the second writer: a copy (its values
+// the first's) or, with /auto/peers, a peer (twice them).
 func BenchmarkObserve(b *testing.B) {
-	for _, writers := range []int{1, 2} {
-		b.Run(fmt.Sprintf("streams=10k/writers=%d", writers), func(b *testing.B) {
-			tr := newTracker(b, nil)
+	for _, bc := range []struct {
+		writers     int
+		auto, peers bool
+		rounds      int // of warm-up: 40 decide the copies
+	}{{1, false, false, 2}, {2, false, false, 2}, {2, true, false, 2}, {2, true, false, 40}, {2, true, true, 2}} {
+		writers := bc.writers
+		name := fmt.Sprintf("streams=10k/writers=%d", writers)
+		if bc.auto {
+			name += "/auto"
+		}
+		if bc.peers {
+			name += "/peers"
+		}
+		if bc.rounds > 2 {
+			name += "/copies_decided"
+		}
+		b.Run(name, func(b *testing.B) {
+			tr := newTracker(b, func(p *Policy) { p.Auto = bc.auto; p.MaxJudged = 2 * benchStreams })
 			ids := randomIDs(benchStreams)
 			point := func(i int) (ID, Point) {
 				w := i % writers
@@ -36,18 +54,26 @@ func BenchmarkObserve(b *testing.B) {
 				s, round := k%benchStreams, uint64(k/benchStreams)
 				t := (110 + 10*round + uint64(w)) * sec
 				v := float64(round)
+				if bc.peers {
+					v *= float64(w + 1)
+				}
 				return ids[s], Point{Start: (100 + 5*uint64(w)) * sec, Time: t, Value: v, Fingerprint: uint64(round)}
 			}
-			for i := range 2 * writers * benchStreams { // create and warm every stream
+			for i := range bc.rounds * writers * benchStreams { // create and warm every stream
 				id, p := point(i)
-				tr.Observe(id, monoSum, p, 0)
+				tr.ObserveFrom(id, 5, monoSum, p, 0)
 			}
-			off := 2 * writers * benchStreams
+			if bc.rounds > 2 {
+				if st := tr.JudgeStats(); st.ByClass[ClassCopy] == 0 {
+					b.Fatalf("no copy decided: %+v", st)
+				}
+			}
+			off := bc.rounds * writers * benchStreams
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := range b.N {
 				id, p := point(off + i)
-				tr.Observe(id, monoSum, p, 0)
+				tr.ObserveFrom(id, 5, monoSum, p, 0)
 			}
 		})
 	}

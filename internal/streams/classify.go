@@ -85,7 +85,7 @@ const (
 // use. The zero value is ready to use.
 type Pair struct {
 	start   [2]uint64          // [0] the earlier start; 0: not seen yet
-	pts     [2][History]sample // each writer's newest points, newest first
+	pts     [2][History]sample // each writer's newest points
 	last    [2][2]float64      // per writer: its own and the other's first value at its previous test
 	lo, hi  [MaxParts]float64  // bounds of c per value
 	scale   [MaxParts]float64  // the largest magnitude compared per value
@@ -162,7 +162,7 @@ func (p *Pair) Evidence() Evidence {
 	k := int(p.part)
 	e := Evidence{
 		Class: p.class, Points: int(p.points), Tests: int(p.tests), Moves: int(p.moves),
-		Part: partName(p.shape, k, p.pts[0][0].n), First: p.first, Decided: p.decided,
+		Part: partName(p.shape, k, p.newest(0).n), First: p.first, Decided: p.decided,
 		Earlier: p.start[0], Later: p.start[1], Lo: math.Inf(-1), Hi: math.Inf(1),
 	}
 	if p.class == ClassPeer {
@@ -288,17 +288,20 @@ func (p *Pair) Add(shape Shape, pt Point) (moves int, ok bool) {
 			p.class, p.decided = ClassCopy, pt.Time
 		}
 	}
-	// Keep the newest History points, newest first.
+	// Keep the newest History points (in no order): the new one replaces
+	// the oldest, unless it is older still or its time is there already.
 	mine := &p.pts[w]
+	oldest := 0
 	for k := range History {
-		if pt.Time == mine[k].time {
-			break
+		if mine[k].time == pt.Time {
+			return moves, true
 		}
-		if pt.Time > mine[k].time {
-			copy(mine[k+1:], mine[k:History-1])
-			mine[k] = cur
-			break
+		if mine[k].time < mine[oldest].time {
+			oldest = k
 		}
+	}
+	if pt.Time > mine[oldest].time {
+		mine[oldest] = cur
 	}
 	return moves, true
 }
@@ -335,10 +338,21 @@ func (p *Pair) bound(x, y *sample) {
 	}
 }
 
+// newest returns writer w's newest retained point.
+func (p *Pair) newest(w int) *sample {
+	n := &p.pts[w][0]
+	for k := 1; k < History; k++ {
+		if p.pts[w][k].time > n.time {
+			n = &p.pts[w][k]
+		}
+	}
+	return n
+}
+
 // move says whether, since writer w's previous point, both writers'
 // first values changed (a test that could have failed), and counts it.
 func (p *Pair) move(w int, cur *sample) int {
-	other := p.pts[1-w][0]
+	other := p.newest(1 - w)
 	if other.time == 0 || p.bounded&1 == 0 || math.IsInf(p.hi[0], 1) {
 		return 0 // no test yet that could fail
 	}

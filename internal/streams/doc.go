@@ -2,7 +2,7 @@
 // the OpenTelemetry metrics data model's single-writer rule: "All metric
 // data streams within OTLP MUST have one logical writer."
 //
-// It has three parts, shared by the dedup processor, `doubletake verify` and
+// It has four parts, shared by the dedup processor, `doubletake verify` and
 // `doubletake audit`:
 //
 //   - [Hasher] computes a stream's [ID], a 128-bit digest of exactly what the
@@ -16,6 +16,12 @@
 //     StartTimeUnixNano that is alive), exact repeats, points out of order,
 //     overlapping delta intervals, gauges written twice. It returns a
 //     [Decision] and never touches pdata itself.
+//   - [Pair] tells a stream's second writer a copy (a second metric reader
+//     in one process: the first writer's values less a constant) or a peer
+//     (another process with the same identity) from the values; with
+//     Policy.Auto the Tracker keeps a bounded set of them, pooled per writer
+//     ([Tracker.ObserveFrom], [Tracker.Judgement]), labels peers and judges
+//     copies as it judges without Split.
 //   - [Resets] and [ResetCounter] count counter resets exactly as PromQL's
 //     resets() does: any decrease between consecutive samples.
 //

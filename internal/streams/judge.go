@@ -1,6 +1,9 @@
 package streams
 
-import "math"
+import (
+	"math"
+	"time"
+)
 
 // judge is a Tracker's classifier under Policy.Auto: a Pair for every
 // (stream, second writer) under judgement, and a pooled class for every
@@ -16,6 +19,7 @@ type judge struct {
 	byStream map[ID]uint32      // first slot of the stream's pairs, plus one
 	writers  map[writerKey]pooled
 	cursor   uint32
+	lastPass int64           // the cutoff of the last pass over the writers
 	counts   [NumClasses]int // pooled writers by class
 	stats    JudgeStats
 }
@@ -56,6 +60,7 @@ type judged struct {
 	origin uint64
 	next   uint32 // the stream's next pair, plus one
 	seen   int64  // the caller's clock at this writer's newest point
+	skip   uint8  // points since the last fed, while a copy (CopySample)
 	// this writer's newest point, for its own order while it is labelled
 	otime        uint64
 	ovalue, osum float64
@@ -88,8 +93,9 @@ func (j *judge) pool(k writerKey, now int64) (pooled, bool) {
 		}
 		j.counts[ClassUndecided]++
 	}
-	if now > w.seen {
-		w.seen = now
+	if !ok || now-w.seen > int64(time.Second) { // seen matters to sweep only: coarse
+		w.seen = max(w.seen, now)
+		j.writers[k] = w
 	}
 	return w, true
 }
@@ -131,7 +137,9 @@ func (j *judge) other(s *stream, origin uint64, p Point, now int64) (cls Class, 
 	wk := writerKey{origin, p.Start}
 	var w pooled
 	pooledOK := false
-	if origin != 0 { // 0: no origin known, no pooling
+	// 0: no origin known, no pooling; a peer's pair is final, and its
+	// writer was told when it became one.
+	if origin != 0 && (!ok || j.pairs[i].class != ClassPeer) {
 		w, pooledOK = j.pool(wk, now)
 	}
 	if !ok {
@@ -178,16 +186,21 @@ func (j *judge) other(s *stream, origin uint64, p Point, now int64) (cls Class, 
 				jp.osum = p.Sum
 			}
 		}
-		jp.Pair.Add(s.shape, p)
+		if feed(jp) {
+			jp.Pair.Add(s.shape, p)
+		}
 	}
 	if pooledOK {
+		before := w
 		if jp.class == ClassPeer {
 			j.setClass(wk, &w, ClassPeer)
 		} else if jp.class == ClassCopy {
 			j.setClass(wk, &w, ClassCopy)
 		}
 		jp.SetClass(w.class, p.Time)
-		j.writers[wk] = w
+		if w != before || !ok {
+			j.writers[wk] = w
+		}
 	}
 	return jp.class, r, false
 }
@@ -208,6 +221,9 @@ func (j *judge) elected(s *stream, p Point, origin uint64, now int64) {
 		if jp.class == ClassPeer {
 			continue
 		}
+		if !feed(jp) {
+			continue
+		}
 		before := jp.class
 		jp.Pair.Add(s.shape, p)
 		if jp.class == before {
@@ -223,6 +239,20 @@ func (j *judge) elected(s *stream, p Point, origin uint64, now int64) {
 			j.writers[wk] = w
 		}
 	}
+}
+
+// CopySample is how a copy is tested once decided: one point of every
+// CopySample of each writer (the bounds stay valid, only looser), so that
+// a long-lived copy costs little; a peer taken for a copy is still found.
+const CopySample = 8
+
+// feed says whether to feed a pair the next point.
+func feed(jp *judged) bool {
+	if jp.class != ClassCopy {
+		return true
+	}
+	jp.skip++
+	return jp.skip%CopySample == 0
 }
 
 func (j *judge) alloc() uint32 {
@@ -306,7 +336,10 @@ func (j *judge) sweep(cutoff int64, budget int) {
 		}
 		j.cursor++
 	}
-	if len(j.writers) >= j.max {
+	// At the limit, a pass over the writers; at most once a second of the
+	// caller's clock, so that a full set costs one pass, not one a request.
+	if len(j.writers) >= j.max && cutoff-j.lastPass >= int64(time.Second) {
+		j.lastPass = cutoff
 		for k, w := range j.writers {
 			if w.streams == 0 && w.seen < cutoff {
 				j.counts[w.class]--

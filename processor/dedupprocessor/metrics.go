@@ -96,6 +96,8 @@ type judging struct {
 	auto      bool // metrics.overlap auto: name the class in events
 	origin    uint64
 	splitAttr string
+	named     uint64 // the writer whose WriterName is name
+	name      string
 	shift     streams.Shift // the last judged point's rewrite, if shifted
 	shifted   bool
 }
@@ -139,7 +141,10 @@ func (j *judging) remove(attrs pcommon.Map, pt streams.Point) bool {
 		return j.mutate
 	case streams.Label:
 		if j.mutate {
-			attrs.PutStr(j.splitAttr, streams.WriterName(d.Writer))
+			if d.Writer != j.named || j.name == "" {
+				j.named, j.name = d.Writer, streams.WriterName(d.Writer) // one string per run of a writer's points
+			}
+			attrs.PutStr(j.splitAttr, j.name)
 		}
 	}
 	return false

@@ -70,10 +70,22 @@ func stamp(md pmetric.Metrics, start, ts uint64, v int64) {
 // writer, or by two (starts 100 s and 105 s: the second writer's requests
 // are dropped whole). ns/point and allocs/point cover everything the
 // processor does per request: identity, election, RemoveIf, telemetry.
+//
+// With the default overlap, auto, the second writer's values are the
+// first's (a copy: dropped) or, in writers=2/peers, twice them (a peer:
+// labelled and forwarded); writers=2/keep_one is the election alone.
 func BenchmarkMetrics(b *testing.B) {
-	for _, writers := range []int{1, 2} {
-		b.Run(fmt.Sprintf("streams=10k/writers=%d", writers), func(b *testing.B) {
-			p, err := NewFactory().CreateMetrics(context.Background(), processortest.NewNopSettings(Type), createDefaultConfig(), consumertest.NewNop())
+	for _, bc := range []struct {
+		writers int
+		suffix  string
+		overlap OverlapPolicy
+		peers   bool
+	}{{1, "", OverlapAuto, false}, {2, "", OverlapAuto, false}, {2, "/peers", OverlapAuto, true}, {2, "/keep_one", OverlapKeepOne, false}} {
+		writers := bc.writers
+		b.Run(fmt.Sprintf("streams=10k/writers=%d%s", writers, bc.suffix), func(b *testing.B) {
+			cfg := createDefaultConfig()
+			cfg.Metrics.Overlap = bc.overlap
+			p, err := NewFactory().CreateMetrics(context.Background(), processortest.NewNopSettings(Type), cfg, consumertest.NewNop())
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -90,7 +102,11 @@ func BenchmarkMetrics(b *testing.B) {
 				w := (i / len(tmpl)) % writers
 				round := uint64(i / (len(tmpl) * writers))
 				tmpl[k].CopyTo(md)
-				stamp(md, (100+5*uint64(w))*1e9, (110+10*round+uint64(w))*1e9, int64(round))
+				v := int64(round)
+				if bc.peers {
+					v *= int64(w + 1)
+				}
+				stamp(md, (100+5*uint64(w))*1e9, (110+10*round+uint64(w))*1e9, v)
 			}
 			warm := 2 * len(tmpl) * writers
 			for i := range warm {

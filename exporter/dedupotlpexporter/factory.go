@@ -1,0 +1,144 @@
+package dedupotlpexporter
+
+import (
+	"context"
+	"errors"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/exporter/exporterhelper"
+	"go.opentelemetry.io/collector/exporter/otlpexporter"
+	"go.opentelemetry.io/collector/exporter/otlphttpexporter"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/doubletake/doubletake/exporter/dedupotlpexporter/internal/metadata"
+	"github.com/doubletake/doubletake/processor/dedupprocessor"
+)
+
+// Type is dedup_otlp_grpc, the wrapper of otlp_grpc (metadata.yaml);
+// HTTPType is dedup_otlp_http, the wrapper of otlp_http, at the same
+// stability.
+var (
+	Type     = metadata.Type
+	HTTPType = component.MustNewType("dedup_otlp_http")
+)
+
+// errNoTakeBack is why items cannot be taken back by the exporters of a
+// factory made without a dedupprocessor.TakeBack.
+var errNoTakeBack = errors.New("this exporter was built without a link to the dedup processors (dedupprocessor.NewFactoryWithTakeBack)")
+
+// NewFactory returns the dedup_otlp_grpc factory without a link to the
+// dedup processors: its exporters behave as with one, but cannot hand lost
+// items back (they log that they could not). A distribution pairs it with
+// its dedup processor through NewGRPCFactory.
+func NewFactory() exporter.Factory { return NewGRPCFactory(nil) }
+
+// NewGRPCFactory returns the dedup_otlp_grpc factory, whose exporters hand
+// the items lost upstream back to the dedup processors tb reaches.
+func NewGRPCFactory(tb *dedupprocessor.TakeBack) exporter.Factory {
+	return newFactory(Type, otlpexporter.NewFactory(), tb)
+}
+
+// NewHTTPFactory returns the dedup_otlp_http factory, whose exporters hand
+// the items lost upstream back to the dedup processors tb reaches.
+func NewHTTPFactory(tb *dedupprocessor.TakeBack) exporter.Factory {
+	return newFactory(HTTPType, otlphttpexporter.NewFactory(), tb)
+}
+
+// newFactory wraps inner (otlp_grpc or otlp_http) as typ.
+func newFactory(typ component.Type, inner exporter.Factory, tb *dedupprocessor.TakeBack) exporter.Factory {
+	f := &factory{inner: inner, tb: tb}
+	return exporter.NewFactory(typ,
+		func() component.Config {
+			return &Config{
+				Exporter:        inner.CreateDefaultConfig(),
+				Dedup:           component.NewID(dedupprocessor.Type),
+				MaxRequestBytes: DefaultMaxRequestBytes,
+				GroupCommit:     GroupCommitConfig{MaxItems: DefaultGroupCommitMaxItems},
+			}
+		},
+		exporter.WithTraces(f.createTraces, metadata.TracesStability),
+		exporter.WithMetrics(f.createMetrics, metadata.MetricsStability),
+		exporter.WithLogs(f.createLogs, metadata.LogsStability),
+	)
+}
+
+type factory struct {
+	inner exporter.Factory
+	tb    *dedupprocessor.TakeBack
+}
+
+// prepare returns the wrapper's shared part, the settings of the
+// exporterhelper around the inner exporter (its queue read by up.queue)
+// and of the inner exporter, and the exporterhelper's options.
+func (f *factory) prepare(set exporter.Settings, cfg component.Config) (*upstream, exporter.Settings, exporter.Settings, []exporterhelper.Option) {
+	c := cfg.(*Config)
+	q, r := queueAndRetry(c.Exporter)
+	innerSet := set
+	// The inner exporter reports its own telemetry under its own type, so
+	// that the wrapper's and its counts are not mixed.
+	innerSet.ID = component.NewIDWithName(f.inner.Type(), set.ID.Name())
+	innerSet.Logger = set.Logger.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return innerErrorsAtDebug{c} }))
+	up := &upstream{
+		cfg: c, tb: f.tb, logger: set.Logger, id: set.ID, queue: newQueueProbe(),
+		splits:  q.HasValue() && q.Get().Batch.HasValue(),
+		grouped: q.HasValue() && c.GroupCommit.MaxItems > 0,
+	}
+	if q.HasValue() {
+		up.sizer = q.Get().Sizer.String()
+	}
+	outerSet := set
+	outerSet.MeterProvider = up.queue.meterProvider(set.MeterProvider)
+	opts := []exporterhelper.Option{
+		exporterhelper.WithQueue(q),
+		exporterhelper.WithRetry(r),
+		exporterhelper.WithTimeout(exporterhelper.TimeoutConfig{}), // the inner exporter times each send
+		// Grouping moves the data of merged requests into the first one.
+		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: up.grouped}),
+	}
+	return up, outerSet, innerSet, opts
+}
+
+func (f *factory) createTraces(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Traces, error) {
+	up, outerSet, innerSet, opts := f.prepare(set, cfg)
+	inner, err := f.inner.CreateTraces(ctx, innerSet, innerConfig(up.cfg.Exporter))
+	if err != nil {
+		return nil, err
+	}
+	exp, err := exporterhelper.NewTraces(ctx, outerSet, cfg, pushFunc(up, tracesSignal, inner.ConsumeTraces),
+		append(opts, up.lifecycle(inner, tracesSignal.name)...)...)
+	if err != nil {
+		return nil, err
+	}
+	return &tracesExporter{Traces: exp, wrapped: newWrapped(up, tracesSignal, exp.ConsumeTraces)}, nil
+}
+
+func (f *factory) createLogs(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Logs, error) {
+	up, outerSet, innerSet, opts := f.prepare(set, cfg)
+	inner, err := f.inner.CreateLogs(ctx, innerSet, innerConfig(up.cfg.Exporter))
+	if err != nil {
+		return nil, err
+	}
+	exp, err := exporterhelper.NewLogs(ctx, outerSet, cfg, pushFunc(up, logsSignal, inner.ConsumeLogs),
+		append(opts, up.lifecycle(inner, logsSignal.name)...)...)
+	if err != nil {
+		return nil, err
+	}
+	return &logsExporter{Logs: exp, wrapped: newWrapped(up, logsSignal, exp.ConsumeLogs)}, nil
+}
+
+func (f *factory) createMetrics(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Metrics, error) {
+	up, outerSet, innerSet, opts := f.prepare(set, cfg)
+	inner, err := f.inner.CreateMetrics(ctx, innerSet, innerConfig(up.cfg.Exporter))
+	if err != nil {
+		return nil, err
+	}
+	exp, err := exporterhelper.NewMetrics(ctx, outerSet, cfg, pushFunc(up, metricsSignal, inner.ConsumeMetrics),
+		append(opts, up.lifecycle(inner, metricsSignal.name)...)...)
+	if err != nil {
+		return nil, err
+	}
+	return &metricsExporter{Metrics: exp, wrapped: newWrapped(up, metricsSignal, exp.ConsumeMetrics)}, nil
+}

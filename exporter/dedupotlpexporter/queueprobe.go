@@ -1,0 +1,150 @@
+package dedupotlpexporter
+
+import (
+	"context"
+	"reflect"
+	"sync"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/embedded"
+)
+
+// The instruments exporterhelper reports its sending queue with.
+const (
+	queueSizeMetric     = "otelcol_exporter_queue_size"
+	queueCapacityMetric = "otelcol_exporter_queue_capacity"
+)
+
+// queueProbe reads the size and capacity of the sending queue that
+// exporterhelper builds, which says them only through its observable
+// gauges otelcol_exporter_queue_size and otelcol_exporter_queue_capacity:
+// the MeterProvider exporterhelper is given (meterProvider) passes
+// everything on to the collector's, and keeps the callbacks registered
+// for those two gauges, which read runs against an observer of its own.
+type queueProbe struct {
+	mu        sync.Mutex
+	size      metric.Int64Observable
+	capacity  metric.Int64Observable
+	callbacks map[int]metric.Callback
+	next      int
+}
+
+func newQueueProbe() *queueProbe { return &queueProbe{callbacks: make(map[int]metric.Callback)} }
+
+// meterProvider wraps mp for the exporterhelper of one exporter.
+func (p *queueProbe) meterProvider(mp metric.MeterProvider) metric.MeterProvider {
+	return probeMeterProvider{MeterProvider: mp, p: p}
+}
+
+// readable says whether the queue's two gauges were made and can be told
+// apart (a no-op MeterProvider's instruments cannot).
+func (p *queueProbe) readable() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.size != nil && p.capacity != nil && !same(p.size, p.capacity) && len(p.callbacks) > 0
+}
+
+// read runs the queue's callbacks: what it holds and may hold, in the
+// unit of its sizer; zeros before exporterhelper made its queue.
+func (p *queueProbe) read() (size, capacity int64) {
+	p.mu.Lock()
+	o := &probeObserver{size: p.size, capacity: p.capacity}
+	cbs := make([]metric.Callback, 0, len(p.callbacks))
+	for _, cb := range p.callbacks {
+		cbs = append(cbs, cb)
+	}
+	p.mu.Unlock()
+	for _, cb := range cbs {
+		_ = cb(context.Background(), o)
+	}
+	return o.sizeV, o.capacityV
+}
+
+// same says whether two instruments are one, without comparing values of
+// a type that cannot be compared.
+func same(a, b metric.Observable) bool {
+	if a == nil || b == nil {
+		return false
+	}
+	ta := reflect.TypeOf(a)
+	return ta == reflect.TypeOf(b) && ta.Comparable() && a == b
+}
+
+type probeMeterProvider struct {
+	metric.MeterProvider
+	p *queueProbe
+}
+
+func (mp probeMeterProvider) Meter(name string, opts ...metric.MeterOption) metric.Meter {
+	return probeMeter{Meter: mp.MeterProvider.Meter(name, opts...), p: mp.p}
+}
+
+type probeMeter struct {
+	metric.Meter
+	p *queueProbe
+}
+
+func (m probeMeter) Int64ObservableGauge(name string, opts ...metric.Int64ObservableGaugeOption) (metric.Int64ObservableGauge, error) {
+	g, err := m.Meter.Int64ObservableGauge(name, opts...)
+	if err != nil {
+		return g, err
+	}
+	m.p.mu.Lock()
+	switch name {
+	case queueSizeMetric:
+		m.p.size = g
+	case queueCapacityMetric:
+		m.p.capacity = g
+	}
+	m.p.mu.Unlock()
+	return g, nil
+}
+
+func (m probeMeter) RegisterCallback(f metric.Callback, instruments ...metric.Observable) (metric.Registration, error) {
+	reg, err := m.Meter.RegisterCallback(f, instruments...)
+	if err != nil {
+		return reg, err
+	}
+	m.p.mu.Lock()
+	defer m.p.mu.Unlock()
+	for _, inst := range instruments {
+		if same(inst, m.p.size) || same(inst, m.p.capacity) {
+			id := m.p.next
+			m.p.next++
+			m.p.callbacks[id] = f
+			return probeRegistration{Registration: reg, p: m.p, id: id}, nil
+		}
+	}
+	return reg, nil
+}
+
+type probeRegistration struct {
+	metric.Registration
+	p  *queueProbe
+	id int
+}
+
+func (r probeRegistration) Unregister() error {
+	r.p.mu.Lock()
+	delete(r.p.callbacks, r.id)
+	r.p.mu.Unlock()
+	return r.Registration.Unregister()
+}
+
+// probeObserver takes what the queue's callbacks observe.
+type probeObserver struct {
+	embedded.Observer
+	size, capacity   metric.Int64Observable
+	sizeV, capacityV int64
+}
+
+func (o *probeObserver) ObserveInt64(inst metric.Int64Observable, v int64, _ ...metric.ObserveOption) {
+	switch {
+	case same(inst, o.size):
+		o.sizeV = v
+	case same(inst, o.capacity):
+		o.capacityV = v
+	}
+}
+
+func (*probeObserver) ObserveFloat64(metric.Float64Observable, float64, ...metric.ObserveOption) {}

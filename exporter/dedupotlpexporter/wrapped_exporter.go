@@ -1,0 +1,229 @@
+package dedupotlpexporter
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/collector/client"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/exporter/exporterhelper"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/doubletake/doubletake/internal/groupcommit"
+	"github.com/doubletake/doubletake/processor/dedupprocessor"
+)
+
+// upstream is what one signal's exporter shares between the side that
+// takes requests (wrapped) and the send behind the sending queue.
+type upstream struct {
+	cfg    *Config
+	tb     *dedupprocessor.TakeBack
+	logger *zap.Logger
+	// splits says whether the queue's batcher splits requests to
+	// MaxRequestBytes: then only a single item must fit, else the request.
+	splits bool
+	// queue reads the sending queue, which dedup's status page shows while
+	// the exporter runs; sizer is its unit, "" without a queue.
+	queue *queueProbe
+	sizer string
+	id    component.ID
+	// grouped says whether requests are written to the queue in groups
+	// (group_commit on, with a sending queue).
+	grouped bool
+}
+
+// signal is what the wrapper knows of one signal's data.
+type signal[T any] struct {
+	name string
+	ops  splittable[T]
+	// check refuses a request holding an item no upstream request carries.
+	check func(*upstream, T) error
+	// takeBack hands items lost upstream back to the dedup processor id.
+	takeBack func(tb *dedupprocessor.TakeBack, ctx context.Context, id component.ID, lost T, cause error) error
+	// items counts what the group commit bounds: spans, log records,
+	// metric points.
+	items func(T) int
+}
+
+var (
+	tracesSignal = &signal[ptrace.Traces]{
+		name: "traces", ops: tracesOps, check: (*upstream).checkTraces, items: ptrace.Traces.SpanCount,
+		takeBack: func(tb *dedupprocessor.TakeBack, ctx context.Context, id component.ID, lost ptrace.Traces, cause error) error {
+			_, err := tb.Traces(ctx, id, lost, cause)
+			return err
+		},
+	}
+	logsSignal = &signal[plog.Logs]{
+		name: "logs", ops: logsOps, check: (*upstream).checkLogs, items: plog.Logs.LogRecordCount,
+		takeBack: func(tb *dedupprocessor.TakeBack, ctx context.Context, id component.ID, lost plog.Logs, cause error) error {
+			_, err := tb.Logs(ctx, id, lost, cause)
+			return err
+		},
+	}
+	metricsSignal = &signal[pmetric.Metrics]{
+		name: "metrics", ops: metricsOps, check: (*upstream).checkMetrics, items: pmetric.Metrics.DataPointCount,
+		takeBack: (*dedupprocessor.TakeBack).Metrics,
+	}
+)
+
+// pushFunc is the send behind the sending queue and its retries: the inner
+// exporter's send, split around permanent refusals, the lost items taken
+// back.
+func pushFunc[T any](up *upstream, sig *signal[T], send func(context.Context, T) error) func(context.Context, T) error {
+	return func(ctx context.Context, data T) error {
+		return sendSplitting(ctx, data, send, sig.ops, func(ctx context.Context, lost T, cause error) {
+			takeBack(ctx, up, sig, lost, cause)
+		})
+	}
+}
+
+// takeBack hands lost to the dedup processor; when it cannot, a re-send
+// of them would be dropped as a duplicate, which is logged.
+func takeBack[T any](ctx context.Context, up *upstream, sig *signal[T], lost T, cause error) {
+	err := errNoTakeBack
+	if up.tb != nil {
+		err = sig.takeBack(up.tb, ctx, up.cfg.Dedup, lost, cause)
+	}
+	if err != nil {
+		up.logger.Error("Items lost upstream could not be taken back from dedup; a re-send of them will be dropped as a duplicate",
+			zap.Stringer("dedup", up.cfg.Dedup), zap.String("signal", sig.name), zap.Int("items", sig.items(lost)),
+			zap.NamedError("cause", cause), zap.Error(err))
+	}
+}
+
+// wrapped is the side of one signal's exporter that takes requests: it
+// refuses those holding an item too large for the upstream, and hands the
+// rest to the sending queue (consume), merged by the group commit when on.
+type wrapped[T any] struct {
+	up      *upstream
+	sig     *signal[T]
+	group   *groupcommit.Group[T]
+	consume func(context.Context, T) error
+}
+
+func newWrapped[T any](up *upstream, sig *signal[T], consume func(context.Context, T) error) *wrapped[T] {
+	return &wrapped[T]{up: up, sig: sig, group: newGroup(up, consume, sig.ops.moveTo, sig.items), consume: consume}
+}
+
+func (w *wrapped[T]) send(ctx context.Context, data T) error {
+	if err := w.sig.check(w.up, data); err != nil {
+		return err
+	}
+	if w.group != nil && mergeable(ctx) {
+		return w.group.Do(ctx, data)
+	}
+	return w.consume(ctx, data)
+}
+
+type tracesExporter struct {
+	exporter.Traces
+	*wrapped[ptrace.Traces]
+}
+
+func (e *tracesExporter) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
+	return e.send(ctx, td)
+}
+
+type logsExporter struct {
+	exporter.Logs
+	*wrapped[plog.Logs]
+}
+
+func (e *logsExporter) ConsumeLogs(ctx context.Context, ld plog.Logs) error {
+	return e.send(ctx, ld)
+}
+
+type metricsExporter struct {
+	exporter.Metrics
+	*wrapped[pmetric.Metrics]
+}
+
+func (e *metricsExporter) ConsumeMetrics(ctx context.Context, md pmetric.Metrics) error {
+	return e.send(ctx, md)
+}
+
+// newGroup returns the group commit of one signal's requests into the
+// sending queue (consume), or nil when up does not group.
+func newGroup[T any](up *upstream, consume func(context.Context, T) error, moveTo func(src, dst T), items func(T) int) *groupcommit.Group[T] {
+	if !up.grouped {
+		return nil
+	}
+	g := groupcommit.New(func(ctx context.Context, first T, rest []T) error {
+		for _, r := range rest {
+			moveTo(r, first)
+		}
+		return consume(ctx, first)
+	}, items, up.cfg.GroupCommit.MaxItems, up.cfg.GroupCommit.MaxItems)
+	if d := up.cfg.GroupCommit.MaxDelay; d > 0 {
+		g.Hold(func() bool {
+			if !up.queue.readable() {
+				return false
+			}
+			size, _ := up.queue.read()
+			return size > 0
+		}, d, time.Millisecond)
+	}
+	return g
+}
+
+// mergeable says whether a request may be merged into another's queue
+// entry, which keeps the first request's context: only when it carries no
+// client metadata and no authentication data, which an exporter may turn
+// into headers (headers_setter) or partitions.
+func mergeable(ctx context.Context) bool {
+	info := client.FromContext(ctx)
+	if info.Auth != nil {
+		return false
+	}
+	for range info.Metadata.Keys() {
+		return false
+	}
+	return true
+}
+
+// lifecycle starts and shuts down the inner exporter, and while it runs
+// has dedup's status page show the sending queue of signal.
+func (up *upstream) lifecycle(c component.Component, signal string) []exporterhelper.Option {
+	var unwatch func()
+	return []exporterhelper.Option{
+		exporterhelper.WithStart(func(ctx context.Context, host component.Host) error {
+			if err := c.Start(ctx, host); err != nil {
+				return err
+			}
+			if up.tb != nil && up.sizer != "" && up.queue.readable() {
+				unwatch = up.tb.WatchQueue(up.cfg.Dedup, up.id, signal, up.sizer, up.queue.read)
+			}
+			return nil
+		}),
+		exporterhelper.WithShutdown(func(ctx context.Context) error {
+			if unwatch != nil {
+				unwatch()
+			}
+			return c.Shutdown(ctx)
+		}),
+	}
+}
+
+// innerErrorsAtDebug logs the inner exporter's errors at debug level. The
+// inner exporter runs without queue and retries, so each error it logs is
+// about a send whose error it also returns to the wrapper, which retries
+// it, splits it, takes back what was lost and reports that; at error level
+// they would repeat that report once per attempt (with the advice to turn
+// on retries, which run in the wrapper). Its other entries pass as they are.
+type innerErrorsAtDebug struct{ zapcore.Core }
+
+func (c innerErrorsAtDebug) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if e.Level == zapcore.ErrorLevel {
+		e.Level = zapcore.DebugLevel
+	}
+	return c.Core.Check(e, ce)
+}
+
+func (c innerErrorsAtDebug) With(fields []zapcore.Field) zapcore.Core {
+	return innerErrorsAtDebug{c.Core.With(fields)}
+}
