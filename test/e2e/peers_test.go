@@ -328,6 +328,7 @@ func (r *peersRun) decisions(t *testing.T) []decision {
 	var ds []decision
 	for _, s := range st.Streams {
 		if s.Class == "" {
+			t.Logf("status: %s: no judged writer", s.Metric)
 			continue
 		}
 		d := decision{metric: s.Metric, class: s.Class, evidence: s.Evidence}
