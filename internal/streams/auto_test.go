@@ -2,6 +2,7 @@ package streams
 
 import (
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -106,14 +107,23 @@ func TestAutoPooled(t *testing.T) {
 		{a, origin, monoSum, pt{start: 103, time: 121, value: 60}, "label overlap"},
 		{b, origin, upDown, pt{start: 103, time: 121, value: 2}, "label overlap"},
 		{c, other, upDown, pt{start: 103, time: 121, value: 2}, "drop overlap"},
+		// SDKs stamp a start per instrument: 26 µs later is the same writer,
+		// 0.5 s later another.
+		{ID{4}, origin, upDown, pt{start: 100, time: 110, value: 1}, "pass"},
+		{ID{4}, origin, upDown, pt{start: 103.000026, time: 121, value: 2}, "label overlap"},
+		{ID{5}, origin, upDown, pt{start: 100, time: 110, value: 1}, "pass"},
+		{ID{5}, origin, upDown, pt{start: 103.5, time: 121, value: 2}, "drop overlap"},
 	} {
 		if got := obs(s.id, s.origin, s.shape, s.p); got != s.want {
 			t.Errorf("stream %v start %g time %g: %q, want %q", s.id[0], s.p.start, s.p.time, got, s.want)
 		}
 	}
 	st := tr.JudgeStats()
-	if st.ByClass[ClassPeer] != 1 || st.Writers != 2 {
-		t.Errorf("stats %+v: want one peer of two writers", st)
+	if st.ByClass[ClassPeer] != 1 || st.Writers != 3 {
+		t.Errorf("stats %+v: want one peer of three writers", st)
+	}
+	if j, ok := tr.Judgement(ID{4}, secs(103.000026)); !ok || !j.Pooled || !strings.HasPrefix(j.String(), "peer: decided on another stream of the same writer") {
+		t.Errorf("pooled judgement %+v: %s", j, j.String())
 	}
 	j, ok := tr.Judgement(a, secs(103))
 	if !ok || j.Class != ClassPeer || j.Elected != secs(100) {

@@ -93,6 +93,7 @@ type Pair struct {
 	layout  uint64
 	shape   Shape
 	class   Class
+	pooled  bool  // class set by SetClass, not by this pair's evidence
 	part    uint8 // peer: the value whose bounds crossed
 	tests   uint32
 	moves   uint32
@@ -126,6 +127,9 @@ type Evidence struct {
 	First, Decided uint64
 	// Earlier and Later are the two writers' starts.
 	Earlier, Later uint64
+	// Pooled: the class was decided on another stream of the same writer
+	// (Tracker.ObserveFrom); Lo and Hi are this stream's bounds.
+	Pooled bool
 }
 
 // String is the evidence in one line.
@@ -139,6 +143,10 @@ func (e Evidence) String() string {
 	after := ""
 	if e.Decided > e.First && e.First != 0 {
 		after = ", decided " + time.Duration(e.Decided-e.First).String() + " after the first test"
+	}
+	if e.Pooled && e.Class != ClassUndecided {
+		return fmt.Sprintf("%s: decided on another stream of the same writer; here %s: c in [%s, %s] over %d tests, %d with both moving",
+			e.Class, e.Part, num(e.Lo), num(e.Hi), e.Tests, e.Moves)
 	}
 	switch e.Class {
 	case ClassPeer:
@@ -163,9 +171,9 @@ func (p *Pair) Evidence() Evidence {
 	e := Evidence{
 		Class: p.class, Points: int(p.points), Tests: int(p.tests), Moves: int(p.moves),
 		Part: partName(p.shape, k, p.newest(0).n), First: p.first, Decided: p.decided,
-		Earlier: p.start[0], Later: p.start[1], Lo: math.Inf(-1), Hi: math.Inf(1),
+		Earlier: p.start[0], Later: p.start[1], Lo: math.Inf(-1), Hi: math.Inf(1), Pooled: p.pooled,
 	}
-	if p.class == ClassPeer {
+	if p.class == ClassPeer && !p.pooled {
 		e.Lo, e.Hi = p.crossLo, p.crossHi
 		return e
 	}
@@ -285,7 +293,7 @@ func (p *Pair) Add(shape Shape, pt Point) (moves int, ok bool) {
 		}
 		moves = p.move(w, &cur)
 		if moves > 0 && p.class == ClassUndecided && p.moves >= CopyMoves {
-			p.class, p.decided = ClassCopy, pt.Time
+			p.class, p.decided, p.pooled = ClassCopy, pt.Time, false
 		}
 	}
 	// Keep the newest History points (in no order): the new one replaces
@@ -331,7 +339,7 @@ func (p *Pair) bound(x, y *sample) {
 			p.hi[k] = min(p.hi[k], d)
 		}
 		if p.lo[k]-p.hi[k] > RelEpsilon*p.scale[k] {
-			p.class, p.part = ClassPeer, uint8(k)
+			p.class, p.part, p.pooled = ClassPeer, uint8(k), false
 			p.crossLo, p.crossHi = p.lo[k], p.hi[k]
 			return
 		}
@@ -370,7 +378,7 @@ func (p *Pair) move(w int, cur *sample) int {
 // streams): Copy over Undecided, Peer over either; never back.
 func (p *Pair) SetClass(c Class, t uint64) {
 	if c > p.class {
-		p.class = c
+		p.class, p.pooled = c, true
 		if p.decided == 0 {
 			p.decided = t
 		}

@@ -41,11 +41,35 @@ type pairKey struct {
 	other uint64
 }
 
+// writerKey is a pooled writer: its origin and its start time in
+// PoolWindow buckets (the record holds the start it was made with).
 type writerKey struct{ origin, start uint64 }
+
+// PoolWindow is how close two start times of one origin must be to be one
+// writer's: SDKs stamp a start per instrument (the Go SDK's microseconds
+// apart, the JS SDK's milliseconds). Processes that start closer than this
+// (pre-fork workers forked together) are pooled as one writer; that is
+// harmless among peers (all are peers), and wrong only for a second reader
+// joined within PoolWindow of another process's start (docs/metrics.md).
+const PoolWindow = uint64(10 * time.Millisecond)
+
+// resolve returns the key of the pooled writer that a start of origin
+// belongs to: the one whose start is within PoolWindow, else a new one's.
+func (j *judge) resolve(origin, start uint64) writerKey {
+	b := start / PoolWindow
+	for _, d := range [3]int64{0, -1, 1} {
+		k := writerKey{origin, b + uint64(d)}
+		if w, ok := j.writers[k]; ok && max(w.start, start)-min(w.start, start) <= PoolWindow {
+			return k
+		}
+	}
+	return writerKey{origin, b}
+}
 
 // pooled is a writer's class over its streams: a peer once any of its
 // pairs is (a crossing is a proof), a copy once any is and none is a peer.
 type pooled struct {
+	start   uint64 // the start it was made with
 	class   Class
 	streams uint32 // pairs that refer to it
 	seen    int64
@@ -58,9 +82,10 @@ type judged struct {
 	ref    uint64 // the elected writer the evidence is against
 	other  uint64 // this writer's start
 	origin uint64
-	next   uint32 // the stream's next pair, plus one
-	seen   int64  // the caller's clock at this writer's newest point
-	skip   uint8  // points since the last fed, while a copy (CopySample)
+	wk     writerKey // its pooled writer (origin 0: none)
+	next   uint32    // the stream's next pair, plus one
+	seen   int64     // the caller's clock at this writer's newest point
+	skip   uint8     // points since the last fed, while a copy (CopySample)
 	// this writer's newest point, for its own order while it is labelled
 	otime        uint64
 	ovalue, osum float64
@@ -85,13 +110,14 @@ func (j *judge) setClass(k writerKey, w *pooled, c Class) {
 }
 
 // pool returns the pooled record of a writer, made if there is room.
-func (j *judge) pool(k writerKey, now int64) (pooled, bool) {
+func (j *judge) pool(k writerKey, start uint64, now int64) (pooled, bool) {
 	w, ok := j.writers[k]
 	if !ok {
 		if len(j.writers) >= j.max {
 			return pooled{}, false
 		}
 		j.counts[ClassUndecided]++
+		w.start = start
 	}
 	if !ok || now-w.seen > int64(time.Second) { // seen matters to sweep only: coarse
 		w.seen = max(w.seen, now)
@@ -134,13 +160,19 @@ func rebase(jp *judged, s *stream) {
 func (j *judge) other(s *stream, origin uint64, p Point, now int64) (cls Class, r Reason, refused bool) {
 	key := pairKey{s.id, p.Start}
 	i, ok := j.byKey[key]
-	wk := writerKey{origin, p.Start}
+	var wk writerKey
+	switch {
+	case ok:
+		wk = j.pairs[i].wk
+	case origin != 0:
+		wk = j.resolve(origin, p.Start)
+	}
 	var w pooled
 	pooledOK := false
 	// 0: no origin known, no pooling; a peer's pair is final, and its
 	// writer was told when it became one.
-	if origin != 0 && (!ok || j.pairs[i].class != ClassPeer) {
-		w, pooledOK = j.pool(wk, now)
+	if wk.origin != 0 && (!ok || j.pairs[i].class != ClassPeer) {
+		w, pooledOK = j.pool(wk, p.Start, now)
 	}
 	if !ok {
 		if len(j.byKey) >= j.max {
@@ -152,7 +184,10 @@ func (j *judge) other(s *stream, origin uint64, p Point, now int64) (cls Class, 
 		}
 		i = j.alloc()
 		jp := &j.pairs[i]
-		*jp = judged{id: s.id, ref: s.cur.start, other: p.Start, origin: origin, live: true, osum: math.NaN()}
+		*jp = judged{id: s.id, ref: s.cur.start, other: p.Start, origin: origin, wk: wk, live: true, osum: math.NaN()}
+		if !pooledOK {
+			jp.wk = writerKey{}
+		}
 		if head, ok := j.byStream[s.id]; ok {
 			jp.next = head
 		}
@@ -229,8 +264,8 @@ func (j *judge) elected(s *stream, p Point, origin uint64, now int64) {
 		if jp.class == before {
 			continue
 		}
-		wk := writerKey{jp.origin, jp.other}
-		if w, ok := j.writers[wk]; ok {
+		wk := jp.wk
+		if w, ok := j.writers[wk]; ok && wk.origin != 0 {
 			if jp.class == ClassPeer {
 				j.setClass(wk, &w, ClassPeer)
 			} else if jp.class == ClassCopy {
@@ -294,8 +329,8 @@ func (j *judge) unlink(i uint32) {
 		}
 	}
 	delete(j.byKey, pairKey{jp.id, jp.other})
-	wk := writerKey{jp.origin, jp.other}
-	if w, ok := j.writers[wk]; ok {
+	wk := jp.wk
+	if w, ok := j.writers[wk]; ok && wk.origin != 0 {
 		if w.streams > 0 {
 			w.streams--
 		}

@@ -10,7 +10,7 @@ import (
 // pooled writers, each a fixed-size record of little-endian words.
 const (
 	pairWords   = 4 + 8 + 2 + 2*History*(2+MaxParts) + 4 + 3*MaxParts + 6 + 4
-	writerWords = 5
+	writerWords = 6
 )
 
 type enc struct{ b []byte }
@@ -50,8 +50,8 @@ func (j *judge) appendSnapshot(b []byte) []byte {
 		e.f(jp.ovalue)
 		e.f(jp.osum)
 		e.u(jp.ofp)
-		e.u(0) // reserved
-		e.u(0)
+		e.u(jp.wk.origin)
+		e.u(jp.wk.start)
 		p := &jp.Pair
 		e.u(p.start[0])
 		e.u(p.start[1])
@@ -74,7 +74,11 @@ func (j *judge) appendSnapshot(b []byte) []byte {
 			e.f(p.hi[k])
 			e.f(p.scale[k])
 		}
-		e.u(uint64(p.bounded) | uint64(p.shape)<<8 | uint64(p.class)<<16 | uint64(p.part)<<24)
+		pooled := uint64(0)
+		if p.pooled {
+			pooled = 1
+		}
+		e.u(uint64(p.bounded) | uint64(p.shape)<<8 | uint64(p.class)<<16 | uint64(p.part)<<24 | pooled<<32)
 		e.u(p.layout)
 		e.u(uint64(p.tests) | uint64(p.moves)<<32)
 		e.u(uint64(p.points))
@@ -92,6 +96,7 @@ func (j *judge) appendSnapshot(b []byte) []byte {
 		e.u(uint64(w.class))
 		e.u(uint64(w.streams))
 		e.u(uint64(w.seen))
+		e.u(w.start)
 	}
 	return e.b
 }
@@ -133,8 +138,7 @@ func (j *judge) restore(b []byte, t *Tracker) {
 		jp.ref, jp.other, jp.origin = d.u(), d.u(), d.u()
 		jp.seen = int64(d.u())
 		jp.otime, jp.ovalue, jp.osum, jp.ofp = d.u(), d.f(), d.f(), d.u()
-		d.u()
-		d.u()
+		jp.wk = writerKey{d.u(), d.u()}
 		p := &jp.Pair
 		p.start[0], p.start[1] = d.u(), d.u()
 		for w := range 2 {
@@ -153,6 +157,7 @@ func (j *judge) restore(b []byte, t *Tracker) {
 		}
 		flags := d.u()
 		p.bounded, p.shape, p.class, p.part = uint8(flags), Shape(flags>>8), Class(min(flags>>16&0xff, NumClasses-1)), uint8(min(flags>>24&0xff, MaxParts-1))
+		p.pooled = flags>>32&1 != 0
 		p.layout = d.u()
 		tm := d.u()
 		p.tests, p.moves = uint32(tm), uint32(tm>>32)
@@ -179,7 +184,7 @@ func (j *judge) restore(b []byte, t *Tracker) {
 	nw := d.u()
 	for range nw {
 		k := writerKey{d.u(), d.u()}
-		w := pooled{class: Class(min(d.u(), NumClasses-1)), streams: uint32(d.u()), seen: int64(d.u())}
+		w := pooled{class: Class(min(d.u(), NumClasses-1)), streams: uint32(d.u()), seen: int64(d.u()), start: d.u()}
 		if _, ok := j.writers[k]; ok || len(j.writers) >= j.max {
 			continue
 		}

@@ -193,6 +193,10 @@ func TestMetadataNamesEveryReason(t *testing.T) {
 			reasons = append(reasons, r.String())
 		}
 	}
+	var classes []string
+	for c := range streams.Class(streams.NumClasses) {
+		classes = append(classes, c.String())
+	}
 	var elections []string
 	for e := streams.Election(1); e < streams.NumElections; e++ {
 		elections = append(elections, e.String())
@@ -204,6 +208,7 @@ func TestMetadataNamesEveryReason(t *testing.T) {
 		{"point_reason", reasons},
 		{"election_reason", elections},
 		{"point_action", actionNames[:]},
+		{"writer_class", classes},
 	} {
 		got := md.enum(t, c.attr)
 		if !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(c.want))) {
