@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"regexp"
@@ -74,6 +76,7 @@ type peersRun struct {
 	grpcAddr string
 	tel      string
 	status   string
+	watch    *writerWatch
 }
 
 func startPeersRun(t *testing.T) *peersRun { return startRun(t, "dedup") }
@@ -91,6 +94,8 @@ func startRun(t *testing.T, processors string) *peersRun {
 	r := &peersRun{prom: prom, g: g, grpcAddr: grpcAddr, tel: tel, status: status}
 	if processors == "" {
 		r.status = "" // no dedup in the pipeline, no status page
+	} else {
+		r.watch = watchWriters(t, "http://"+tel+"/metrics")
 	}
 	return r
 }
@@ -98,7 +103,11 @@ func startRun(t *testing.T, processors string) *peersRun {
 // The workload every client runs: one event (a counter add and a
 // histogram sample) every 100 ms, exported every 500 ms.
 const (
-	peersEvents   = 60 // per worker: 6 s
+	peersEvents = 60 // per worker: 6 s
+	// copyEvents is the workload of the second-reader cases: 15 s, long
+	// enough for the copy to be decided (the gateway needs 30 tests that
+	// could have failed, about 9 s of the copy's points at this interval).
+	copyEvents    = 150
 	peersEvery    = 100 * time.Millisecond
 	peersInterval = 500 * time.Millisecond
 	peersSecond   = 1500 * time.Millisecond // when the second reader joins, or the restart
@@ -119,7 +128,7 @@ type workerResult struct {
 // peersSDK runs one client process of one SDK.
 type peersSDK struct {
 	name string
-	run  func(t *testing.T, grpcAddr, mode, service string, histOffset string) workerResult
+	run  func(t *testing.T, grpcAddr, mode, service string, events int, histOffset string) workerResult
 }
 
 func peersSDKs(t *testing.T) []peersSDK {
@@ -142,11 +151,11 @@ func runClientLine(t *testing.T, cmd *exec.Cmd, v any) {
 	}
 }
 
-func runJSWorker(t *testing.T, grpcAddr, mode, service, histOffset string) workerResult {
+func runJSWorker(t *testing.T, grpcAddr, mode, service string, events int, histOffset string) workerResult {
 	cmd := exec.Command("node", "client.mjs")
 	cmd.Dir = jsClient(t)
 	cmd.Env = append(os.Environ(), "OTEL_EXPORTER_OTLP_ENDPOINT=http://"+grpcAddr, "CLIENT_PROTOCOL=grpc",
-		"CLIENT_MODE="+mode, "CLIENT_SERVICE="+service, "CLIENT_ROLLOUTS="+strconv.Itoa(peersEvents),
+		"CLIENT_MODE="+mode, "CLIENT_SERVICE="+service, "CLIENT_ROLLOUTS="+strconv.Itoa(events),
 		"CLIENT_ROLLOUT_MS="+strconv.FormatInt(peersEvery.Milliseconds(), 10),
 		"CLIENT_METRIC_INTERVAL_MS="+strconv.FormatInt(peersInterval.Milliseconds(), 10),
 		"CLIENT_SECOND_DELAY_MS="+strconv.FormatInt(peersSecond.Milliseconds(), 10),
@@ -174,8 +183,8 @@ func runJSWorker(t *testing.T, grpcAddr, mode, service, histOffset string) worke
 	return r
 }
 
-func runGoWorker(t *testing.T, grpcAddr, mode, service, histOffset string) workerResult {
-	cmd := exec.Command(goClient(t), "-mode", mode, "-service", service, "-rollouts", strconv.Itoa(peersEvents),
+func runGoWorker(t *testing.T, grpcAddr, mode, service string, events int, histOffset string) workerResult {
+	cmd := exec.Command(goClient(t), "-mode", mode, "-service", service, "-rollouts", strconv.Itoa(events),
 		"-every", peersEvery.String(), "-interval", peersInterval.String(), "-second", peersSecond.String(),
 		"-hist-offset", histOffset)
 	cmd.Env = append(os.Environ(), "OTEL_EXPORTER_OTLP_ENDPOINT=http://"+grpcAddr, "OTEL_EXPORTER_OTLP_PROTOCOL=grpc")
@@ -190,7 +199,7 @@ func runGoWorker(t *testing.T, grpcAddr, mode, service, histOffset string) worke
 }
 
 // runWorkers runs n processes of sdk at once and returns their results.
-func runWorkers(t *testing.T, sdk peersSDK, n int, grpcAddr, mode, service, histOffset string) []workerResult {
+func runWorkers(t *testing.T, sdk peersSDK, n int, grpcAddr, mode, service string, events int, histOffset string) []workerResult {
 	t.Helper()
 	results := make([]workerResult, n)
 	var wg sync.WaitGroup
@@ -198,7 +207,7 @@ func runWorkers(t *testing.T, sdk peersSDK, n int, grpcAddr, mode, service, hist
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i] = sdk.run(t, grpcAddr, mode, service, histOffset)
+			results[i] = sdk.run(t, grpcAddr, mode, service, events, histOffset)
 		}()
 	}
 	wg.Wait()
@@ -285,6 +294,9 @@ func (p *prometheus) promResets(t *testing.T, metric, service string) float64 {
 func (r *peersRun) finish(t *testing.T) []decision {
 	t.Helper()
 	var ds []decision
+	if r.watch != nil {
+		r.watch.stop(t)
+	}
 	if r.status != "" {
 		ds = r.decisions(t)
 		if code, body := scrape(t, "http://"+r.tel+"/metrics"); code == 200 {
@@ -368,7 +380,7 @@ func TestDefaultSecondReader(t *testing.T) {
 		t.Run(sdk.name, func(t *testing.T) {
 			r := startPeersRun(t)
 			const service = "reader-svc"
-			w := runWorkers(t, sdk, 1, r.grpcAddr, "metrics-double", service, "0")[0]
+			w := runWorkers(t, sdk, 1, r.grpcAddr, "metrics-double", service, copyEvents, "0")[0]
 			checkClasses(t, r.finish(t), "copy")
 			checkCopy(t, r, service, w)
 		})
@@ -385,7 +397,7 @@ func TestDefaultSecondReaderFloatSums(t *testing.T) {
 		t.Run(sdk.name, func(t *testing.T) {
 			r := startPeersRun(t)
 			const service = "floatsum-svc"
-			w := runWorkers(t, sdk, 1, r.grpcAddr, "metrics-double", service, peersOffset)[0]
+			w := runWorkers(t, sdk, 1, r.grpcAddr, "metrics-double", service, copyEvents, peersOffset)[0]
 			checkClasses(t, r.finish(t), "copy")
 			checkCopy(t, r, service, w)
 		})
@@ -396,8 +408,8 @@ func TestDefaultSecondReaderFloatSums(t *testing.T) {
 // series per stream, the first reader's values, no resets.
 func checkCopy(t *testing.T, r *peersRun, service string, w workerResult) {
 	t.Helper()
-	if w.events != peersEvents || w.firstCounter != peersEvents {
-		t.Fatalf("client recorded %d events and exported %d last, want %d", w.events, w.firstCounter, peersEvents)
+	if w.events != copyEvents || w.firstCounter != copyEvents {
+		t.Fatalf("client recorded %d events and exported %d last, want %d", w.events, w.firstCounter, copyEvents)
 	}
 	for _, metric := range []string{peersCounter, peersCount, peersSum} {
 		ss := r.prom.stored(t, metric, service)
@@ -406,7 +418,7 @@ func checkCopy(t *testing.T, r *peersRun, service string, w workerResult) {
 			continue
 		}
 		total, resets := ss[0].counted()
-		want := float64(peersEvents)
+		want := float64(copyEvents)
 		if metric == peersSum {
 			want = w.firstHistSum
 		}
@@ -442,7 +454,7 @@ func TestDefaultSharedIdentity(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/%d", sdk.name, n), func(t *testing.T) {
 				r := startPeersRun(t)
 				service := fmt.Sprintf("shared-%d-svc", n)
-				ws := runWorkers(t, sdk, n, r.grpcAddr, "metrics-single", service, "0")
+				ws := runWorkers(t, sdk, n, r.grpcAddr, "metrics-single", service, peersEvents, "0")
 				checkClasses(t, r.finish(t), "peer")
 				checkPeers(t, r, service, ws)
 			})
@@ -504,7 +516,7 @@ func TestDefaultRestart(t *testing.T) {
 		t.Run(sdk.name, func(t *testing.T) {
 			r := startPeersRun(t)
 			const service = "restart-svc"
-			w := runWorkers(t, sdk, 1, r.grpcAddr, "metrics-restart", service, "0")[0]
+			w := runWorkers(t, sdk, 1, r.grpcAddr, "metrics-restart", service, peersEvents, "0")[0]
 			ds := r.finish(t)
 			for _, d := range ds {
 				if d.class == "peer" {
@@ -602,5 +614,81 @@ func TestAuditJudgesStoredWriters(t *testing.T) {
 				t.Errorf("%d interleaved series, want the counter's and the histogram's", judged)
 			}
 		})
+	}
+}
+
+// writerWatch polls the gateway's otelcol_processor_dedup_writers{class}
+// every 50 ms: when a second writer comes under judgement (the total
+// grows) and when one is decided (copy or peer grows), in the gateway's
+// wall time. The k-th writer decided is matched with the k-th that
+// appeared: the latency of a decision, to 50 ms and one collection.
+type writerWatch struct {
+	done     chan struct{}
+	finished chan struct{}
+	mu       sync.Mutex
+	appeared []time.Time
+	decided  []time.Time
+	classes  []string
+}
+
+var writersRE = regexp.MustCompile(`(?m)^otelcol_processor_dedup_writers\{class="(\w+)"[^}]*\} (\d+)$`)
+
+func watchWriters(t *testing.T, url string) *writerWatch {
+	w := &writerWatch{done: make(chan struct{}), finished: make(chan struct{})}
+	c := http.Client{Timeout: 5 * time.Second}
+	go func() {
+		defer close(w.finished)
+		seen, copies, peers := 0, 0, 0
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-w.done:
+				return
+			case <-tick.C:
+			}
+			resp, err := c.Get(url)
+			if err != nil {
+				continue
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			n := map[string]int{}
+			for _, m := range writersRE.FindAllStringSubmatch(string(b), -1) {
+				n[m[1]], _ = strconv.Atoi(m[2])
+			}
+			now := time.Now()
+			w.mu.Lock()
+			// Writers are forgotten only after max_stale (5m): the
+			// counts do not fall within a test.
+			for total := n["undecided"] + n["copy"] + n["peer"]; seen < total; seen++ {
+				w.appeared = append(w.appeared, now)
+			}
+			for ; copies < n["copy"]; copies++ {
+				w.decided, w.classes = append(w.decided, now), append(w.classes, "copy")
+			}
+			for ; peers < n["peer"]; peers++ {
+				w.decided, w.classes = append(w.decided, now), append(w.classes, "peer")
+			}
+			w.mu.Unlock()
+		}
+	}()
+	return w
+}
+
+// stop ends the polling and logs each decision's latency.
+func (w *writerWatch) stop(t *testing.T) {
+	t.Helper()
+	close(w.done)
+	<-w.finished
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for k, at := range w.decided {
+		if k < len(w.appeared) {
+			t.Logf("decision latency: writer %d judged %s %s after it came under judgement", k+1, w.classes[k], at.Sub(w.appeared[k]).Round(10*time.Millisecond))
+		}
+	}
+	if undecided := len(w.appeared) - len(w.decided); undecided > 0 {
+		t.Logf("decision latency: %d of %d writers undecided at the end (%s after the first came under judgement)", undecided, len(w.appeared), time.Since(w.appeared[0]).Round(10*time.Millisecond))
 	}
 }
