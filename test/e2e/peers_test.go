@@ -301,7 +301,7 @@ func (r *peersRun) finish(t *testing.T) []decision {
 		ds = r.decisions(t)
 		if code, body := scrape(t, "http://"+r.tel+"/metrics"); code == 200 {
 			for _, l := range strings.Split(body, "\n") {
-				if strings.HasPrefix(l, "otelcol_processor_dedup_writers") {
+				if strings.HasPrefix(l, "otelcol_processor_dedup_writers") || strings.HasPrefix(l, "otelcol_processor_dedup_metric_") {
 					t.Logf("gateway: %s", l)
 				}
 			}
