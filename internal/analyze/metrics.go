@@ -18,12 +18,6 @@ import (
 // DefaultMaxStreams is the default of Options.MaxStreams.
 const DefaultMaxStreams = 1_000_000
 
-// togetherWindow is the widest spread of start times that is diagnosed as
-// readers created together in one process: SDKs that give each reader its
-// own state start them within microseconds of each other (the Go SDK), while
-// a pipeline added later starts seconds later.
-const togetherWindow = 100 * time.Millisecond
-
 // maxWritersKept bounds the writers remembered per stream; further writers
 // are counted, not described.
 const maxWritersKept = 16
@@ -35,9 +29,14 @@ type MetricReport struct {
 	Points  int `json:"points"`
 	Streams int `json:"streams"`
 	// ExtraPoints counts the points the gateway would drop: duplicates,
-	// points of writers that are not the stream's elected one, points out
-	// of order and decreases within one writer.
+	// points of writers that are not the stream's elected one (copies, and
+	// writers not yet told a copy or a peer), points out of order and
+	// decreases within one writer.
 	ExtraPoints int `json:"extra_points"`
+	// PeerPoints counts the points of writers judged peers (another
+	// process with the same identity), which the gateway keeps as their
+	// own series: not duplicates, but the identity needs fixing.
+	PeerPoints int `json:"peer_points"`
 	// Dropped breaks ExtraPoints down by reason (duplicate, overlap,
 	// out_of_order, decrease).
 	Dropped map[string]int `json:"dropped,omitempty"`
@@ -46,6 +45,10 @@ type MetricReport struct {
 	MultiWriter int `json:"multi_writer"`
 	// Overlapping counts streams whose writers' points interleaved.
 	Overlapping int `json:"overlapping"`
+	// Classes counts the second writers of overlapping streams by the
+	// classifier's judgement (internal/streams, the gateway's
+	// overlap: auto): copy, peer, undecided.
+	Classes map[string]int `json:"writer_classes,omitempty"`
 	// Resets is the sum of the resets Prometheus would count on the
 	// cumulative monotonic series.
 	Resets int `json:"resets"`
@@ -76,6 +79,9 @@ type MetricStream struct {
 	MoreWriters int            `json:"more_writers,omitempty"`
 	Overlap     bool           `json:"overlap"` // some writer's points interleaved with the elected one's
 	Dropped     map[string]int `json:"dropped,omitempty"`
+	// PeerPoints counts the points of writers judged peers, which the
+	// gateway keeps as their own series.
+	PeerPoints int `json:"peer_points,omitempty"`
 	// Prometheus is what Prometheus would store and compute for the series
 	// (cumulative monotonic streams): samples in arrival order, those it
 	// would refuse (timestamps not after the previous one), resets().
@@ -94,6 +100,10 @@ type MetricWriter struct {
 	FirstValue Number `json:"first_value"`
 	LastValue  Number `json:"last_value"`
 	Elected    bool   `json:"elected"` // the stream's elected writer at the end
+	// Class and Evidence are the classifier's judgement of a writer
+	// that was not elected: copy, peer or undecided, and why.
+	Class    string `json:"class,omitempty"`
+	Evidence string `json:"evidence,omitempty"`
 }
 
 // Number is a point value; NaN and the infinities, which JSON has no
@@ -155,6 +165,7 @@ type metricStreamAcc struct {
 	more         int
 	elected      uint64
 	dropped      [streams.NumReasons]int
+	peerPoints   int
 	prom         promAcc
 }
 
@@ -164,6 +175,7 @@ type metricEvent struct {
 	reason streams.Reason
 	first  uint32 // request of the writer's newest point before this one
 	later  uint32 // request of this point
+	kept   bool   // a peer's point, kept as its own series
 }
 
 type metricIndex struct {
@@ -185,6 +197,10 @@ func (x *metricIndex) init(maxStreams int) {
 	p := streams.DefaultPolicy()
 	p.MaxStreams = min(maxStreams, streams.MaxStreamsLimit)
 	p.MaxStale = 100 * 365 * 24 * time.Hour // verify never forgets a stream
+	// The gateway's default, overlap: auto: every second writer is judged
+	// a copy or a peer from its values, and the reports name that cause.
+	p.Auto = true
+	p.MaxJudged = p.MaxStreams
 	t, err := streams.NewTracker(p)
 	if err != nil {
 		panic(fmt.Sprintf("analyze: tracker policy: %v", err)) // the policy is ours and valid
@@ -231,7 +247,7 @@ func (a *Analyzer) AddMetrics(at Arrival, md pmetric.Metrics) {
 		s.points++
 		p := v.Point
 		s.promAdd(p)
-		d := x.tracker.Observe(v.ID, v.Shape, p, now)
+		d := x.tracker.ObserveFrom(v.ID, v.Origin, v.Shape, p, now)
 		if d.Reason == streams.ReasonUnjudged {
 			x.unjudged++
 		}
@@ -249,12 +265,17 @@ func (a *Analyzer) AddMetrics(at Arrival, md pmetric.Metrics) {
 				s.elected = d.Writer
 			}
 		}
-		if d.Verdict == streams.Drop || d.Verdict == streams.Label {
+		switch d.Verdict {
+		case streams.Drop:
 			s.dropped[d.Reason]++
 			if d.Reason == streams.ReasonOverlap {
 				s.overlap = true
 			}
 			x.events = append(x.events, metricEvent{stream: si, reason: d.Reason, first: prevReq, later: ri})
+		case streams.Label: // a peer's point: its own series
+			s.peerPoints++
+			s.overlap = true
+			x.events = append(x.events, metricEvent{stream: si, reason: d.Reason, first: prevReq, later: ri, kept: true})
 		}
 	})
 	x.unsupported += total - n
@@ -356,15 +377,46 @@ func fmtTime(ns uint64) string {
 	return time.Unix(0, int64(ns)).UTC().Format(time.RFC3339Nano)
 }
 
-// streamDiagnosis diagnoses a stream whose writers overlapped.
-func (a *Analyzer) streamDiagnosis(s *metricStreamAcc) Diagnosis {
-	if len(s.writers) >= 2 && writerSpread(s) <= togetherWindow {
-		return DiagTwoExporters // readers created together
+// streamClass is the classifier's judgement of a stream whose writers
+// overlapped, from its second writers' evidence: a peer if any of them is
+// one (its counts are its own), a copy if every one is, undecided
+// otherwise; and the evidence line of the writer that decided it.
+func (a *Analyzer) streamClass(s *metricStreamAcc) (streams.Class, string) {
+	js := a.metrics.tracker.Judgements(s.id, nil)
+	cls, ev := streams.ClassUndecided, ""
+	copies := 0
+	for _, j := range js {
+		switch j.Class {
+		case streams.ClassPeer:
+			if cls != streams.ClassPeer {
+				cls, ev = streams.ClassPeer, j.Evidence.String()
+			}
+		case streams.ClassCopy:
+			copies++
+			if ev == "" {
+				ev = j.Evidence.String()
+			}
+		}
 	}
-	if s.res.instance != "" || s.res.pid != "" {
-		return DiagTwoExporters // one process by its resource: a pipeline joined later
+	if cls != streams.ClassPeer && len(js) > 0 && copies == len(js) {
+		cls = streams.ClassCopy
 	}
-	return DiagIdentityCollision
+	if cls == streams.ClassUndecided && len(js) > 0 {
+		ev = js[0].Evidence.String()
+	}
+	return cls, ev
+}
+
+// classDiagnosis is the diagnosis of a class: a copy is a second reader
+// in one process, a peer another process with the same identity.
+func classDiagnosis(c streams.Class) Diagnosis {
+	switch c {
+	case streams.ClassCopy:
+		return DiagTwoExporters
+	case streams.ClassPeer:
+		return DiagIdentityCollision
+	}
+	return DiagSecondWriter
 }
 
 // writerSpread is how far apart the start times of a stream's writers lie.
@@ -387,15 +439,18 @@ type metricFindingKey struct {
 type metricFindingAcc struct {
 	streams   []string
 	items     int
+	kept      int // items kept as a peer's own series
 	spread    time.Duration
 	resets    int
 	delays    []time.Duration
 	reasons   map[streams.Reason]int
-	instance  string
 	byWriters bool
+	// evidence is the classifier's line for one of the finding's
+	// streams (the first listed).
+	evidence string
 	// sameCause: the service's spans were doubled by two exporters in
-	// this run, and its streams' writers would otherwise be taken for
-	// an identity collision: one process, one cause.
+	// this run, and its streams' second writers are copies or not
+	// decided yet: one process, one cause.
 	sameCause bool
 	// An example of a repeated or out-of-order point: the requests
 	// of the later point and of its writer's previous one.
@@ -422,8 +477,8 @@ func (a *Analyzer) metricReport(r *Report) {
 	mr.Unjudged = x.unjudged
 	mr.Unsupported = x.unsupported
 
-	diags, sameCause := a.overlapDiagnoses(r.Findings)
-	fs := a.droppedPointFindings(diags, sameCause)
+	diags, evidence, sameCause := a.overlapDiagnoses(r.Findings)
+	fs := a.droppedPointFindings(diags, evidence, sameCause)
 	a.listStreams(mr, diags, fs)
 	for k, f := range fs {
 		slices.Sort(f.streams)
@@ -432,10 +487,12 @@ func (a *Analyzer) metricReport(r *Report) {
 	}
 }
 
-// overlapDiagnoses diagnoses each stream whose writers overlap. A service
-// whose spans two exporters in one process doubled (the span findings are
-// made first) has that cause for its streams too: sameCause.
-func (a *Analyzer) overlapDiagnoses(findings []Finding) (diags []Diagnosis, sameCause []bool) {
+// overlapDiagnoses diagnoses each stream whose writers overlap, from the
+// classifier's judgement of its second writers. A service whose spans two
+// exporters in one process doubled (the span findings are made first) has
+// that cause for its streams whose second writers are copies or not
+// decided yet: sameCause.
+func (a *Analyzer) overlapDiagnoses(findings []Finding) (diags []Diagnosis, evidence []string, sameCause []bool) {
 	x := &a.metrics
 	doubled := map[string]bool{}
 	for _, f := range findings {
@@ -444,25 +501,28 @@ func (a *Analyzer) overlapDiagnoses(findings []Finding) (diags []Diagnosis, same
 		}
 	}
 	diags = make([]Diagnosis, len(x.streams))
+	evidence = make([]string, len(x.streams))
 	sameCause = make([]bool, len(x.streams))
 	for i, s := range x.streams {
 		if s.overlap {
-			diags[i] = a.streamDiagnosis(s)
-			if diags[i] == DiagIdentityCollision && doubled[subjectOf(s.res.service)] {
-				// Overlapping writers of a service whose spans arrive
-				// twice from one process: the second exporter there
-				// (an SDK set up twice) explains both.
+			var cls streams.Class
+			cls, evidence[i] = a.streamClass(s)
+			diags[i] = classDiagnosis(cls)
+			if cls != streams.ClassPeer && doubled[subjectOf(s.res.service)] {
+				// A copy or an undecided writer of a service whose
+				// spans arrive twice from one process: the second
+				// exporter there (an SDK set up twice) explains both.
 				diags[i], sameCause[i] = DiagTwoExporters, true
 			}
 		}
 	}
-	return diags, sameCause
+	return diags, evidence, sameCause
 }
 
 // droppedPointFindings groups the dropped points by diagnosis and
 // service: overlaps take their stream's diagnosis, the others are
 // diagnosed one by one.
-func (a *Analyzer) droppedPointFindings(diags []Diagnosis, sameCause []bool) metricFindings {
+func (a *Analyzer) droppedPointFindings(diags []Diagnosis, evidence []string, sameCause []bool) metricFindings {
 	x := &a.metrics
 	fs := metricFindings{}
 	for _, ev := range x.events {
@@ -486,6 +546,9 @@ func (a *Analyzer) droppedPointFindings(diags []Diagnosis, sameCause []bool) met
 		}
 		f := fs.get(metricFindingKey{d, s.res.service})
 		f.items++
+		if ev.kept {
+			f.kept++
+		}
 		f.reasons[ev.reason]++
 		if ev.reason != streams.ReasonOverlap && !a.opts.NoArrival {
 			f.delays = append(f.delays, a.delay(ev.first, ev.later))
@@ -504,9 +567,9 @@ func (a *Analyzer) droppedPointFindings(diags []Diagnosis, sameCause []bool) met
 		if ev.reason == streams.ReasonOverlap {
 			f.byWriters = true
 			f.sameCause = f.sameCause || sameCause[ev.stream]
-		}
-		if s.res.instance != "" {
-			f.instance = s.res.instance
+			if f.evidence == "" {
+				f.evidence = evidence[ev.stream]
+			}
 		}
 	}
 	return fs
@@ -522,6 +585,7 @@ func (a *Analyzer) listStreams(mr *MetricReport, diags []Diagnosis, fs metricFin
 			extra += n
 		}
 		mr.ExtraPoints += extra
+		mr.PeerPoints += s.peerPoints
 		for reason, n := range s.dropped {
 			if n > 0 {
 				if mr.Dropped == nil {
@@ -538,6 +602,12 @@ func (a *Analyzer) listStreams(mr *MetricReport, diags []Diagnosis, fs metricFin
 		}
 		if s.overlap {
 			mr.Overlapping++
+			for _, j := range a.metrics.tracker.Judgements(s.id, nil) {
+				if mr.Classes == nil {
+					mr.Classes = map[string]int{}
+				}
+				mr.Classes[j.Class.String()]++
+			}
 			f := fs.get(metricFindingKey{diags[i], s.res.service})
 			f.resets += resets
 			f.spread = max(f.spread, writerSpread(s))
@@ -545,7 +615,7 @@ func (a *Analyzer) listStreams(mr *MetricReport, diags []Diagnosis, fs metricFin
 		if nw <= 1 && extra == 0 && resets == 0 {
 			continue
 		}
-		mr.List = append(mr.List, streamEntry(s, diags[i], resets))
+		mr.List = append(mr.List, streamEntry(s, diags[i], resets, a.metrics.tracker))
 	}
 	slices.SortFunc(mr.List, func(a, b MetricStream) int {
 		return cmp.Or(
@@ -559,18 +629,22 @@ func (a *Analyzer) listStreams(mr *MetricReport, diags []Diagnosis, fs metricFin
 }
 
 // streamEntry is a stream's line in the report's list.
-func streamEntry(s *metricStreamAcc, diag Diagnosis, resets int) MetricStream {
+func streamEntry(s *metricStreamAcc, diag Diagnosis, resets int, tr *streams.Tracker) MetricStream {
 	ms := MetricStream{
 		ID: s.id.String(), Name: s.name, Type: s.shape.String(), Unit: s.unit,
 		Service: s.res.service, Scope: strings.TrimSpace(s.scope + " " + s.scopeVersion), Attributes: s.attrs, InstanceID: s.res.instance,
-		Points: s.points, MoreWriters: s.more, Overlap: s.overlap, Diagnosis: diag,
+		Points: s.points, MoreWriters: s.more, Overlap: s.overlap, Diagnosis: diag, PeerPoints: s.peerPoints,
 	}
 	for _, w := range s.writers {
-		ms.Writers = append(ms.Writers, MetricWriter{
+		mw := MetricWriter{
 			Start: w.start, StartTime: fmtTime(w.start), Points: w.points,
 			FirstTime: fmtTime(w.firstT), LastTime: fmtTime(w.lastT),
 			FirstValue: Number(w.firstV), LastValue: Number(w.lastV), Elected: w.start == s.elected,
-		})
+		}
+		if j, ok := tr.Judgement(s.id, w.start); ok && !mw.Elected {
+			mw.Class, mw.Evidence = j.Class.String(), j.Evidence.String()
+		}
+		ms.Writers = append(ms.Writers, mw)
 	}
 	for reason, n := range s.dropped {
 		if n > 0 {
@@ -590,7 +664,7 @@ func streamEntry(s *metricStreamAcc, diag Diagnosis, resets int) MetricStream {
 func (a *Analyzer) metricFindingLine(k metricFindingKey, f *metricFindingAcc) string {
 	subject := subjectOf(k.service)
 	names := listNames(f.streams, 4)
-	if f.byWriters && (f.sameCause || k.diag == DiagTwoExporters || k.diag == DiagIdentityCollision) {
+	if f.byWriters && (f.sameCause || k.diag == DiagTwoExporters || k.diag == DiagIdentityCollision || k.diag == DiagSecondWriter) {
 		return overlapLine(k, f, subject, names)
 	}
 	if k.diag == DiagIdentityCollision {
@@ -622,22 +696,28 @@ func (a *Analyzer) metricFindingLine(k metricFindingKey, f *metricFindingAcc) st
 }
 
 // overlapLine is the line of a finding about streams with interleaving
-// writers.
+// writers: what was seen, and the cause the classifier's evidence names.
 func overlapLine(k metricFindingKey, f *metricFindingAcc, subject, names string) string {
-	nstreams, points, resets := plural(len(f.streams), "stream", "streams"), plural(f.items, "point", "points"), plural(f.resets, "reset", "resets")
+	nstreams, resets := plural(len(f.streams), "stream", "streams"), plural(f.resets, "reset", "resets")
+	points := plural(f.items-f.kept, "point", "points") + " the gateway drops"
+	if f.kept > 0 {
+		points += ", " + plural(f.kept, "point", "points") + " it keeps as a peer's own series"
+	}
+	seen := fmt.Sprintf("%s (%s) have writers whose start times are %s apart and whose points interleave (%s; %s Prometheus would count without dedup)",
+		nstreams, names, fmtDur(f.spread), points, resets)
 	switch {
 	case f.sameCause:
-		return fmt.Sprintf("metrics of %s: the same cause as its doubled spans, two exporters in one process (a second exporter or metric reader, e.g. the SDK set up twice; remove it): %s (%s) have writers whose start times are %s apart and whose points interleave (%s from writers not elected, %s Prometheus would count)",
-			subject, nstreams, names, fmtDur(f.spread), points, resets)
-	case k.diag == DiagTwoExporters && f.spread <= togetherWindow:
-		return fmt.Sprintf("metrics of %s: %s (%s) have writers whose start times are %s apart and whose points interleave (%s from writers not elected, %s Prometheus would count): two exporters in one process (metric readers or providers created together for the same instruments)",
-			subject, nstreams, names, fmtDur(f.spread), points, resets)
+		return fmt.Sprintf("metrics of %s: the same cause as its doubled spans, two exporters in one process (a second exporter or metric reader, e.g. the SDK set up twice; remove it): %s; judged from the values, %s",
+			subject, seen, f.evidence)
 	case k.diag == DiagTwoExporters:
-		return fmt.Sprintf("metrics of %s: %s (%s) have a second writer that started %s after the first and whose points interleave with it (%s from writers not elected, %s Prometheus would count), on a resource that names one process (service.instance.id %q): two exporters in one process (a second metric pipeline joined later with fresh state)",
-			subject, nstreams, names, fmtDur(f.spread), points, resets, f.instance)
-	default: // DiagIdentityCollision
-		return fmt.Sprintf("metrics of %s: %s (%s) have writers whose start times are %s apart and whose points interleave (%s from writers not elected, %s Prometheus would count), on a resource without service.instance.id: an identity collision (independent writers share one resource; give each process a unique service.instance.id, or, in one process, remove the second metric pipeline that joined later)",
-			subject, nstreams, names, fmtDur(f.spread), points, resets)
+		return fmt.Sprintf("metrics of %s: %s: %s (a metric reader or exporter added to the same instruments, e.g. a framework attaching its own; remove it) (%s)",
+			subject, seen, streams.ClassCopy.Cause(), f.evidence)
+	case k.diag == DiagIdentityCollision:
+		return fmt.Sprintf("metrics of %s: %s: %s (%s)",
+			subject, seen, streams.ClassPeer.Cause(), f.evidence)
+	default: // DiagSecondWriter
+		return fmt.Sprintf("metrics of %s: %s: %s: a second metric reader in one process, or processes that share one identity (%s)",
+			subject, seen, streams.ClassUndecided.Cause(), f.evidence)
 	}
 }
 

@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,38 +63,77 @@ func lateWriter(a *Analyzer, instance string, secondStart time.Duration) {
 	add(pt{0, 6 * s, 60})
 }
 
+// secondWriter feeds a stream with a first writer counting 10 a second
+// from t0 (a point every second to last) and a second writer started at
+// secondStart whose points, half a second after the first writer's, carry
+// value(t): interleaved in arrival order.
+func secondWriter(a *Analyzer, instance string, secondStart, last time.Duration, value func(t time.Duration) int64) {
+	seq := uint64(0)
+	add := func(p pt) {
+		seq++
+		a.AddMetrics(at(seq, p.at, "p"), counter(instance, p))
+	}
+	for t := time.Second; t <= last; t += time.Second {
+		add(pt{0, t, int64(10 * t / time.Second)})
+		if b := t + time.Second/2; b > secondStart && b < last {
+			add(pt{secondStart, b, value(b)})
+		}
+	}
+}
+
+// copyOf is a second reader that joined at join: the first writer's count
+// less the count at the join.
+func copyOf(join time.Duration) func(time.Duration) int64 {
+	return func(t time.Duration) int64 { return int64(10*t/time.Second) - int64(10*join/time.Second) }
+}
+
+// peerOf is another process started at start, counting 5 a second.
+func peerOf(start time.Duration) func(time.Duration) int64 {
+	return func(t time.Duration) int64 { return int64(5 * (t - start) / time.Second) }
+}
+
+// TestMetricsLateSecondWriter: three points of a second writer do not
+// decide between a copy and a peer: the stream is diagnosed a second
+// writer, undecided, with the evidence so far, and nothing about
+// service.instance.id.
 func TestMetricsLateSecondWriter(t *testing.T) {
 	a := New(Options{})
 	lateWriter(a, "", 2500*time.Millisecond)
 	r := a.Report()
 	m := r.Metrics
-	if m.Points != 9 || m.Streams != 1 || m.ExtraPoints != 3 || m.MultiWriter != 1 || m.Overlapping != 1 || m.Resets != 3 {
+	if m.Points != 9 || m.Streams != 1 || m.ExtraPoints != 3 || m.PeerPoints != 0 || m.MultiWriter != 1 || m.Overlapping != 1 || m.Resets != 3 {
 		t.Fatalf("metric totals = %+v", m)
 	}
-	if !reflect.DeepEqual(m.Dropped, map[string]int{"overlap": 3}) {
-		t.Errorf("Dropped = %v", m.Dropped)
+	if !reflect.DeepEqual(m.Dropped, map[string]int{"overlap": 3}) || !reflect.DeepEqual(m.Classes, map[string]int{"undecided": 1}) {
+		t.Errorf("Dropped = %v, Classes = %v", m.Dropped, m.Classes)
 	}
 	if len(m.List) != 1 {
 		t.Fatalf("List = %+v", m.List)
 	}
 	s := m.List[0]
 	s.ID = ""
+	// The evidence line is internal/streams' (its tests pin it).
+	evidence := s.Writers[1].Evidence
+	if !strings.HasPrefix(evidence, "undecided: ") {
+		t.Errorf("evidence %q, want undecided", evidence)
+	}
 	want := MetricStream{
 		Name: "requests", Type: "sum/cumulative/monotonic", Unit: "1", Service: "svc", Scope: "meter", Attributes: "route=/",
 		Points: 9, Overlap: true, Dropped: map[string]int{"overlap": 3},
 		Prometheus: &PromSeries{Samples: 9, Rejected: 0, Resets: 3},
-		Diagnosis:  DiagIdentityCollision,
+		Diagnosis:  DiagSecondWriter,
 		Writers: []MetricWriter{
 			{Start: uint64(t0.UnixNano()), StartTime: "2026-03-01T12:00:00Z", Points: 6, FirstTime: "2026-03-01T12:00:01Z", LastTime: "2026-03-01T12:00:06Z", FirstValue: 10, LastValue: 60, Elected: true},
-			{Start: uint64(t0.Add(2500 * time.Millisecond).UnixNano()), StartTime: "2026-03-01T12:00:02.5Z", Points: 3, FirstTime: "2026-03-01T12:00:03.5Z", LastTime: "2026-03-01T12:00:05.5Z", FirstValue: 5, LastValue: 25},
+			{Start: uint64(t0.Add(2500 * time.Millisecond).UnixNano()), StartTime: "2026-03-01T12:00:02.5Z", Points: 3, FirstTime: "2026-03-01T12:00:03.5Z", LastTime: "2026-03-01T12:00:05.5Z", FirstValue: 5, LastValue: 25,
+				Class: "undecided", Evidence: evidence},
 		},
 	}
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("stream:\n got %+v\nwant %+v", s, want)
 	}
 	wantF := []Finding{{
-		Signal: SignalMetrics, Diagnosis: DiagIdentityCollision, Subject: `service "svc"`, Items: 3,
-		Line: `metrics of service "svc": 1 stream (requests) have writers whose start times are 2.5s apart and whose points interleave (3 points from writers not elected, 3 resets Prometheus would count), on a resource without service.instance.id: an identity collision (independent writers share one resource; give each process a unique service.instance.id, or, in one process, remove the second metric pipeline that joined later)`,
+		Signal: SignalMetrics, Diagnosis: DiagSecondWriter, Subject: `service "svc"`, Items: 3,
+		Line: `metrics of service "svc": 1 stream (requests) have writers whose start times are 2.5s apart and whose points interleave (3 points the gateway drops; 3 resets Prometheus would count without dedup): a second writer, not yet told a copy or a peer: a second metric reader in one process, or processes that share one identity (` + evidence + `)`,
 	}}
 	if !reflect.DeepEqual(r.Findings, wantF) {
 		t.Fatalf("findings:\n got %+v\nwant %+v", r.Findings, wantF)
@@ -103,22 +143,62 @@ func TestMetricsLateSecondWriter(t *testing.T) {
 	}
 }
 
+// TestMetricsWriterDiagnoses: the cause is the classifier's judgement of
+// the values, whether or not the resource has a service.instance.id.
 func TestMetricsWriterDiagnoses(t *testing.T) {
-	// With service.instance.id the resource names one process: a second
-	// pipeline joined it later.
-	a := New(Options{})
-	lateWriter(a, "pod-1", 2500*time.Millisecond)
-	fs := a.Report().Findings
-	want := `metrics of service "svc": 1 stream (requests) have a second writer that started 2.5s after the first and whose points interleave with it (3 points from writers not elected, 3 resets Prometheus would count), on a resource that names one process (service.instance.id "pod-1"): two exporters in one process (a second metric pipeline joined later with fresh state)`
-	if len(fs) != 1 || fs[0].Diagnosis != DiagTwoExporters || fs[0].Line != want {
-		t.Fatalf("findings = %+v\nwant line %s", fs, want)
-	}
-	// Start times a microsecond apart: readers created together.
-	b := New(Options{})
-	lateWriter(b, "", time.Microsecond)
-	fs = b.Report().Findings
-	if len(fs) != 1 || fs[0].Diagnosis != DiagTwoExporters {
-		t.Fatalf("findings = %+v, want two exporters", fs)
+	const join = 2500 * time.Millisecond
+	cases := []struct {
+		name, instance string
+		start          time.Duration
+		value          func(time.Duration) int64
+		diag           Diagnosis
+		class          string
+		line           string
+		extra, peer    int
+	}{{
+		// A second reader joined later, on a resource without
+		// service.instance.id (which used to be called an identity
+		// collision): its values are the first writer's less 25.
+		name: "copy", start: join, value: copyOf(join), diag: DiagTwoExporters, class: "copy", extra: 37,
+		line: `metrics of service "svc": 1 stream (requests) have writers whose start times are 2.5s apart and whose points interleave (37 points the gateway drops; 37 resets Prometheus would count without dedup): a second metric reader in one process (a metric reader or exporter added to the same instruments, e.g. a framework attaching its own; remove it) (EVIDENCE)`,
+	}, {
+		// Another process with the same identity, on a resource that
+		// has a service.instance.id (which used to be called a second
+		// pipeline in one process): its values climb at their own rate.
+		name: "peer", instance: "pod-1", start: join, value: peerOf(join), diag: DiagIdentityCollision, class: "peer", extra: 3, peer: 34,
+		line: `metrics of service "svc": 1 stream (requests) have writers whose start times are 2.5s apart and whose points interleave (3 points the gateway drops, 34 points it keeps as a peer's own series; 37 resets Prometheus would count without dedup): two processes share one identity: give each a service.instance.id (EVIDENCE)`,
+	}, {
+		// Readers created together (start times a microsecond apart):
+		// a copy with c = 0.
+		name: "together", start: time.Microsecond, value: copyOf(0), diag: DiagTwoExporters, class: "copy", extra: 39,
+		line: `metrics of service "svc": 1 stream (requests) have writers whose start times are 1µs apart and whose points interleave (39 points the gateway drops; 0 resets Prometheus would count without dedup): a second metric reader in one process (a metric reader or exporter added to the same instruments, e.g. a framework attaching its own; remove it) (EVIDENCE)`,
+	}}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a := New(Options{})
+			secondWriter(a, c.instance, c.start, 40*time.Second, c.value)
+			r := a.Report()
+			m := r.Metrics
+			if len(m.List) != 1 || len(m.List[0].Writers) != 2 {
+				t.Fatalf("streams = %+v", m.List)
+			}
+			// The evidence line is internal/streams' (its tests pin it).
+			line := strings.Replace(c.line, "EVIDENCE", m.List[0].Writers[1].Evidence, 1)
+			fs := r.Findings
+			if len(fs) != 1 || fs[0].Diagnosis != c.diag || fs[0].Line != line {
+				t.Fatalf("findings = %+v\nwant %s: %s", fs, c.diag, line)
+			}
+			t.Log(fs[0].Line)
+			if m.ExtraPoints != c.extra || m.PeerPoints != c.peer || !reflect.DeepEqual(m.Classes, map[string]int{c.class: 1}) {
+				t.Errorf("extra %d, peer points %d, classes %v; want %d, %d, %s", m.ExtraPoints, m.PeerPoints, m.Classes, c.extra, c.peer, c.class)
+			}
+			if w := m.List[0].Writers; len(w) != 2 || w[1].Class != c.class || !strings.HasPrefix(w[1].Evidence, c.class+":") {
+				t.Errorf("writers = %+v, want the second judged %s", w, c.class)
+			}
+			if r.Clean() {
+				t.Error("a stream with a second writer is not clean")
+			}
+		})
 	}
 }
 
@@ -172,20 +252,23 @@ func TestMetricsRestartIsClean(t *testing.T) {
 }
 
 // TestMetricsSameCauseAsDoubledSpans: a service whose spans two exporters
-// in one process doubled, and whose counter has two overlapping writers
-// on a resource without service.instance.id, has one cause: the metric
-// finding says so first, not "an identity collision".
+// in one process doubled, and whose counter has a second writer not yet
+// told a copy or a peer, has one cause: the metric finding says so first.
+// Once the values show a peer, the evidence names the cause.
 func TestMetricsSameCauseAsDoubledSpans(t *testing.T) {
+	doubledSpans := func(a *Analyzer, service string) {
+		a.AddTraces(at(100, 0, "p1"), traces(service, span{1, 1, "op", 0}))
+		a.AddTraces(at(101, 3*time.Millisecond, "p2"), traces(service, span{1, 1, "op", 0}))
+	}
 	a := New(Options{})
-	a.AddTraces(at(100, 0, "p1"), traces("svc", span{1, 1, "op", 0}))
-	a.AddTraces(at(101, 3*time.Millisecond, "p2"), traces("svc", span{1, 1, "op", 0}))
+	doubledSpans(a, "svc")
 	lateWriter(a, "", 2500*time.Millisecond)
 	r := a.Report()
 	if len(r.Findings) != 2 || r.Findings[0].Signal != SignalSpans || r.Findings[0].Diagnosis != DiagTwoExporters {
 		t.Fatalf("findings = %+v, want the doubled spans first", r.Findings)
 	}
 	m := r.Findings[1]
-	want := `metrics of service "svc": the same cause as its doubled spans, two exporters in one process (a second exporter or metric reader, e.g. the SDK set up twice; remove it): 1 stream (requests) have writers whose start times are 2.5s apart and whose points interleave (3 points from writers not elected, 3 resets Prometheus would count)`
+	want := `metrics of service "svc": the same cause as its doubled spans, two exporters in one process (a second exporter or metric reader, e.g. the SDK set up twice; remove it): 1 stream (requests) have writers whose start times are 2.5s apart and whose points interleave (3 points the gateway drops; 3 resets Prometheus would count without dedup); judged from the values, ` + r.Metrics.List[0].Writers[1].Evidence
 	if m.Diagnosis != DiagTwoExporters || m.Line != want {
 		t.Fatalf("metric finding = %+v\nwant line %s", m, want)
 	}
@@ -194,12 +277,29 @@ func TestMetricsSameCauseAsDoubledSpans(t *testing.T) {
 	}
 	// Another service's doubled spans change nothing.
 	b := New(Options{})
-	b.AddTraces(at(100, 0, "p1"), traces("other", span{1, 1, "op", 0}))
-	b.AddTraces(at(101, 3*time.Millisecond, "p2"), traces("other", span{1, 1, "op", 0}))
+	doubledSpans(b, "other")
 	lateWriter(b, "", 2500*time.Millisecond)
 	for _, f := range b.Report().Findings {
-		if f.Signal == SignalMetrics && f.Diagnosis != DiagIdentityCollision {
+		if f.Signal == SignalMetrics && f.Diagnosis != DiagSecondWriter {
 			t.Errorf("metric finding of svc with doubled spans of other: %+v", f)
+		}
+	}
+	// A copy has the same cause, and the line says the values agree.
+	d := New(Options{})
+	doubledSpans(d, "svc")
+	secondWriter(d, "", 2500*time.Millisecond, 40*time.Second, copyOf(2500*time.Millisecond))
+	for _, f := range d.Report().Findings {
+		if f.Signal == SignalMetrics && (f.Diagnosis != DiagTwoExporters || !strings.Contains(f.Line, ": the same cause as its doubled spans,") || !strings.Contains(f.Line, "judged from the values, copy: ")) {
+			t.Errorf("metric finding of a copy in a process with doubled spans: %+v", f)
+		}
+	}
+	// A writer the values show to be a peer is a peer.
+	c := New(Options{})
+	doubledSpans(c, "svc")
+	secondWriter(c, "", 2500*time.Millisecond, 40*time.Second, peerOf(2500*time.Millisecond))
+	for _, f := range c.Report().Findings {
+		if f.Signal == SignalMetrics && f.Diagnosis != DiagIdentityCollision {
+			t.Errorf("metric finding of a peer: %+v", f)
 		}
 	}
 }

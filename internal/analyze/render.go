@@ -320,6 +320,9 @@ func writeMetricsText(ew *errWriter, m *MetricReport) {
 		}
 		ew.printf(" (%s)", strings.Join(keys, ", "))
 	}
+	if m.PeerPoints > 0 {
+		ew.printf("; %s kept as peers' own series", plural(m.PeerPoints, "point", "points"))
+	}
 	ew.printf("; counter resets Prometheus would count: %d", m.Resets)
 	if m.Unjudged > 0 {
 		ew.printf("; %d points of streams beyond the stream limit not judged", m.Unjudged)
@@ -360,6 +363,9 @@ func writeMetricsText(ew *errWriter, m *MetricReport) {
 				ew.printf(" (+%s)", fmtDur(time.Duration(w.Start-first)))
 			}
 			ew.printf(": %s, values %s → %s%s\n", plural(w.Points, "point", "points"), fmtNum(float64(w.FirstValue)), fmtNum(float64(w.LastValue)), pick(w.Elected, " (elected)", ""))
+			if w.Evidence != "" {
+				ew.printf("      %s\n", w.Evidence)
+			}
 		}
 		if s.MoreWriters > 0 {
 			ew.printf("    … and %d more writers\n", s.MoreWriters)
@@ -374,6 +380,9 @@ func writeMetricsText(ew *errWriter, m *MetricReport) {
 				keys[i] = fmt.Sprintf("%s %d", k, s.Dropped[k])
 			}
 			ew.printf("    the gateway would drop: %s\n", strings.Join(keys, ", "))
+		}
+		if s.PeerPoints > 0 {
+			ew.printf("    the gateway would keep as peers' own series: %s\n", plural(s.PeerPoints, "point", "points"))
 		}
 		if p := s.Prometheus; p != nil {
 			ew.printf("    Prometheus: %d samples stored in arrival order, %d refused (timestamp not after the previous), resets() = %d\n", p.Samples, p.Rejected, p.Resets)

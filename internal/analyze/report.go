@@ -22,9 +22,14 @@ const (
 	// apart than an export interval: a retry or replay re-sent the data.
 	DiagResentBatch Diagnosis = "resent-batch"
 	// DiagIdentityCollision: independent writers share an identity: copies
-	// of one span id differ, or a metric stream has writers with different
-	// start times on a resource without service.instance.id.
+	// of one span id differ, or a metric stream's second writer is a peer
+	// (its values are not the first writer's less a constant: another
+	// process without its own service.instance.id).
 	DiagIdentityCollision Diagnosis = "identity-collision"
+	// DiagSecondWriter: a metric stream has a second writer whose values
+	// have not told yet whether it is a copy (a second reader in one
+	// process) or a peer (another process with the same identity).
+	DiagSecondWriter Diagnosis = "second-writer"
 )
 
 // Report is the outcome of an analysis.
@@ -146,7 +151,7 @@ func (r *Report) DuplicateRatio() float64 {
 // Clean reports whether nothing was duplicated or overlapped, and no
 // operation was recorded twice.
 func (r *Report) Clean() bool {
-	return r.Spans.ExtraCopies == 0 && r.Logs.ExtraCopies == 0 && r.Metrics.ExtraPoints == 0 && r.Nested.Pairs == 0
+	return r.Spans.ExtraCopies == 0 && r.Logs.ExtraCopies == 0 && r.Metrics.ExtraPoints == 0 && r.Metrics.PeerPoints == 0 && r.Nested.Pairs == 0
 }
 
 // sortFindings orders findings by signal (nested duplicates after the

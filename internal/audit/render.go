@@ -44,6 +44,7 @@ func WritePromText(w io.Writer, r *PromReport, top int) error {
 	ew.printf("\ninterleaved: alternating dips, two or more monotonic chains: increase() and rate() add a whole chain's value at every dip.\n")
 	ew.printf("restart: falls to near zero, the old level never returns: a genuine reset, increase() is right.\n")
 	ew.printf("drop: falls but not to near zero, the old level never returns: a change of writer or a late first sample.\n")
+	writeWriterNotes(ew, r.Affected, top)
 	writeNotes(ew, r.Warnings, r.Problems)
 	return ew.err
 }
@@ -52,14 +53,14 @@ func WritePromText(w io.Writer, r *PromReport, top int) error {
 // the first top.
 func writeSeriesTable(ew *errWriter, list []*SeriesResult, top int) error {
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "RANK\tCLASS\tRESETS\tSAMPLES\tCHAINS\tINCREASE()\tDOMINANT CHAIN\tFACTOR\tSERIES")
+	fmt.Fprintln(tw, "RANK\tCLASS\tRESETS\tSAMPLES\tCHAINS\tINCREASE()\tDOMINANT CHAIN\tFACTOR\tWRITERS\tSERIES")
 	n := len(list)
 	if top > 0 && top < n {
 		n = top
 	}
 	for i, s := range list[:n] {
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", i+1, s.Class, s.Resets, s.Samples, s.Chains,
-			fmtNum(float64(s.Increase)), dominantCell(s), fmtFactor(float64(s.Factor)), s.Series)
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", i+1, s.Class, s.Resets, s.Samples, s.Chains,
+			fmtNum(float64(s.Increase)), dominantCell(s), fmtFactor(float64(s.Factor)), orDash(s.Writers), s.Series)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -68,6 +69,26 @@ func writeSeriesTable(ew *errWriter, list []*SeriesResult, top int) error {
 		ew.printf("... and %d more (--top 0 lists all)\n", len(list)-n)
 	}
 	return ew.err
+}
+
+// writeWriterNotes says, for the interleaved series listed, what their
+// writers are and why: the classifier's cause and evidence line.
+func writeWriterNotes(ew *errWriter, list []*SeriesResult, top int) {
+	n := len(list)
+	if top > 0 && top < n {
+		n = top
+	}
+	any := false
+	for i, s := range list[:n] {
+		if s.Writers == "" {
+			continue
+		}
+		if !any {
+			ew.printf("writers of interleaved series, judged from the values (copy: the other chain is the dominant one's values less a constant; peer: it is not):\n")
+			any = true
+		}
+		ew.printf("  %d. %s: %s (%s)\n", i+1, s.Writers, s.Cause, s.Evidence)
+	}
 }
 
 func writeNotes(ew *errWriter, warnings, problems []string) {

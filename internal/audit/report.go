@@ -65,6 +65,13 @@ type SeriesResult struct {
 	// Factor is Increase / DominantIncrease for interleaved series: how many
 	// times too large increase() and rate() are. Null otherwise.
 	Factor Float `json:"factor"`
+	// Writers is, for interleaved series, what the other chains are,
+	// judged from their values against the dominant one: "copy" (a second
+	// metric reader in one process), "peer" (two processes share one
+	// identity), "undecided"; Cause says it in words and Evidence why.
+	Writers  string `json:"writers,omitempty"`
+	Cause    string `json:"cause,omitempty"`
+	Evidence string `json:"evidence,omitempty"`
 
 	chart *Chart
 }
@@ -87,6 +94,7 @@ func resultOf(series string, labels map[string]string, a Analysis) *SeriesResult
 	}
 	if a.Class == ClassInterleaved {
 		r.Factor = Float(a.NaiveIncrease / a.DominantIncrease)
+		r.Writers, r.Cause, r.Evidence = a.Writers.String(), a.Writers.Cause(), a.Evidence
 	}
 	return r
 }

@@ -243,6 +243,13 @@ type Analysis struct {
 	// samples alone.
 	DominantIncrease float64
 	DominantSamples  int
+	// Writers is, for interleaved series, the classifier's judgement
+	// (internal/streams, the gateway's overlap: auto) of the chains
+	// other than the dominant one, tested against it: a peer if any of
+	// them is one, a copy if every one is, undecided otherwise.
+	// Evidence is the line of the chain that decided it.
+	Writers  streams.Class
+	Evidence string
 
 	Split Deinterleaved
 }
@@ -290,6 +297,9 @@ func Analyze(samples []Sample, start, end int64, opts DeinterleaveOptions) Analy
 		a.Class = ClassRestart
 	}
 
+	if a.Class == ClassInterleaved {
+		a.Writers, a.Evidence = JudgeChains(samples, a.Split)
+	}
 	a.NaiveIncrease = Increase(samples, start, end)
 	if a.Split.Dominant >= 0 {
 		chain := make([]Sample, 0, a.Split.Chains[a.Split.Dominant].Samples)
@@ -350,4 +360,67 @@ func Increase(samples []Sample, start, end int64) float64 {
 		interval += avg / 2
 	}
 	return result * (interval / sampled)
+}
+
+// counterShape is the shape of a counter series, for the classifier.
+var counterShape = streams.NewShape(streams.KindSum, true, true)
+
+// JudgeChains tests every chain of a de-interleaved series against the
+// dominant one with the classifier the gateway uses (streams.Pair): is
+// the chain the dominant writer's values less a constant (a copy: a
+// second reader in one process), or not (a peer: another process writing
+// the same series)? Of each two chains the one that ends higher is taken
+// as the earlier writer, whose values a copy's are below. Prometheus keeps
+// no start times, so the writers are only the chains the values form.
+func JudgeChains(samples []Sample, d Deinterleaved) (streams.Class, string) {
+	if d.Dominant < 0 || len(d.Chains) < 2 {
+		return streams.ClassUndecided, ""
+	}
+	cls, ev := streams.ClassUndecided, ""
+	copies, judged := 0, 0
+	for ci := range d.Chains {
+		if ci == d.Dominant || d.Chains[ci].Samples < 2 {
+			continue
+		}
+		judged++
+		// Start 1 is the earlier writer (the higher chain), 2 the later.
+		hi, lo := int32(d.Dominant), int32(ci)
+		if d.Chains[ci].Last.V > d.Chains[d.Dominant].Last.V {
+			hi, lo = lo, hi
+		}
+		var p streams.Pair
+		for i, s := range samples {
+			var start uint64
+			switch d.Assign[i] {
+			case hi:
+				start = 1
+			case lo:
+				start = 2
+			default:
+				continue
+			}
+			p.Add(counterShape, streams.Point{Start: start, Time: uint64(s.T) * uint64(time.Millisecond), Value: s.V})
+		}
+		e := p.Evidence()
+		e.Earlier, e.Later = 0, 0
+		switch p.Class() {
+		case streams.ClassPeer:
+			if cls != streams.ClassPeer {
+				cls, ev = streams.ClassPeer, e.String()
+			}
+		case streams.ClassCopy:
+			copies++
+			if ev == "" {
+				ev = e.String()
+			}
+		default:
+			if cls == streams.ClassUndecided && ev == "" {
+				ev = e.String()
+			}
+		}
+	}
+	if cls != streams.ClassPeer && judged > 0 && copies == judged {
+		cls = streams.ClassCopy
+	}
+	return cls, ev
 }

@@ -3,8 +3,11 @@ package audit
 import (
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/doubletake/doubletake/internal/streams"
 )
 
 // at builds samples one second apart starting at t0 (ms).
@@ -315,4 +318,77 @@ func TestThinKeepsDips(t *testing.T) {
 		t.Errorf("thinned samples out of time order")
 	}
 	_ = time.Second
+}
+
+// interleave merges two writers' samples of one series in time order: the
+// first every second from 1 s, the second half a second later from from.
+func interleave(n int, from int, first, second func(t float64) float64) []Sample {
+	var out []Sample
+	for i := 1; i <= n; i++ {
+		out = append(out, Sample{T: int64(i) * 1000, V: first(float64(i))})
+		if i >= from {
+			out = append(out, Sample{T: int64(i)*1000 + 500, V: second(float64(i) + 0.5)})
+		}
+	}
+	return out
+}
+
+// TestJudgeChains: the chains of an interleaved series are judged as the
+// gateway judges writers: a chain that is the dominant one's values less
+// a constant is a copy (a second reader in one process), one that is not
+// is a peer (another process).
+func TestJudgeChains(t *testing.T) {
+	// Float sums near 333333 per event, summed by two readers from
+	// different starts: the copy's sum is the first's less a constant only
+	// up to rounding in the last digits.
+	val := func(i int) float64 { return 333333.3333333333 + float64(i%7)/3 }
+	sumTo := func(from, to int) float64 {
+		s := 0.0
+		for i := from; i < to; i++ {
+			s += val(i)
+		}
+		return s
+	}
+	cases := []struct {
+		name          string
+		first, second func(t float64) float64
+		want          streams.Class
+	}{
+		// A second reader joined at 2.5 s, counting 10 a second.
+		{"copy", func(t float64) float64 { return 10 * t }, func(t float64) float64 { return 10*t - 25 }, streams.ClassCopy},
+		// Another process from 2.5 s, counting 5 a second.
+		{"peer", func(t float64) float64 { return 10 * t }, func(t float64) float64 { return 5 * (t - 2.5) }, streams.ClassPeer},
+		// Another process counting 12 a second, started 4 s ago: its
+		// chain ends higher, and is the one tested against.
+		{"peer above", func(t float64) float64 { return 10 * t }, func(t float64) float64 { return 12*t - 30 }, streams.ClassPeer},
+		// A histogram's _sum: 10 events a second, the second reader from
+		// event 25.
+		{"copy of a float sum", func(t float64) float64 { return sumTo(0, int(10*t)) }, func(t float64) float64 { return sumTo(25, int(10*t)) }, streams.ClassCopy},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			samples := interleave(40, 3, c.first, c.second)
+			a := Analyze(samples, 0, 41_000, DeinterleaveOptions{})
+			t.Logf("%s, %d chains: %s", a.Class, a.Chains, a.Evidence)
+			if a.Class != ClassInterleaved || a.Chains != 2 {
+				t.Fatalf("class %s with %d chains, want interleaved with 2", a.Class, a.Chains)
+			}
+			if a.Writers != c.want || !strings.HasPrefix(a.Evidence, c.want.String()+": ") {
+				t.Errorf("writers %s (%s), want %s", a.Writers, a.Evidence, c.want)
+			}
+			r := resultOf("s", nil, a)
+			if r.Writers != c.want.String() || r.Cause != c.want.Cause() || r.Evidence != a.Evidence {
+				t.Errorf("result writers %q cause %q evidence %q", r.Writers, r.Cause, r.Evidence)
+			}
+		})
+	}
+	// Too few samples decide nothing.
+	a := Analyze(interleave(4, 3, func(t float64) float64 { return 10 * t }, func(t float64) float64 { return 10*t - 25 }), 0, 5000, DeinterleaveOptions{})
+	if a.Class != ClassInterleaved || a.Writers != streams.ClassUndecided {
+		t.Errorf("4 s: class %s, writers %s (%s), want interleaved, undecided", a.Class, a.Writers, a.Evidence)
+	}
+	// A restart is not judged.
+	if a := Analyze(at(1000, 10, 20, 30, 2, 12, 22), 0, 7000, DeinterleaveOptions{}); a.Evidence != "" {
+		t.Errorf("a restart judged: %s", a.Evidence)
+	}
 }

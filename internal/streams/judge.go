@@ -7,7 +7,8 @@ import (
 
 // judge is a Tracker's classifier under Policy.Auto: a Pair for every
 // (stream, second writer) under judgement, and a pooled class for every
-// writer, keyed by its origin (resource and scope) and start time, so
+// writer, keyed by its origin (resource and scope) and start time (within
+// PoolWindow), so
 // that what one stream proves applies to the writer's other streams.
 // Both are bounded by Policy.MaxJudged; at the limit new ones are refused
 // (counted) and their points are judged as keep_one judges them.

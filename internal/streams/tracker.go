@@ -131,9 +131,10 @@ func (t *Tracker) Observe(id ID, shape Shape, p Point, now int64) Decision {
 	return t.ObserveFrom(id, 0, shape, p, now)
 }
 
-// ObserveFrom is Observe for a point whose origin (OriginOf: its resource
-// and scope) is known: with Policy.Auto, what one stream proves of a writer
-// applies to the writer's other streams of the same origin and start.
+// ObserveFrom is Observe for a point whose origin (Hasher.Origin: its
+// resource and scope) is known: with Policy.Auto, what one stream proves of
+// a writer applies to the writer's other streams of the same origin with a
+// start within PoolWindow. Origin 0 pools nothing.
 func (t *Tracker) ObserveFrom(id ID, origin uint64, shape Shape, p Point, now int64) Decision {
 	t.origin, t.now = origin, now
 	if p.Time == 0 {

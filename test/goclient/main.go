@@ -15,7 +15,8 @@
 //
 //	-mode      GOCLIENT_MODE      comma-separated: at most one of traces-single,
 //	                              traces-double; one of metrics-single,
-//	                              metrics-double; one of logs-single, logs-double;
+//	                              metrics-double, metrics-restart; one of
+//	                              logs-single, logs-double;
 //	                              or "malformed" alone (POST a body that is not
 //	                              OTLP to <endpoint>/v1/traces and report the status).
 //	                              Default traces-single,metrics-single.
@@ -23,7 +24,14 @@
 //	-every     GOCLIENT_ROLLOUT   time between iterations (default 100ms)
 //	-interval  GOCLIENT_INTERVAL  metric export interval (default 500ms)
 //	-second    GOCLIENT_SECOND    when the second MeterProvider starts in
-//	                              metrics-double (default 1s)
+//	                              metrics-double, or the first is shut down
+//	                              (a final flush) and a new one takes over
+//	                              in metrics-restart, as after a process
+//	                              restart (default 1s)
+//	-hist-offset GOCLIENT_HIST_OFFSET  added to every histogram value
+//	                              (default 0): large values make the float
+//	                              sums of two readers differ in their last
+//	                              digits
 //	-batch     GOCLIENT_BATCH     BatchSpanProcessor / log BatchProcessor delay (default 200ms)
 //	-service   GOCLIENT_SERVICE   service.name (default goclient)
 //	-instance  GOCLIENT_INSTANCE  service.instance.id (default: not set)
@@ -33,6 +41,9 @@
 // rollout.id = i, adds 1 to the counter "rollouts" (unit "1"), records the
 // iteration's duration in the histogram "rollout_duration_ms" (unit "ms") and
 // emits the log record "rollout <i> done"; scope doubletake-goclient 1.0.0.
+//
+// The summary's first_counter and first_hist_sum are the last values the
+// first MeterProvider exported, as the SDK computed them.
 //
 // Exit status: 0 all exported; 1 an export or SDK error (printed to stderr);
 // 2 bad configuration; 3 the watchdog fired.
@@ -46,6 +57,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"strconv"
@@ -66,6 +78,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	sdklog "go.opentelemetry.io/otel/sdk/log"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -85,6 +98,7 @@ type config struct {
 	second, batch         time.Duration
 	service, instance     string
 	deadline              time.Duration
+	histOffset            float64
 }
 
 type summary struct {
@@ -96,6 +110,12 @@ type summary struct {
 	Errors    int64  `json:"errors"`
 	Status    int    `json:"status,omitempty"` // malformed: the HTTP status received
 	Exporters int    `json:"exporters"`
+	// Restarted: adds on the MeterProvider that took over (metrics-restart).
+	Restarted int `json:"restarted,omitempty"`
+	// FirstCounter and FirstHistSum are the last "rollouts" value and
+	// "rollout_duration_ms" sum the first MeterProvider exported.
+	FirstCounter int64   `json:"first_counter"`
+	FirstHistSum float64 `json:"first_hist_sum"`
 }
 
 var (
@@ -159,6 +179,7 @@ func parse(args []string) (config, error) {
 	service := fs.String("service", envOr("GOCLIENT_SERVICE", "goclient"), "service.name")
 	instance := fs.String("instance", envOr("GOCLIENT_INSTANCE", ""), "service.instance.id")
 	deadline := fs.String("deadline", envOr("GOCLIENT_DEADLINE", ""), "watchdog")
+	histOffset := fs.String("hist-offset", envOr("GOCLIENT_HIST_OFFSET", "0"), "added to every histogram value")
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -175,8 +196,8 @@ func parse(args []string) (config, error) {
 			cfg.malformed = true
 			continue
 		}
-		if n != "single" && n != "double" {
-			return cfg, fmt.Errorf("mode entry %q: want traces-, metrics- or logs- followed by single or double", m)
+		if n != "single" && n != "double" && (n != "restart" || kind != "metrics") {
+			return cfg, fmt.Errorf("mode entry %q: want traces-, metrics- or logs- followed by single or double, or metrics-restart", m)
 		}
 		var slot *string
 		switch kind {
@@ -210,6 +231,9 @@ func parse(args []string) (config, error) {
 			return cfg, fmt.Errorf("%s %q: want a duration >= 0", d.name, d.raw)
 		}
 	}
+	if cfg.histOffset, err = strconv.ParseFloat(*histOffset, 64); err != nil || math.IsNaN(cfg.histOffset) || math.IsInf(cfg.histOffset, 0) {
+		return cfg, fmt.Errorf("hist-offset %q: want a finite number", *histOffset)
+	}
 	cfg.deadline = time.Duration(cfg.rollouts)*cfg.every + time.Minute
 	if *deadline != "" {
 		if cfg.deadline, err = time.ParseDuration(*deadline); err != nil || cfg.deadline <= 0 {
@@ -219,8 +243,8 @@ func parse(args []string) (config, error) {
 	return cfg, nil
 }
 
-func run(ctx context.Context, cfg config) (summary, error) {
-	s := summary{Protocol: cfg.protocol, Mode: modeString(cfg)}
+func run(ctx context.Context, cfg config) (s summary, err error) {
+	s = summary{Protocol: cfg.protocol, Mode: modeString(cfg)}
 	if cfg.malformed {
 		st, err := postMalformed(ctx)
 		s.Status = st
@@ -236,9 +260,21 @@ func run(ctx context.Context, cfg config) (summary, error) {
 		return s, err
 	}
 
-	var shutdowns []func(context.Context) error
+	type instruments struct {
+		counter  metric.Int64Counter
+		hist     metric.Float64Histogram
+		shutdown func(context.Context) error
+	}
+	var (
+		shutdowns []func(context.Context) error
+		recording []instruments // the MeterProviders recording now
+		first     *lastValues   // what the first MeterProvider exported
+	)
 	defer func() {
 		shuttingDown.Store(true)
+		for _, in := range recording {
+			shutdowns = append(shutdowns, in.shutdown)
+		}
 		var wg sync.WaitGroup
 		for _, f := range shutdowns {
 			wg.Add(1)
@@ -250,6 +286,9 @@ func run(ctx context.Context, cfg config) (summary, error) {
 			}()
 		}
 		wg.Wait()
+		if first != nil {
+			s.FirstCounter, s.FirstHistSum = first.values()
+		}
 	}()
 
 	var tracer trace.Tracer
@@ -268,20 +307,18 @@ func run(ctx context.Context, cfg config) (summary, error) {
 		tracer = tp.Tracer(scopeName, trace.WithInstrumentationVersion(scopeVersion))
 	}
 
-	type instruments struct {
-		counter metric.Int64Counter
-		hist    metric.Float64Histogram
-	}
-	var recording []instruments
 	newMeters := func() error {
 		exp, err := newMetricExporter(ctx, cfg.protocol)
 		if err != nil {
 			return err
 		}
+		if first == nil {
+			first = &lastValues{Exporter: exp}
+			exp = first
+		}
 		s.Exporters++
 		mp := sdkmetric.NewMeterProvider(sdkmetric.WithResource(res),
 			sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp, sdkmetric.WithInterval(cfg.interval))))
-		shutdowns = append(shutdowns, mp.Shutdown)
 		m := mp.Meter(scopeName, metric.WithInstrumentationVersion(scopeVersion))
 		c, err := m.Int64Counter("rollouts", metric.WithUnit("1"), metric.WithDescription("Rollouts performed."))
 		if err != nil {
@@ -291,7 +328,7 @@ func run(ctx context.Context, cfg config) (summary, error) {
 		if err != nil {
 			return err
 		}
-		recording = append(recording, instruments{c, h})
+		recording = append(recording, instruments{c, h, mp.Shutdown})
 		return nil
 	}
 	if cfg.metrics != "" {
@@ -299,7 +336,6 @@ func run(ctx context.Context, cfg config) (summary, error) {
 			return s, err
 		}
 	}
-
 	var logger otellog.Logger
 	if cfg.logs != "" {
 		opts := []sdklog.LoggerProviderOption{sdklog.WithResource(res)}
@@ -320,8 +356,15 @@ func run(ctx context.Context, cfg config) (summary, error) {
 	second := false
 	for i := 1; i <= cfg.rollouts; i++ {
 		iter := time.Now()
-		if cfg.metrics == "double" && !second && time.Since(start) >= cfg.second {
+		if cfg.metrics != "single" && cfg.metrics != "" && !second && time.Since(start) >= cfg.second {
 			second = true
+			if cfg.metrics == "restart" {
+				sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+				err := recording[0].shutdown(sctx) // the final flush
+				cancel()
+				reportError("shutdown (restart)", err)
+				recording = recording[:0]
+			}
 			if err := newMeters(); err != nil {
 				return s, err
 			}
@@ -345,11 +388,14 @@ func run(ctx context.Context, cfg config) (summary, error) {
 			logger.Emit(ctx, rec)
 			s.Logs++
 		}
-		ms := float64(time.Since(iter).Microseconds()) / 1000
+		ms := float64(time.Since(iter).Microseconds())/1000 + cfg.histOffset
 		for j, in := range recording {
 			in.counter.Add(ctx, 1)
 			in.hist.Record(ctx, ms)
-			if j == 0 {
+			switch {
+			case j == 0 && second && cfg.metrics == "restart":
+				s.Restarted++
+			case j == 0:
 				s.Rollouts++
 			}
 		}
@@ -358,6 +404,44 @@ func run(ctx context.Context, cfg config) (summary, error) {
 		}
 	}
 	return s, nil
+}
+
+// lastValues remembers the last "rollouts" value and "rollout_duration_ms"
+// sum its exporter delivered.
+type lastValues struct {
+	sdkmetric.Exporter
+	mu      sync.Mutex
+	counter int64
+	histSum float64
+}
+
+func (l *lastValues) Export(ctx context.Context, rm *metricdata.ResourceMetrics) error {
+	if err := l.Exporter.Export(ctx, rm); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, sm := range rm.ScopeMetrics {
+		for _, md := range sm.Metrics {
+			switch d := md.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, p := range d.DataPoints {
+					l.counter = p.Value
+				}
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					l.histSum = p.Sum
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (l *lastValues) values() (int64, float64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.counter, l.histSum
 }
 
 func copies(n string) []struct{} {

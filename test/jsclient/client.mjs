@@ -37,6 +37,9 @@
 //   CLIENT_SECOND_DELAY_MS       ms after the workload starts when the second metrics
 //                                pipeline starts (double) or the restart happens
 //                                (restart). Checked before each iteration. Default 2500.
+//   CLIENT_HIST_OFFSET           number added to every histogram value. Default 0.
+//                                Large values make the float sums of two readers
+//                                differ in their last digits.
 //   CLIENT_ROLLOUTS              number of workload iterations. Default 20.
 //   CLIENT_ROLLOUT_MS            ms between the starts of two iterations. Default 200.
 //   CLIENT_EXPORT_TIMEOUT_MS     per-export timeout of every OTLP exporter. Default 5000.
@@ -60,7 +63,8 @@
 //   rollouts = counter adds on the FIRST metrics pipeline (in metrics-restart that
 //              is the pre-restart provider only; 0 without a metrics mode);
 //   details: iterations, tracePipelines[] and metricPipelines[] with per-exporter
-//   counts and the last exported "rollouts" point (value, start/time in unix ns).
+//   counts, the last exported "rollouts" point (value, start/time in unix ns) and
+//   the last exported "rollout_duration_ms" sum (lastHistogramSum).
 //
 // Exit status: 0 all good; 1 any export failure / SDK error (printed to stderr as
 // "jsclient: ERROR ...", including failures while flushing at shutdown); 2 bad
@@ -145,6 +149,11 @@ const exportTimeoutMs = envInt('CLIENT_EXPORT_TIMEOUT_MS', 5000, 1);
 const spanDelayMs = envInt('CLIENT_SPAN_DELAY_MS', 500, 1);
 const deadlineMs = envInt('CLIENT_DEADLINE_MS', rolloutCount * rolloutMs + 60000, 1);
 const verbose = envStr('CLIENT_VERBOSE', '') === '1';
+const histOffsetRaw = envStr('CLIENT_HIST_OFFSET', '0');
+const histOffset = Number(histOffsetRaw);
+if (!Number.isFinite(histOffset)) {
+  fail(2, `invalid CLIENT_HIST_OFFSET=${JSON.stringify(histOffsetRaw)} (want a finite number)`);
+}
 
 function note(msg) {
   if (verbose) process.stderr.write(`jsclient: ${msg}\n`);
@@ -263,10 +272,14 @@ function newMetricExporter(label) {
       : protocol === 'http/protobuf'
         ? new ProtoMetricExporter(opts)
         : new JsonMetricExporter(opts);
-  const stats = { label, url, exports: 0, succeeded: 0, failed: 0, lastCounter: null };
+  const stats = { label, url, exports: 0, succeeded: 0, failed: 0, lastCounter: null, lastHistogramSum: null };
   watchExporter(exporter, stats, (resourceMetrics, s) => {
     for (const sm of resourceMetrics.scopeMetrics) {
       for (const md of sm.metrics) {
+        if (md.descriptor.name === HISTOGRAM_NAME) {
+          for (const dp of md.dataPoints) s.lastHistogramSum = dp.value.sum;
+          continue;
+        }
         if (md.descriptor.name !== COUNTER_NAME) continue;
         for (const dp of md.dataPoints) {
           s.lastCounter = {
@@ -440,7 +453,7 @@ for (let i = 1; i <= rolloutCount; i++) {
     await sleep(verifyMs);
   }
 
-  const durationMs = performance.now() - iterStart;
+  const durationMs = performance.now() - iterStart + histOffset;
   for (const p of recording) {
     p.counter.add(1);
     p.adds++;
@@ -505,6 +518,7 @@ const summary = {
     exports: p.stats.exports,
     failed: p.stats.failed,
     lastCounter: p.stats.lastCounter,
+    lastHistogramSum: p.stats.lastHistogramSum,
   })),
 };
 process.stdout.write(`${JSON.stringify(summary)}\n`);
