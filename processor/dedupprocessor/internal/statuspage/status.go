@@ -96,9 +96,15 @@ type WindowStatus struct {
 	Entries    int     `json:"entries"`
 	Limit      int     `json:"limit"`
 	Fill       float64 `json:"fill"`
+	// Effective is how far back the window reaches: the configured window
+	// unless capacity or memory evictions made it shorter (Short).
 	Effective  float64 `json:"effective_window_seconds"`
 	Configured float64 `json:"configured_window_seconds"` // metrics: max_stale
 	Short      bool    `json:"shorter_than_configured"`
+	// NotFull: nothing evicted yet, so the window is not limiting.
+	NotFull bool `json:"not_full"`
+	// OldestAge is the age of the oldest entry held.
+	OldestAge float64 `json:"oldest_entry_age_seconds"`
 	Evicted    uint64  `json:"evicted_capacity"`
 	Shrunk     uint64  `json:"evicted_shrink"`
 	Expired    uint64  `json:"expired"`
