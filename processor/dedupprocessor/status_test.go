@@ -389,3 +389,37 @@ func FuzzStreamAttrs(f *testing.F) {
 		}
 	})
 }
+
+// TestStatusPageCopiesTableOnlyCopies: a service that sent no copies is
+// not listed under "Services sending copies" but in the table of other
+// services; status.json lists every service either way.
+func TestStatusPageCopiesTableOnlyCopies(t *testing.T) {
+	h := newHarness(t, func(c *Config) { statusOn(c); c.Status.MaxRows = 10 })
+	st := h.traces.(*tracesProcessor).st
+	for range 2 {
+		if err := h.sendTraces(traces(spanSpec{service: "twice", trace: 1, span: 1, name: "a"})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.sendTraces(traces(spanSpec{service: "clean", trace: 7, span: 1, name: "d"})); err != nil {
+		t.Fatal(err)
+	}
+	_, _, page := getStatus(t, st.status.Handler(), "/")
+	copies := page[strings.Index(page, "<h2>Services sending copies</h2>"):]
+	copies = copies[:strings.Index(copies, "</table>")]
+	if !strings.Contains(copies, ">twice<") || strings.Contains(copies, ">clean<") {
+		t.Errorf("copies table:\n%s", copies)
+	}
+	i := strings.Index(page, `<table id="quiet-services">`)
+	if i < 0 || !strings.Contains(page[i:], ">clean<") {
+		t.Errorf("no table of services without copies listing clean:\n%.3000s", page)
+	}
+	_, _, body := getStatus(t, st.status.Handler(), "/status.json")
+	var s statuspage.Status
+	if err := json.Unmarshal([]byte(body), &s); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Services) != 2 || s.Services[1].Service != "clean" || s.Services[1].Copies != 0 {
+		t.Errorf("status.json services %+v, want twice and clean", s.Services)
+	}
+}

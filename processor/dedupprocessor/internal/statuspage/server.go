@@ -56,6 +56,8 @@ func New(cfg Config, set component.TelemetrySettings, snap Snapshot) (*Server, e
 			return t.UTC().Format("2006-01-02 15:04:05.000Z")
 		},
 		"refresh": func() int { return int(Refresh / time.Second) },
+		"copying": func(ss []ServiceStatus) []ServiceStatus { return servicesBy(ss, true) },
+		"quiet":   func(ss []ServiceStatus) []ServiceStatus { return servicesBy(ss, false) },
 	}).Parse(statusHTML)
 	if err != nil {
 		return nil, err
@@ -155,4 +157,16 @@ func (s *Server) Handler() http.Handler {
 		_ = enc.Encode(s.Status(time.Now()))
 	})
 	return mux
+}
+
+// servicesBy keeps the services that sent copies (or, with false, those
+// that sent none): the page lists them in separate tables.
+func servicesBy(ss []ServiceStatus, copies bool) []ServiceStatus {
+	var out []ServiceStatus
+	for _, s := range ss {
+		if (s.Copies > 0) == copies {
+			out = append(out, s)
+		}
+	}
+	return out
 }
