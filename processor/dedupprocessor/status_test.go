@@ -199,6 +199,10 @@ func TestStatusPageStreams(t *testing.T) {
 	if !strings.Contains(page, `<td class="name">queue=&lt;b&gt;q1&lt;/b&gt;\x1b, shard=3</td>`) {
 		t.Errorf("stream attributes not on the page, escaped:\n%.4000s", page)
 	}
+	// Names break after their separators, not mid-word.
+	if !strings.Contains(page, `<td class="name">jobs_<wbr>done</td>`) || strings.Contains(page, "break-all") {
+		t.Errorf("metric name without break points, or broken anywhere:\n%.4000s", page)
+	}
 }
 
 // TestStreamAttrsBounded: a stream's attributes as the page keeps them are

@@ -92,10 +92,10 @@ type StreamStatus struct {
 
 // WindowStatus is one signal's state.
 type WindowStatus struct {
-	Signal     string  `json:"signal"`
-	Entries    int     `json:"entries"`
-	Limit      int     `json:"limit"`
-	Fill       float64 `json:"fill"`
+	Signal  string  `json:"signal"`
+	Entries int     `json:"entries"`
+	Limit   int     `json:"limit"`
+	Fill    float64 `json:"fill"`
 	// Effective is how far back the window reaches: the configured window
 	// unless capacity or memory evictions made it shorter (Short).
 	Effective  float64 `json:"effective_window_seconds"`
@@ -105,9 +105,9 @@ type WindowStatus struct {
 	NotFull bool `json:"not_full"`
 	// OldestAge is the age of the oldest entry held.
 	OldestAge float64 `json:"oldest_entry_age_seconds"`
-	Evicted    uint64  `json:"evicted_capacity"`
-	Shrunk     uint64  `json:"evicted_shrink"`
-	Expired    uint64  `json:"expired"`
+	Evicted   uint64  `json:"evicted_capacity"`
+	Shrunk    uint64  `json:"evicted_shrink"`
+	Expired   uint64  `json:"expired"`
 }
 
 // MemoryStatus is the process against memory_soft_limit_mib.
