@@ -427,3 +427,24 @@ func TestStatusPageCopiesTableOnlyCopies(t *testing.T) {
 		t.Errorf("status.json services %+v, want twice and clean", s.Services)
 	}
 }
+
+// TestStatusPageHeader: the page and its JSON say which build serves them,
+// since when, and on which endpoint.
+func TestStatusPageHeader(t *testing.T) {
+	h := newHarness(t, statusOn)
+	st := h.traces.(*tracesProcessor).st
+	want := component.NewDefaultBuildInfo().Version
+	_, _, body := getStatus(t, st.status.Handler(), "/status.json")
+	var s statuspage.Status
+	if err := json.Unmarshal([]byte(body), &s); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(s.Header.Version, want) || s.Header.Started.IsZero() || s.Header.Started.After(s.Generated) ||
+		s.Header.UptimeSeconds < 0 || s.Header.Endpoint != "127.0.0.1:0" {
+		t.Errorf("header %+v, want version %q, a start before %v, endpoint 127.0.0.1:0", s.Header, want, s.Generated)
+	}
+	_, _, page := getStatus(t, st.status.Handler(), "/")
+	if !strings.Contains(page, `<p id="header">Version `+want) || !strings.Contains(page, "status page on 127.0.0.1:0; upstream not reported.") {
+		t.Errorf("page header:\n%.1500s", page)
+	}
+}

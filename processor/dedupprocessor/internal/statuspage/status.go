@@ -12,6 +12,7 @@ import (
 // Status is what the page and its JSON show. Names are cleaned: control
 // characters escaped, at most NameBytes bytes.
 type Status struct {
+	Header    Header          `json:"header"`
 	Generated time.Time       `json:"generated"`
 	MaxRows   int             `json:"max_rows"`
 	Services  []ServiceStatus `json:"services"`
@@ -88,6 +89,17 @@ type StreamStatus struct {
 	// is (undecided, copy, peer) and why, judged from the values.
 	Class    string `json:"class,omitempty"`
 	Evidence string `json:"evidence,omitempty"`
+}
+
+// Header is who serves the page: the build's version, when the process
+// started and how long ago, the page's endpoint and the upstreams the
+// exporters after dedup send to.
+type Header struct {
+	Version       string    `json:"version"`
+	Started       time.Time `json:"started"`
+	UptimeSeconds float64   `json:"uptime_seconds"`
+	Endpoint      string    `json:"status_endpoint"`
+	Upstreams     []string  `json:"upstreams,omitempty"`
 }
 
 // WindowStatus is one signal's state.
