@@ -21,9 +21,6 @@ import (
 // and takes a crash as damage.
 const checkStorageCommand = "__check-storage"
 
-// dataDirLock is the data dir's lock file, open for the process's life.
-var dataDirLock *os.File //nolint:unused // written only: a package variable keeps the lock file reachable, so its finalizer never closes it
-
 func newCheckStorageCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:    checkStorageCommand + " FILE",
@@ -38,20 +35,24 @@ func newCheckStorageCommand() *cobra.Command {
 	}
 }
 
-// prepareDataDir takes the data dir for this process (held until exit),
-// checks and salvages its storage files, and in local mode opens the
-// files the exporters will write.
-func prepareDataDir(o distro.Options) error {
-	lock, err := datadir.Lock(o.DataDir)
+// prepareDataDir takes the data dir for this run, checks and salvages its
+// storage files, and in local mode opens the files the exporters will
+// write. The lock is held while the returned file is open: the caller
+// closes it once the collector has stopped (or at once on an error).
+func prepareDataDir(o distro.Options) (lock *os.File, err error) {
+	lock, err = datadir.Lock(o.DataDir)
 	if err != nil {
-		return fmt.Errorf("run: %w", err)
+		return nil, fmt.Errorf("run: %w", err)
 	}
-	// Held until the process exits: closing the file (its finalizer
-	// included) would release the lock.
-	dataDirLock = lock
+	defer func() {
+		if err != nil {
+			_ = lock.Close()
+			lock = nil
+		}
+	}()
 	exe, err := os.Executable()
 	if err != nil {
-		return fmt.Errorf("run: finding this program to check --data-dir: %w", err)
+		return nil, fmt.Errorf("run: finding this program to check --data-dir: %w", err)
 	}
 	logger := startLogger()
 	err = datadir.Recover(context.Background(), filepath.Join(o.DataDir, "queue"), datadir.ChildChecker(exe, checkStorageCommand),
@@ -61,16 +62,16 @@ func prepareDataDir(o distro.Options) error {
 		})
 	_ = logger.Sync()
 	if err != nil {
-		return fmt.Errorf("run: --data-dir %s: %w", o.DataDir, err)
+		return nil, fmt.Errorf("run: --data-dir %s: %w", o.DataDir, err)
 	}
 	if o.Upstream == "" {
 		for _, name := range []string{"traces.jsonl", "logs.jsonl"} {
 			if err := datadir.CheckWritable(filepath.Join(o.DataDir, name)); err != nil {
-				return fmt.Errorf("run: %w", err)
+				return nil, fmt.Errorf("run: %w", err)
 			}
 		}
 	}
-	return nil
+	return lock, nil
 }
 
 // startLogger logs as the collector's default does, before it runs.

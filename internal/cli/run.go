@@ -141,9 +141,13 @@ checks one. The collector's --feature-gates flag works too (not listed).`
 		}
 		// One gateway per data dir, its storage checked (and salvaged)
 		// before the collector opens it, its local files writable.
-		if err := prepareDataDir(opts); err != nil {
+		lock, err := prepareDataDir(opts)
+		if err != nil {
 			return &ExitError{Code: ExitInternal, Err: err}
 		}
+		// Released once the collector has stopped, so that a later run in
+		// this process (tests; the collector's own restarts) can take it.
+		defer lock.Close()
 		fmt.Fprintln(s.Err, startupLine(opts))
 		// The default config pushes no telemetry of its own; make sure no
 		// SDK default picks up an OTLP endpoint from the environment that
