@@ -57,7 +57,7 @@ func (f *factory) stateFor(set processor.Settings, cfg *Config) (*state, error) 
 	if err != nil {
 		return nil, err
 	}
-	if err := st.serveStatus(set.TelemetrySettings); err != nil {
+	if err := st.serveStatus(set.TelemetrySettings, set.BuildInfo.Version); err != nil {
 		_ = st.tel.shutdown()
 		return nil, err
 	}

@@ -31,6 +31,7 @@ type state struct {
 	users int // processors holding this state; guarded by factory.mu
 
 	status *statuspage.Server // nil unless status.http.endpoint; reads statusSnapshot (status.go)
+	header statuspage.Header  // the page's fixed header: version, start, endpoint
 	queues *queueWatch        // the factory's: the sending queues exporters after dedup report
 
 	// mu guards the background work: the storage while it is open, and

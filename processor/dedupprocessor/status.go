@@ -1,6 +1,7 @@
 package dedupprocessor
 
 import (
+	"runtime/debug"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -11,10 +12,11 @@ import (
 // serveStatus makes the status page of a new state, when status.http is
 // set: the stream book the metric unit fills, and the page's server,
 // which reads statusSnapshot.
-func (s *state) serveStatus(set component.TelemetrySettings) error {
+func (s *state) serveStatus(set component.TelemetrySettings, version string) error {
 	if !s.cfg.Status.Enabled() {
 		return nil
 	}
+	s.header = statuspage.Header{Version: buildVersion(version), Started: time.Now(), Endpoint: s.cfg.Status.HTTP.NetAddr.Endpoint}
 	s.streams = newStreamBook(s.cfg.Status.MaxStreams, s.tel.statusRefused)
 	s.metrics.rec.book = s.streams
 	var err error
@@ -33,6 +35,8 @@ func (s *state) statusSnapshot(now time.Time) statuspage.Status {
 		action = "dropped"
 	}
 	var out statuspage.Status
+	out.Header = s.header
+	out.Header.UptimeSeconds = now.Sub(s.header.Started).Round(time.Second).Seconds()
 	out.Services = append(s.traces.svcs.statusRows(action), s.logs.svcs.statusRows(action)...)
 	out.Streams, out.StreamsRefused = s.streams.statusRows()
 	out.NestedDetect = s.nested != nil
@@ -54,5 +58,40 @@ func (s *state) statusSnapshot(now time.Time) statuspage.Status {
 		out.Queues = s.queues.read(s.id)
 	}
 	out.Storage = storageStatus()
+	for _, q := range out.Queues {
+		if q.Upstream != nil && q.Upstream.Endpoint != "" {
+			out.Header.Upstreams = append(out.Header.Upstreams, q.Upstream.Endpoint)
+		}
+	}
 	return out
+}
+
+// buildVersion is the collector's build version with the commit the Go
+// toolchain recorded, when it recorded one.
+func buildVersion(version string) string {
+	if version == "" {
+		version = "unknown"
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return version
+	}
+	var commit, modified string
+	for _, st := range bi.Settings {
+		switch st.Key {
+		case "vcs.revision":
+			commit = st.Value
+		case "vcs.modified":
+			if st.Value == "true" {
+				modified = ", with local changes"
+			}
+		}
+	}
+	if len(commit) > 12 {
+		commit = commit[:12]
+	}
+	if commit == "" {
+		return version
+	}
+	return version + " (commit " + commit + modified + ")"
 }

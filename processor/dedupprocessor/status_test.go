@@ -199,6 +199,10 @@ func TestStatusPageStreams(t *testing.T) {
 	if !strings.Contains(page, `<td class="name">queue=&lt;b&gt;q1&lt;/b&gt;\x1b, shard=3</td>`) {
 		t.Errorf("stream attributes not on the page, escaped:\n%.4000s", page)
 	}
+	// Names break after their separators, not mid-word.
+	if !strings.Contains(page, `<td class="name">jobs_<wbr>done</td>`) || strings.Contains(page, "break-all") {
+		t.Errorf("metric name without break points, or broken anywhere:\n%.4000s", page)
+	}
 }
 
 // TestStreamAttrsBounded: a stream's attributes as the page keeps them are
@@ -388,4 +392,59 @@ func FuzzStreamAttrs(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestStatusPageCopiesTableOnlyCopies: a service that sent no copies is
+// not listed under "Services sending copies" but in the table of other
+// services; status.json lists every service either way.
+func TestStatusPageCopiesTableOnlyCopies(t *testing.T) {
+	h := newHarness(t, func(c *Config) { statusOn(c); c.Status.MaxRows = 10 })
+	st := h.traces.(*tracesProcessor).st
+	for range 2 {
+		if err := h.sendTraces(traces(spanSpec{service: "twice", trace: 1, span: 1, name: "a"})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.sendTraces(traces(spanSpec{service: "clean", trace: 7, span: 1, name: "d"})); err != nil {
+		t.Fatal(err)
+	}
+	_, _, page := getStatus(t, st.status.Handler(), "/")
+	copies := page[strings.Index(page, "<h2>Services sending copies</h2>"):]
+	copies = copies[:strings.Index(copies, "</table>")]
+	if !strings.Contains(copies, ">twice<") || strings.Contains(copies, ">clean<") {
+		t.Errorf("copies table:\n%s", copies)
+	}
+	i := strings.Index(page, `<table id="quiet-services">`)
+	if i < 0 || !strings.Contains(page[i:], ">clean<") {
+		t.Errorf("no table of services without copies listing clean:\n%.3000s", page)
+	}
+	_, _, body := getStatus(t, st.status.Handler(), "/status.json")
+	var s statuspage.Status
+	if err := json.Unmarshal([]byte(body), &s); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Services) != 2 || s.Services[1].Service != "clean" || s.Services[1].Copies != 0 {
+		t.Errorf("status.json services %+v, want twice and clean", s.Services)
+	}
+}
+
+// TestStatusPageHeader: the page and its JSON say which build serves them,
+// since when, and on which endpoint.
+func TestStatusPageHeader(t *testing.T) {
+	h := newHarness(t, statusOn)
+	st := h.traces.(*tracesProcessor).st
+	want := component.NewDefaultBuildInfo().Version
+	_, _, body := getStatus(t, st.status.Handler(), "/status.json")
+	var s statuspage.Status
+	if err := json.Unmarshal([]byte(body), &s); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(s.Header.Version, want) || s.Header.Started.IsZero() || s.Header.Started.After(s.Generated) ||
+		s.Header.UptimeSeconds < 0 || s.Header.Endpoint != "127.0.0.1:0" {
+		t.Errorf("header %+v, want version %q, a start before %v, endpoint 127.0.0.1:0", s.Header, want, s.Generated)
+	}
+	_, _, page := getStatus(t, st.status.Handler(), "/")
+	if !strings.Contains(page, `<p id="header">Version `+want) || !strings.Contains(page, "status page on 127.0.0.1:0; upstream not reported.") {
+		t.Errorf("page header:\n%.1500s", page)
+	}
 }

@@ -79,7 +79,7 @@ func (w *signalWindow) status(now int64, configured time.Duration) statuspage.Wi
 	snap := w.snapshot(now)
 	ws := statuspage.WindowStatus{
 		Signal: w.signal, Entries: snap.entries, Limit: snap.limit,
-		Effective: snap.effective.Seconds(), Configured: configured.Seconds(),
+		Configured: configured.Seconds(), OldestAge: snap.effective.Seconds(),
 		Evicted: snap.stats.Evicted, Shrunk: snap.stats.Shrunk, Expired: snap.stats.Expired,
 	}
 	if snap.limit > 0 {
@@ -87,7 +87,14 @@ func (w *signalWindow) status(now int64, configured time.Duration) statuspage.Wi
 	}
 	// The window reaches back less far than configured only when it has
 	// had to evict: otherwise it is young, not short.
-	ws.Short = snap.stats.Evicted+snap.stats.Shrunk > 0 && snap.effective < configured
+	// A young window holds entries only as old as the process: that is its
+	// age, and it is not limiting what is compared.
+	ws.NotFull = snap.stats.Evicted+snap.stats.Shrunk == 0
+	ws.Short = !ws.NotFull && snap.effective < configured
+	ws.Effective = configured.Seconds()
+	if ws.Short {
+		ws.Effective = snap.effective.Seconds()
+	}
 	return ws
 }
 

@@ -18,6 +18,7 @@ import (
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -151,7 +152,7 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 		t.Fatalf("dashboard has %d queries, want at least 12", len(queries))
 	}
 	jsClient(t) // install before starting anything
-	d := startDefault(t, "--set", "processors::dedup::traces::max_spans=16")
+	d := startDefault(t, "--set", "processors::dedup::traces::max_spans=16", "--set", "processors::dedup::traces::nested::detect=true")
 	up := newCollectorUpstream(t, freePort(t))
 	var hold atomic.Bool
 	up.mu.Lock()
@@ -171,7 +172,7 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 		return nil
 	}
 	up.mu.Unlock()
-	du := startDefault(t, "--upstream", "http://"+up.addr)
+	du := startDefault(t, "--upstream", "http://"+up.addr, "--upstream-max-request-bytes", "2097152")
 	t.Cleanup(func() { hold.Store(false) }) // before the gateway stops
 	prom := startScrapingPrometheus(t, d.tel, du.tel)
 	begin := time.Now()
@@ -196,6 +197,22 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 	hold.Store(true)
 	if code := postProto(t, "http://"+du.http+"/v1/traces", tracesProto(t, oneSpan("held", "op", 2))); code != 200 {
 		t.Fatalf("posting the held span: %d", code)
+	}
+	// A span larger than the upstream takes: refused at the receiver.
+	big := oneSpan("big", "op", 3)
+	big.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).Attributes().PutStr("blob", strings.Repeat("x", 3<<20))
+	if code := postProto(t, "http://"+du.http+"/v1/traces", tracesProto(t, big)); code == 200 {
+		t.Fatalf("a span larger than the upstream takes was accepted")
+	}
+	// One span id with two contents: a conflict.
+	for _, name := range []string{"first", "second"} {
+		if code := postProto(t, "http://"+d.http+"/v1/traces", tracesProto(t, oneSpan("conflicted", name, 4))); code != 200 {
+			t.Fatalf("posting span %s: %d", name, code)
+		}
+	}
+	// One operation recorded twice, by two scopes: a nested duplicate.
+	if code := postProto(t, "http://"+d.http+"/v1/traces", tracesProto(t, nestedPair("doubled"))); code != 200 {
+		t.Fatalf("posting the nested pair: %d", code)
 	}
 	if code, msg := postOTLP(t, "http://"+d.http+"/v1/traces", "application/json", "", guardtest.DeepTracesJSON(1000)); code != 400 {
 		t.Fatalf("a request nested too deep: %d %s, want 400", code, msg)
@@ -237,4 +254,28 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 	for k := range missing {
 		t.Errorf("no data for panel %s", k)
 	}
+}
+
+// nestedPair is one request of a SERVER span and its child SERVER span of
+// another scope, same name and nearly the same time: double
+// instrumentation.
+func nestedPair(svc string) ptrace.Traces {
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("service.name", svc)
+	for i, scope := range []string{"otelhttp", "mux"} {
+		ss := rs.ScopeSpans().AppendEmpty()
+		ss.Scope().SetName(scope)
+		sp := ss.Spans().AppendEmpty()
+		sp.SetTraceID(pcommon.TraceID{9, 9, 9})
+		sp.SetSpanID(pcommon.SpanID{9, byte(i + 1)})
+		if i > 0 {
+			sp.SetParentSpanID(pcommon.SpanID{9, 1})
+		}
+		sp.SetKind(ptrace.SpanKindServer)
+		sp.SetName("GET /items")
+		sp.SetStartTimestamp(pcommon.Timestamp(1_700_000_000_000_000_000 + uint64(i)*1000))
+		sp.SetEndTimestamp(pcommon.Timestamp(1_700_000_000_010_000_000 - uint64(i)*1000))
+	}
+	return td
 }

@@ -174,7 +174,7 @@ func TestStatusPageInChromium(t *testing.T) {
 	if row := firstRow(t, dom, "services"); !strings.Contains(row, ">payments<") || !strings.Contains(row, "40 dropped") || !strings.Contains(row, "50.0%") {
 		t.Errorf("first service row: %s", row)
 	}
-	if row := firstRow(t, dom, "streams"); !strings.Contains(row, ">inventory<") || !strings.Contains(row, ">jobs_done<") ||
+	if row := firstRow(t, dom, "streams"); !strings.Contains(row, ">inventory<") || !strings.Contains(row, ">jobs_<wbr>done<") ||
 		!strings.Contains(row, ">queue=&lt;b&gt;jobs&lt;/b&gt;<") || !strings.Contains(row, "service.instance.id") {
 		t.Errorf("first stream row: %s", row)
 	}

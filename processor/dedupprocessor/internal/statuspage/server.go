@@ -55,7 +55,10 @@ func New(cfg Config, set component.TelemetrySettings, snap Snapshot) (*Server, e
 			}
 			return t.UTC().Format("2006-01-02 15:04:05.000Z")
 		},
-		"refresh": func() int { return int(Refresh / time.Second) },
+		"refresh":   func() int { return int(Refresh / time.Second) },
+		"breakable": breakable,
+		"copying":   func(ss []ServiceStatus) []ServiceStatus { return servicesBy(ss, true) },
+		"quiet":     func(ss []ServiceStatus) []ServiceStatus { return servicesBy(ss, false) },
 	}).Parse(statusHTML)
 	if err != nil {
 		return nil, err
@@ -155,4 +158,29 @@ func (s *Server) Handler() http.Handler {
 		_ = enc.Encode(s.Status(time.Now()))
 	})
 	return mux
+}
+
+// servicesBy keeps the services that sent copies (or, with false, those
+// that sent none): the page lists them in separate tables.
+func servicesBy(ss []ServiceStatus, copies bool) []ServiceStatus {
+	var out []ServiceStatus
+	for _, s := range ss {
+		if (s.Copies > 0) == copies {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// breakable is name escaped, with a break opportunity after each '_' and
+// '.', so the page wraps names between their words, not inside them.
+func breakable(name string) template.HTML {
+	var b strings.Builder
+	for _, r := range name {
+		b.WriteString(template.HTMLEscapeString(string(r)))
+		if r == '_' || r == '.' {
+			b.WriteString("<wbr>")
+		}
+	}
+	return template.HTML(b.String()) //nolint:gosec // escaped above
 }

@@ -12,6 +12,7 @@ import (
 // Status is what the page and its JSON show. Names are cleaned: control
 // characters escaped, at most NameBytes bytes.
 type Status struct {
+	Header    Header          `json:"header"`
 	Generated time.Time       `json:"generated"`
 	MaxRows   int             `json:"max_rows"`
 	Services  []ServiceStatus `json:"services"`
@@ -90,18 +91,35 @@ type StreamStatus struct {
 	Evidence string `json:"evidence,omitempty"`
 }
 
+// Header is who serves the page: the build's version, when the process
+// started and how long ago, the page's endpoint and the upstreams the
+// exporters after dedup send to.
+type Header struct {
+	Version       string    `json:"version"`
+	Started       time.Time `json:"started"`
+	UptimeSeconds float64   `json:"uptime_seconds"`
+	Endpoint      string    `json:"status_endpoint"`
+	Upstreams     []string  `json:"upstreams,omitempty"`
+}
+
 // WindowStatus is one signal's state.
 type WindowStatus struct {
-	Signal     string  `json:"signal"`
-	Entries    int     `json:"entries"`
-	Limit      int     `json:"limit"`
-	Fill       float64 `json:"fill"`
+	Signal  string  `json:"signal"`
+	Entries int     `json:"entries"`
+	Limit   int     `json:"limit"`
+	Fill    float64 `json:"fill"`
+	// Effective is how far back the window reaches: the configured window
+	// unless capacity or memory evictions made it shorter (Short).
 	Effective  float64 `json:"effective_window_seconds"`
 	Configured float64 `json:"configured_window_seconds"` // metrics: max_stale
 	Short      bool    `json:"shorter_than_configured"`
-	Evicted    uint64  `json:"evicted_capacity"`
-	Shrunk     uint64  `json:"evicted_shrink"`
-	Expired    uint64  `json:"expired"`
+	// NotFull: nothing evicted yet, so the window is not limiting.
+	NotFull bool `json:"not_full"`
+	// OldestAge is the age of the oldest entry held.
+	OldestAge float64 `json:"oldest_entry_age_seconds"`
+	Evicted   uint64  `json:"evicted_capacity"`
+	Shrunk    uint64  `json:"evicted_shrink"`
+	Expired   uint64  `json:"expired"`
 }
 
 // MemoryStatus is the process against memory_soft_limit_mib.
