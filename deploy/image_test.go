@@ -142,6 +142,14 @@ func exportImage(t *testing.T, podman, tag string) string {
 	dir := t.TempDir()
 	tr := tar.NewReader(bytes.NewReader(export))
 	seen := map[string]bool{}
+	// podman export may name a directory after its files: modes and owners
+	// are set once everything is written, deepest last-met entry first.
+	type attrs struct {
+		path     string
+		mode     os.FileMode
+		uid, gid int
+	}
+	var set []attrs
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
@@ -179,10 +187,20 @@ func exportImage(t *testing.T, podman, tag string) string {
 				t.Fatal(err)
 			}
 		}
-		// podman export may name a directory after its files: set modes
-		// and owners once everything is written.
-		defer os.Chmod(path, h.FileInfo().Mode()&(os.ModePerm|os.ModeSticky))
-		defer os.Lchown(path, h.Uid, h.Gid)
+		set = append(set, attrs{path, h.FileInfo().Mode() & (os.ModePerm | os.ModeSticky), h.Uid, h.Gid})
+	}
+	for i := len(set) - 1; i >= 0; i-- {
+		a := set[i]
+		// Only root can give files away; without root the entrypoint is not
+		// run (runAsContainer skips), so the owners are not needed.
+		if os.Geteuid() == 0 {
+			if err := os.Lchown(a.path, a.uid, a.gid); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Chmod(a.path, a.mode); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for name := range wantFiles {
 		if !seen[name] {

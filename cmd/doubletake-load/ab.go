@@ -419,7 +419,7 @@ func (c *abConfig) startGateway(ctx context.Context, cfgPath, logPath, health st
 	for {
 		select {
 		case <-g.done:
-			return nil, fmt.Errorf("the gateway exited before it was healthy: %v\n%s", g.err, tail(logPath))
+			return nil, fmt.Errorf("the gateway exited before it was healthy: %w\n%s", g.err, tail(logPath))
 		case <-ctx.Done():
 			g.stop()
 			return nil, ctx.Err()
@@ -552,7 +552,7 @@ func (c *abConfig) runOne(ctx context.Context, n int, load string, dup, rate flo
 	end := g.Stats.snapshot()
 	select {
 	case <-gw.done:
-		return r, fmt.Errorf("the gateway exited during the run: %v\n%s", gw.err, tail(logPath))
+		return r, fmt.Errorf("the gateway exited during the run: %w\n%s", gw.err, tail(logPath))
 	default:
 	}
 	want := end.Spans
@@ -587,7 +587,7 @@ func (c *abConfig) runOne(ctx context.Context, n int, load string, dup, rate flo
 	if err := g.Stats.err(); err != nil {
 		r.FirstError = err.Error()
 	}
-	r.Check = check(r, variant, dup)
+	r.Check = check(r, variant)
 	if r.Check != "ok" {
 		r.GatewayLogs = logPath
 	}
@@ -597,7 +597,7 @@ func (c *abConfig) runOne(ctx context.Context, n int, load string, dup, rate flo
 // check compares what the sink received with what the gateway accepted:
 // without dedup every accepted span arrives; with it, every distinct span
 // arrives exactly once.
-func check(r runResult, variant string, dup float64) string {
+func check(r runResult, variant string) string {
 	var problems []string
 	if r.SinkUnique != r.SentFresh {
 		problems = append(problems, fmt.Sprintf("%d distinct spans arrived, %d were accepted", r.SinkUnique, r.SentFresh))

@@ -389,12 +389,12 @@ func (a *Analyzer) streamClass(s *metricStreamAcc) (streams.Class, string) {
 		switch j.Class {
 		case streams.ClassPeer:
 			if cls != streams.ClassPeer {
-				cls, ev = streams.ClassPeer, j.Evidence.String()
+				cls, ev = streams.ClassPeer, j.String()
 			}
 		case streams.ClassCopy:
 			copies++
 			if ev == "" {
-				ev = j.Evidence.String()
+				ev = j.String()
 			}
 		}
 	}
@@ -402,7 +402,7 @@ func (a *Analyzer) streamClass(s *metricStreamAcc) (streams.Class, string) {
 		cls = streams.ClassCopy
 	}
 	if cls == streams.ClassUndecided && len(js) > 0 {
-		ev = js[0].Evidence.String()
+		ev = js[0].String()
 	}
 	return cls, ev
 }
@@ -642,7 +642,7 @@ func streamEntry(s *metricStreamAcc, diag Diagnosis, resets int, tr *streams.Tra
 			FirstValue: Number(w.firstV), LastValue: Number(w.lastV), Elected: w.start == s.elected,
 		}
 		if j, ok := tr.Judgement(s.id, w.start); ok && !mw.Elected {
-			mw.Class, mw.Evidence = j.Class.String(), j.Evidence.String()
+			mw.Class, mw.Evidence = j.Class.String(), j.String()
 		}
 		ms.Writers = append(ms.Writers, mw)
 	}

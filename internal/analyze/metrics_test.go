@@ -45,12 +45,13 @@ func counter(instance string, pts ...pt) pmetric.Metrics {
 
 // lateWriter feeds a stream whose second writer starts 2.5s after the
 // first, each exporting every second, interleaved in arrival order.
-func lateWriter(a *Analyzer, instance string, secondStart time.Duration) {
+func lateWriter(a *Analyzer) {
+	const secondStart = 2500 * time.Millisecond
 	s := time.Second
 	seq := uint64(0)
 	add := func(p pt) {
 		seq++
-		a.AddMetrics(at(seq, p.at, "p"), counter(instance, p))
+		a.AddMetrics(at(seq, p.at, "p"), counter("", p))
 	}
 	add(pt{0, 1 * s, 10})
 	add(pt{0, 2 * s, 20})
@@ -98,7 +99,7 @@ func peerOf(start time.Duration) func(time.Duration) int64 {
 // service.instance.id.
 func TestMetricsLateSecondWriter(t *testing.T) {
 	a := New(Options{})
-	lateWriter(a, "", 2500*time.Millisecond)
+	lateWriter(a)
 	r := a.Report()
 	m := r.Metrics
 	if m.Points != 9 || m.Streams != 1 || m.ExtraPoints != 3 || m.PeerPoints != 0 || m.MultiWriter != 1 || m.Overlapping != 1 || m.Resets != 3 {
@@ -262,7 +263,7 @@ func TestMetricsSameCauseAsDoubledSpans(t *testing.T) {
 	}
 	a := New(Options{})
 	doubledSpans(a, "svc")
-	lateWriter(a, "", 2500*time.Millisecond)
+	lateWriter(a)
 	r := a.Report()
 	if len(r.Findings) != 2 || r.Findings[0].Signal != SignalSpans || r.Findings[0].Diagnosis != DiagTwoExporters {
 		t.Fatalf("findings = %+v, want the doubled spans first", r.Findings)
@@ -278,7 +279,7 @@ func TestMetricsSameCauseAsDoubledSpans(t *testing.T) {
 	// Another service's doubled spans change nothing.
 	b := New(Options{})
 	doubledSpans(b, "other")
-	lateWriter(b, "", 2500*time.Millisecond)
+	lateWriter(b)
 	for _, f := range b.Report().Findings {
 		if f.Signal == SignalMetrics && f.Diagnosis != DiagSecondWriter {
 			t.Errorf("metric finding of svc with doubled spans of other: %+v", f)

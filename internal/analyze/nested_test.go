@@ -25,12 +25,12 @@ type nspan struct {
 	start, end     time.Duration // from t0
 }
 
-// nestedTraces puts spans into one request of service, one ScopeSpans per
+// nestedTraces puts spans into one request of service "shop", one ScopeSpans per
 // scope in the order met.
-func nestedTraces(service string, spans ...nspan) ptrace.Traces {
+func nestedTraces(spans ...nspan) ptrace.Traces {
 	td := ptrace.NewTraces()
 	rs := td.ResourceSpans().AppendEmpty()
-	rs.Resource().Attributes().PutStr("service.name", service)
+	rs.Resource().Attributes().PutStr("service.name", "shop")
 	scopes := map[string]ptrace.ScopeSpans{}
 	for _, s := range spans {
 		ss, ok := scopes[s.scope+" "+s.version]
@@ -68,13 +68,13 @@ const (
 func nestedRequests(a *Analyzer) {
 	const srv, cli = ptrace.SpanKindServer, ptrace.SpanKindClient
 	ms := time.Millisecond
-	a.AddTraces(at(1, 0, "p1"), nestedTraces("shop",
+	a.AddTraces(at(1, 0, "p1"), nestedTraces(
 		nspan{fastapi, "0.142.0", 1, 2, 1, srv, "POST /rollout", 1 * ms, 99 * ms},
 		nspan{httpx, "0.48b0", 1, 3, 2, cli, "POST /rollout", 2 * ms, 97 * ms},
 		nspan{httpx, "0.48b0", 1, 4, 2, cli, "GET /stock", 3 * ms, 10 * ms},
 		nspan{httpx, "0.48b0", 1, 5, 2, cli, "GET /stock", 11 * ms, 18 * ms},
 	))
-	a.AddTraces(at(2, 100*ms, "p1"), nestedTraces("shop",
+	a.AddTraces(at(2, 100*ms, "p1"), nestedTraces(
 		nspan{asgi, "0.48b0", 1, 1, 0, srv, "POST /rollout", 0, 100 * ms},
 		nspan{asgi, "0.48b0", 2, 1, 0, srv, "POST /rollout", 0, 100 * ms},
 		nspan{fastapi, "0.142.0", 2, 2, 1, srv, "POST /rollout", 10 * ms, 50 * ms},
@@ -204,7 +204,7 @@ func TestNestedNearMissesOnly(t *testing.T) {
 	const srv, cli = ptrace.SpanKindServer, ptrace.SpanKindClient
 	ms := time.Millisecond
 	a := New(Options{})
-	a.AddTraces(at(1, 0, "p1"), nestedTraces("shop",
+	a.AddTraces(at(1, 0, "p1"), nestedTraces(
 		nspan{asgi, "0.48b0", 1, 1, 0, srv, "POST /rollout", 0, 100 * ms},
 		nspan{httpx, "0.48b0", 1, 3, 1, cli, "POST /rollout", 2 * ms, 97 * ms},
 		nspan{httpx, "0.48b0", 1, 4, 1, cli, "GET /stock", 3 * ms, 10 * ms},
@@ -231,7 +231,7 @@ func TestNestedDuplicateCopiesAreIDDuplicatesOnly(t *testing.T) {
 	a := New(Options{})
 	nestedRequests(a)
 	const srv = ptrace.SpanKindServer
-	a.AddTraces(at(3, 101*time.Millisecond, "p2"), nestedTraces("shop",
+	a.AddTraces(at(3, 101*time.Millisecond, "p2"), nestedTraces(
 		nspan{asgi, "0.48b0", 1, 1, 0, srv, "POST /rollout", 0, 100 * time.Millisecond},
 	))
 	r := a.Report()
@@ -272,12 +272,12 @@ func TestNestedEvictionsReported(t *testing.T) {
 	a := New(Options{Nested: nested.Options{MaxSpans: 2}})
 	const srv = ptrace.SpanKindServer
 	ms := time.Millisecond
-	a.AddTraces(at(1, 0, "p1"), nestedTraces("shop",
+	a.AddTraces(at(1, 0, "p1"), nestedTraces(
 		nspan{fastapi, "0.142.0", 1, 2, 1, srv, "POST /rollout", 1 * ms, 99 * ms},
 		nspan{asgi, "0.48b0", 3, 1, 0, srv, "GET /", 0, ms},
 		nspan{asgi, "0.48b0", 4, 1, 0, srv, "GET /", 0, ms},
 	))
-	a.AddTraces(at(2, 100*ms, "p1"), nestedTraces("shop",
+	a.AddTraces(at(2, 100*ms, "p1"), nestedTraces(
 		nspan{asgi, "0.48b0", 1, 1, 0, srv, "POST /rollout", 0, 100 * ms},
 	))
 	r := a.Report()
@@ -324,11 +324,11 @@ func TestNestedByteEvictionsReported(t *testing.T) {
 	a := New(Options{Nested: nested.Options{MaxBytes: nested.SpanOverhead + 64}})
 	const srv = ptrace.SpanKindServer
 	ms := time.Millisecond
-	a.AddTraces(at(1, 0, "p1"), nestedTraces("shop",
+	a.AddTraces(at(1, 0, "p1"), nestedTraces(
 		nspan{fastapi, "0.142.0", 1, 2, 1, srv, "POST /rollout", 1 * ms, 99 * ms},
 		nspan{asgi, "0.48b0", 3, 1, 0, srv, "GET /", 0, ms},
 	))
-	a.AddTraces(at(2, 100*ms, "p1"), nestedTraces("shop",
+	a.AddTraces(at(2, 100*ms, "p1"), nestedTraces(
 		nspan{asgi, "0.48b0", 1, 1, 0, srv, "POST /rollout", 0, 100 * ms},
 	))
 	r := a.Report()

@@ -9,7 +9,7 @@ import (
 
 func TestWriteText(t *testing.T) {
 	a := New(Options{})
-	lateWriter(a, "", 2500*time.Millisecond)
+	lateWriter(a)
 	batch := func() []span { return []span{{1, 1, "rollout", 0}, {1, 2, "verify", 0}} }
 	a.AddTraces(at(20, 7*time.Second, "p1"), traces("svc", batch()...))
 	a.AddTraces(at(21, 7*time.Second+3*time.Millisecond, "p2"), traces("svc", batch()...))

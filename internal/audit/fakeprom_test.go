@@ -72,7 +72,7 @@ func parseFakeSelector(sel string) ([]fakeMatcher, error) {
 		}
 		v, err := strconv.Unquote(rest)
 		if err != nil {
-			return nil, fmt.Errorf("bad value in %q: %v", part, err)
+			return nil, fmt.Errorf("bad value in %q: %w", part, err)
 		}
 		m.value = v
 		if m.op == "=~" || m.op == "!~" {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -71,7 +72,7 @@ func (j *Jaeger) Services(ctx context.Context) ([]string, error) {
 		Services []string `json:"services"`
 	}
 	if err := json.Unmarshal(body, &resp); err != nil {
-		return nil, fmt.Errorf("%w: /api/v3/services: %v", ErrMalformed, err)
+		return nil, fmt.Errorf("%w: /api/v3/services: %w", ErrMalformed, err)
 	}
 	if resp.Services == nil {
 		resp.Services = []string{}
@@ -112,7 +113,7 @@ func decodeJaegerTraces(body []byte) (ptrace.Traces, error) {
 		} `json:"error"`
 	}
 	if err := json.Unmarshal(body, &env); err != nil {
-		return ptrace.Traces{}, fmt.Errorf("%w: /api/v3/traces: %v", ErrMalformed, err)
+		return ptrace.Traces{}, fmt.Errorf("%w: /api/v3/traces: %w", ErrMalformed, err)
 	}
 	if env.Error != nil {
 		return ptrace.Traces{}, fmt.Errorf("/api/v3/traces: %d %s", env.Error.HTTPCode, env.Error.Message)
@@ -122,7 +123,7 @@ func decodeJaegerTraces(body []byte) (ptrace.Traces, error) {
 	}
 	td, err := (&ptrace.JSONUnmarshaler{}).UnmarshalTraces(env.Result)
 	if err != nil {
-		return ptrace.Traces{}, fmt.Errorf("%w: /api/v3/traces: %v", ErrMalformed, err)
+		return ptrace.Traces{}, fmt.Errorf("%w: /api/v3/traces: %w", ErrMalformed, err)
 	}
 	return td, nil
 }
@@ -176,12 +177,13 @@ func httpGet(ctx context.Context, client *http.Client, rawURL string, query url.
 // unwrapURLError drops net/http's *url.Error wrapper around our typed
 // errors, whose messages already name the URL.
 func unwrapURLError(err error) error {
-	ue, ok := err.(*url.Error)
-	if !ok {
+	var ue *url.Error
+	if !errors.As(err, &ue) {
 		return err
 	}
-	switch ue.Err.(type) {
-	case *StatusError, *UnreachableError:
+	var se *StatusError
+	var re *UnreachableError
+	if errors.As(ue.Err, &se) || errors.As(ue.Err, &re) {
 		return ue.Err
 	}
 	if ue.Timeout() {

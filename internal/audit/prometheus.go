@@ -247,7 +247,7 @@ func (a *promAudit) readSeries(ctx context.Context, names []string) error {
 // one per series. Only a fatal error is returned.
 func (a *promAudit) queueName(ctx context.Context, g *errgroup.Group, name string) error {
 	a.prog.namesDone.Add(1)
-	if ok, _ := counterLike(name, a.meta); !ok {
+	if !counterLike(name, a.meta) {
 		a.agg.skipName()
 		return nil
 	}
@@ -401,10 +401,11 @@ func analyzeSeries(metric model.Metric, samples []Sample, startMS, endMS int64, 
 	return r
 }
 
-// counterLike says whether a metric name is read as a counter, and why.
-func counterLike(name string, meta map[string][]promv1.Metadata) (bool, string) {
+// counterLike says whether a metric name is read as a counter: by its
+// metadata when Prometheus has some, else by its suffix.
+func counterLike(name string, meta map[string][]promv1.Metadata) bool {
 	if t, ok := metaType(meta, name); ok {
-		return t == promv1.MetricTypeCounter, "metadata"
+		return t == promv1.MetricTypeCounter
 	}
 	for _, suf := range []string{"_bucket", "_sum", "_count", "_total"} {
 		base, ok := strings.CutSuffix(name, suf)
@@ -414,15 +415,15 @@ func counterLike(name string, meta map[string][]promv1.Metadata) (bool, string) 
 		if t, ok := metaType(meta, base); ok {
 			switch t {
 			case promv1.MetricTypeHistogram, promv1.MetricTypeSummary:
-				return suf != "_total", "metadata"
+				return suf != "_total"
 			case promv1.MetricTypeCounter:
-				return suf == "_total", "metadata"
+				return suf == "_total"
 			}
-			return false, "metadata"
+			return false
 		}
-		return true, "suffix"
+		return true
 	}
-	return false, "suffix"
+	return false
 }
 
 // metaType is the type the metadata gives a name: counter when any target

@@ -289,7 +289,7 @@ func TestCounterLike(t *testing.T) {
 		"rollout_duration_seconds_b": false,
 	}
 	for name, want := range cases {
-		if got, _ := counterLike(name, meta); got != want {
+		if got := counterLike(name, meta); got != want {
 			t.Errorf("counterLike(%q) = %v, want %v", name, got, want)
 		}
 	}

@@ -147,7 +147,7 @@ func decodeTempoSearch(body []byte) ([]string, error) {
 		} `json:"traces"`
 	}
 	if err := json.Unmarshal(body, &resp); err != nil {
-		return nil, fmt.Errorf("%w: /api/search: %v", ErrMalformed, err)
+		return nil, fmt.Errorf("%w: /api/search: %w", ErrMalformed, err)
 	}
 	if resp.Traces == nil {
 		// An answer without "traces" is not a search result (Tempo sends
@@ -178,7 +178,7 @@ func decodeTempoTrace(body []byte, contentType string) (ptrace.Traces, error) {
 	if strings.Contains(contentType, "protobuf") {
 		td, err := (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces(body)
 		if err != nil {
-			return ptrace.Traces{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+			return ptrace.Traces{}, fmt.Errorf("%w: %w", ErrMalformed, err)
 		}
 		return td, nil
 	}
@@ -191,11 +191,11 @@ func decodeTempoTrace(body []byte, contentType string) (ptrace.Traces, error) {
 func decodeTempoJSON(body []byte) (ptrace.Traces, error) {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(body, &top); err != nil {
-		return ptrace.Traces{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+		return ptrace.Traces{}, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	if inner, ok := top["trace"]; ok {
 		if err := json.Unmarshal(inner, &top); err != nil {
-			return ptrace.Traces{}, fmt.Errorf("%w: trace: %v", ErrMalformed, err)
+			return ptrace.Traces{}, fmt.Errorf("%w: trace: %w", ErrMalformed, err)
 		}
 	}
 	raw, ok := top["resourceSpans"]
@@ -212,18 +212,18 @@ func decodeTempoJSON(body []byte) (ptrace.Traces, error) {
 	dec.UseNumber()
 	var rs any
 	if err := dec.Decode(&rs); err != nil {
-		return ptrace.Traces{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+		return ptrace.Traces{}, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	if err := hexIDs(rs); err != nil {
-		return ptrace.Traces{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+		return ptrace.Traces{}, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	otlp, err := json.Marshal(map[string]any{"resourceSpans": rs})
 	if err != nil {
-		return ptrace.Traces{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+		return ptrace.Traces{}, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	td, err := (&ptrace.JSONUnmarshaler{}).UnmarshalTraces(otlp)
 	if err != nil {
-		return ptrace.Traces{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+		return ptrace.Traces{}, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	return td, nil
 }

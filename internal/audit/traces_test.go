@@ -389,7 +389,7 @@ func FuzzDecodeTempoJSON(f *testing.F) {
 	f.Add([]byte(`{"batches":[{"scopeSpans":[{"spans":[{"traceId":"AQIDBAUGBwgJCgsMDQ4PEA==","spanId":"AQIDBAUGBwg="}]}]}]}`))
 	f.Add([]byte(`{"trace":{"resourceSpans":[]}}`))
 	f.Add([]byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"links":[{"traceId":""}]}]}]}]}`))
-	f.Fuzz(func(t *testing.T, b []byte) {
+	f.Fuzz(func(_ *testing.T, b []byte) {
 		td, err := decodeTempoJSON(b)
 		if err == nil {
 			_ = td.SpanCount()

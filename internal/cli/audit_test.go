@@ -61,22 +61,22 @@ func TestAuditPrometheusBackendFailures(t *testing.T) {
 	code, _, stderr := runAuditCmd(t, "prometheus", "--url", deadURL(t))
 	expect(t, "unreachable", code, ExitInternal, stderr, "cannot reach http://127.0.0.1:", "connection refused")
 
-	u := promStub(t, func(w http.ResponseWriter, r *http.Request) {
+	u := promStub(t, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("WWW-Authenticate", "Bearer")
 		http.Error(w, "no token", http.StatusUnauthorized)
 	})
 	code, _, stderr = runAuditCmd(t, "prometheus", "--url", u)
 	expect(t, "401", code, ExitInternal, stderr, "401 Unauthorized: no token", "set DOUBLETAKE_PROM_BEARER_TOKEN or --bearer-token-file")
 
-	u = promStub(t, func(w http.ResponseWriter, r *http.Request) { http.Error(w, "nope", http.StatusForbidden) })
+	u = promStub(t, func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "nope", http.StatusForbidden) })
 	code, _, stderr = runAuditCmd(t, "prometheus", "--url", u)
 	expect(t, "403", code, ExitInternal, stderr, "403 Forbidden", "not allowed")
 
-	u = promStub(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "<html>a web page</html>") })
+	u = promStub(t, func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "<html>a web page</html>") })
 	code, _, stderr = runAuditCmd(t, "prometheus", "--url", u)
 	expect(t, "HTML instead of JSON", code, ExitInternal, stderr, "listing metric names: malformed response")
 
-	u = promStub(t, func(w http.ResponseWriter, r *http.Request) {
+	u = promStub(t, func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprint(w, `{"status":"success","data":{"resultType":"vector"}}`)
 	})
 	code, _, stderr = runAuditCmd(t, "prometheus", "--url", u)
@@ -86,7 +86,7 @@ func TestAuditPrometheusBackendFailures(t *testing.T) {
 	code, _, stderr = runAuditCmd(t, "prometheus", "--url", u+"/wrong/path")
 	expect(t, "404", code, ExitInternal, stderr, "client error: 404")
 
-	u = promStub(t, func(w http.ResponseWriter, r *http.Request) {
+	u = promStub(t, func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprint(w, `{"status":"success","data":[]}`)
 	})
 	code, stdout, stderr := runAuditCmd(t, "prometheus", "--url", u, "--match", `{job="x"}`)
@@ -95,7 +95,7 @@ func TestAuditPrometheusBackendFailures(t *testing.T) {
 		t.Errorf("empty: stdout %q", stdout)
 	}
 
-	u = promStub(t, func(w http.ResponseWriter, r *http.Request) {
+	u = promStub(t, func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusBadRequest)
 		fmt.Fprint(w, `{"status":"error","errorType":"bad_data","error":"1:6: parse error: unexpected character"}`)
 	})
@@ -161,7 +161,7 @@ func TestAuditPrometheusCredentials(t *testing.T) {
 }
 
 func TestAuditPrometheusTLS(t *testing.T) {
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprint(w, `{"status":"success","data":[]}`)
 	}))
 	defer srv.Close()
@@ -267,7 +267,7 @@ func TestAuditTracesCommand(t *testing.T) {
 	code, _, stderr = runAuditCmd(t, "traces", "--jaeger", u, "--service", "svc")
 	expect(t, "no traces", code, ExitInternal, stderr, `nothing to audit: jaeger has no traces of "svc"`)
 
-	u = promStub(t, func(w http.ResponseWriter, r *http.Request) { http.Error(w, "login first", http.StatusUnauthorized) })
+	u = promStub(t, func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "login first", http.StatusUnauthorized) })
 	code, _, stderr = runAuditCmd(t, "traces", "--tempo", u, "--service", "svc")
 	expect(t, "401", code, ExitInternal, stderr, "401 Unauthorized", "DOUBLETAKE_TRACES_BEARER_TOKEN")
 

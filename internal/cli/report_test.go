@@ -57,7 +57,9 @@ func TestReportOutputFailures(t *testing.T) {
 	dir := t.TempDir()
 	r := testRenderings()
 	r.junit = func(w io.Writer) error {
-		io.WriteString(w, "<testsu")
+		if _, err := io.WriteString(w, "<testsu"); err != nil {
+			return err
+		}
 		return errors.New("boom")
 	}
 	o := reportOutput{format: "text", output: filepath.Join(dir, "r.txt"), junit: filepath.Join(dir, "r.xml")}

@@ -91,6 +91,9 @@ func TestUnreadableConfigExits4(t *testing.T) {
 // as they are.
 func TestCollectorCommandLine(t *testing.T) {
 	dir := t.TempDir()
+	// "--set=x=y" runs the embedded default, whose data dir is
+	// ./doubletake-data: keep it out of the source tree.
+	t.Chdir(dir)
 	good := filepath.Join(dir, "relay.yaml")
 	if err := os.WriteFile(good, []byte(`receivers:
   otlp:

@@ -294,9 +294,9 @@ func writeVerdict(s Streams, o verifyOptions, rep *verifyReport) error {
 	}); err != nil {
 		return &ExitError{Code: ExitInternal, Err: fmt.Errorf("verify: %w", err)}
 	}
-	if rep.Report.Malformed > 0 {
+	if rep.Malformed > 0 {
 		fmt.Fprintf(s.Err, "doubletake: verify: %s could not be decoded and refused (see the client's errors)\n",
-			countNoun(int(rep.Report.Malformed), "export request", "export requests"))
+			countNoun(int(rep.Malformed), "export request", "export requests"))
 	}
 	if rep.ExitCode == ExitOK {
 		return nil

@@ -19,7 +19,7 @@ func writeVerifyText(w io.Writer, r *verifyReport) error {
 	} else {
 		fmt.Fprintf(&b, "received on %s for %s", r.Endpoint, r.ListenedFor)
 	}
-	q := r.Report.Requests
+	q := r.Requests
 	fmt.Fprintf(&b, "\nrequests: %d traces, %d metrics, %d logs on %s", q.Traces, q.Metrics, q.Logs, countNoun(q.Connections, "connection", "connections"))
 	if len(q.Protocols) > 0 {
 		names := make([]string, 0, len(q.Protocols))

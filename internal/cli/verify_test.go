@@ -24,7 +24,7 @@ import (
 
 // The test binary doubles as the command verify runs: with
 // DOUBLETAKE_VERIFY_HELPER set, TestVerifyHelperProcess acts it out.
-func TestVerifyHelperProcess(t *testing.T) {
+func TestVerifyHelperProcess(_ *testing.T) {
 	mode := os.Getenv("DOUBLETAKE_VERIFY_HELPER")
 	if mode == "" {
 		return

@@ -62,11 +62,11 @@ func (r *verifyReport) judge(a *analyze.Report, o verifyOptions) {
 func (r *verifyReport) received(signal string) bool {
 	switch signal {
 	case "traces":
-		return r.Report.Spans.Received > 0
+		return r.Spans.Received > 0
 	case "metrics":
-		return r.Report.Metrics.Points > 0
+		return r.Metrics.Points > 0
 	case "logs":
-		return r.Report.Logs.Received > 0
+		return r.Logs.Received > 0
 	}
 	return false
 }
@@ -81,7 +81,7 @@ func (r *verifyReport) missing() []string {
 			out = append(out, sig)
 		}
 	}
-	if len(out) > 0 || r.AllowEmpty || r.Report.Malformed > 0 {
+	if len(out) > 0 || r.AllowEmpty || r.Malformed > 0 {
 		return out
 	}
 	for _, sig := range expectValues {
@@ -95,7 +95,7 @@ func (r *verifyReport) missing() []string {
 // nothingReason says what did not arrive, and the likely causes.
 func (r *verifyReport) nothingReason() string {
 	if len(r.Expect) == 0 {
-		q := r.Report.Requests
+		q := r.Requests
 		return fmt.Sprintf("nothing arrived: no span, metric point or log record in %s (is the SDK configured to export, to OTEL_EXPORTER_OTLP_ENDPOINT?); --allow-empty if the command exports nothing",
 			countNoun(q.Traces+q.Metrics+q.Logs, "request", "requests"))
 	}
@@ -109,13 +109,13 @@ func (r *verifyReport) decide(o verifyOptions) {
 	if r.Ratio > o.maxRatio {
 		problems = append(problems, fmt.Sprintf("duplicate ratio %.4g exceeds --max-duplicate-ratio %g", r.Ratio, o.maxRatio))
 	}
-	nested := r.Report.NestedDuplicates()
+	nested := r.NestedDuplicates()
 	nestedFails := nested > 0 && !o.allows(allowNestedDuplicates)
 	if nestedFails {
 		problems = append(problems, nestedSummary(r.Report, "; --allow nested-duplicates to pass"))
 	}
-	if r.Report.Malformed > 0 {
-		problems = append(problems, countNoun(int(r.Report.Malformed), "malformed export request", "malformed export requests"))
+	if r.Malformed > 0 {
+		problems = append(problems, countNoun(int(r.Malformed), "malformed export request", "malformed export requests"))
 	}
 	switch {
 	case r.Command != nil && r.Command.Failed && !o.ignoreExit:
@@ -130,7 +130,7 @@ func (r *verifyReport) decide(o verifyOptions) {
 		case r.Ratio > o.maxRatio:
 		case nestedFails:
 			r.Verdict = "nested-duplicates"
-		case r.Report.Malformed > 0:
+		case r.Malformed > 0:
 			r.Verdict = "malformed"
 		}
 		r.VerdictReason = strings.Join(problems, ", ")
@@ -143,7 +143,7 @@ func (r *verifyReport) decide(o verifyOptions) {
 	default:
 		r.Verdict, r.ExitCode = "clean", ExitOK
 		r.VerdictReason = "nothing arrived twice"
-		if r.Report.Spans.Received+r.Report.Metrics.Points+r.Report.Logs.Received == 0 {
+		if r.Spans.Received+r.Metrics.Points+r.Logs.Received == 0 {
 			r.VerdictReason = "nothing arrived, allowed by --allow-empty"
 		}
 		if r.Ratio > 0 {

@@ -101,13 +101,13 @@ func encodeQueueMeta(m queueMeta) []byte {
 	return b
 }
 
-// newer says whether a is a later state of the same queue than b: every
+// newer says whether m is a later state of the same queue than o: every
 // write raises write_index, every read read_index.
-func (a queueMeta) newer(b queueMeta) bool {
-	if a.write != b.write {
-		return a.write > b.write
+func (m queueMeta) newer(o queueMeta) bool {
+	if m.write != o.write {
+		return m.write > o.write
 	}
-	return a.read > b.read
+	return m.read > o.read
 }
 
 // decodeEntry decodes one queue entry of signal and returns its items
@@ -146,7 +146,7 @@ func decodeEntry(signal string, v []byte) (items, size int, err error) {
 	return 0, 0, errors.New("unknown signal " + signal)
 }
 
-// queueEntries lists the indexes a queue state holds, oldest first: the
+// entries lists the indexes a queue state holds, oldest first: the
 // entries being sent when the process stopped, then read..write-1.
 func (m queueMeta) entries(limit int) []uint64 {
 	out := slices.Clone(m.dispatched)

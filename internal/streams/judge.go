@@ -100,7 +100,7 @@ func newJudge(max int) *judge {
 	}
 }
 
-func (j *judge) setClass(k writerKey, w *pooled, c Class) {
+func (j *judge) setClass(w *pooled, c Class) {
 	if c <= w.class {
 		return
 	}
@@ -138,7 +138,7 @@ func seed(jp *judged, s *stream) {
 	if !math.IsNaN(c.sum) {
 		pt.Sum, pt.HasSum = c.sum, true
 	}
-	jp.Pair.Add(s.shape, pt)
+	jp.Add(s.shape, pt)
 }
 
 // rebase points a pair at the stream's elected writer, forgetting evidence
@@ -151,7 +151,7 @@ func rebase(jp *judged, s *stream) {
 	jp.Pair = Pair{}
 	jp.class, jp.decided = cls, decided
 	jp.ref = s.cur.start
-	jp.Pair.Add(s.shape, Point{Start: jp.other, Time: jp.otime, Value: jp.ovalue, Sum: jp.osum, HasSum: !math.IsNaN(jp.osum)})
+	jp.Add(s.shape, Point{Start: jp.other, Time: jp.otime, Value: jp.ovalue, Sum: jp.osum, HasSum: !math.IsNaN(jp.osum)})
 	seed(jp, s)
 }
 
@@ -223,15 +223,14 @@ func (j *judge) other(s *stream, origin uint64, p Point, now int64) (cls Class, 
 			}
 		}
 		if feed(jp) {
-			jp.Pair.Add(s.shape, p)
+			jp.Add(s.shape, p)
 		}
 	}
 	if pooledOK {
 		before := w
-		if jp.class == ClassPeer {
-			j.setClass(wk, &w, ClassPeer)
-		} else if jp.class == ClassCopy {
-			j.setClass(wk, &w, ClassCopy)
+		switch jp.class {
+		case ClassPeer, ClassCopy:
+			j.setClass(&w, jp.class)
 		}
 		jp.SetClass(w.class, p.Time)
 		if w != before || !ok {
@@ -243,7 +242,7 @@ func (j *judge) other(s *stream, origin uint64, p Point, now int64) (cls Class, 
 
 // elected feeds a point of the stream's elected writer to every pair of
 // the stream.
-func (j *judge) elected(s *stream, p Point, origin uint64, now int64) {
+func (j *judge) elected(s *stream, p Point) {
 	head, ok := j.byStream[s.id]
 	if !ok {
 		return
@@ -261,16 +260,15 @@ func (j *judge) elected(s *stream, p Point, origin uint64, now int64) {
 			continue
 		}
 		before := jp.class
-		jp.Pair.Add(s.shape, p)
+		jp.Add(s.shape, p)
 		if jp.class == before {
 			continue
 		}
 		wk := jp.wk
 		if w, ok := j.writers[wk]; ok && wk.origin != 0 {
-			if jp.class == ClassPeer {
-				j.setClass(wk, &w, ClassPeer)
-			} else if jp.class == ClassCopy {
-				j.setClass(wk, &w, ClassCopy)
+			switch jp.class {
+			case ClassPeer, ClassCopy:
+				j.setClass(&w, jp.class)
 			}
 			j.writers[wk] = w
 		}
@@ -402,7 +400,7 @@ type Judgement struct {
 }
 
 func (jp *judged) judgement() Judgement {
-	e := jp.Pair.Evidence()
+	e := jp.Evidence()
 	return Judgement{Writer: jp.other, Elected: jp.ref, Evidence: e}
 }
 

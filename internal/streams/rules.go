@@ -20,7 +20,7 @@ func (t *Tracker) cumulative(s *stream, p Point) Decision {
 			d.Shift, d.Shifted = s.shift, true
 		}
 		if t.judge != nil && s.flags&flagAlt != 0 && Judged(s.shape) {
-			t.judge.elected(s, p, t.origin, t.now)
+			t.judge.elected(s, p)
 		}
 		return d
 	}
@@ -29,11 +29,9 @@ func (t *Tracker) cumulative(s *stream, p Point) Decision {
 	// an undecided one does not take the stream over from a live writer
 	// by its earlier start (it may be a peer, and a writer moved from the
 	// unlabelled series into a labelled one is counted twice).
-	cls, takeOver := ClassUndecided, true
+	takeOver := true
 	if t.judge != nil && p.Start != 0 {
-		var r Reason
-		var refused bool
-		cls, r, refused = t.judge.other(s, t.origin, p, t.now)
+		cls, r, refused := t.judge.other(s, t.origin, p, t.now)
 		d.Class = cls
 		if cls == ClassPeer {
 			s.flags |= flagAlt

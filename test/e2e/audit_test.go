@@ -44,13 +44,12 @@ import (
 
 // runAudit runs `doubletake audit ARGS...` and returns its exit code,
 // stdout and stderr.
-func runAudit(t *testing.T, env []string, args ...string) (int, string, string) {
+func runAudit(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	ctx := ctxTimeout(t, 5*time.Minute)
 	cmd := exec.CommandContext(ctx, binary, append([]string{"audit"}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.Env = append(os.Environ(), env...)
 	err := cmd.Run()
 	code := 0
 	if err != nil {
@@ -159,7 +158,7 @@ func TestAuditPrometheus(t *testing.T) {
 	end := now.Add(time.Second)
 	dir := t.TempDir()
 	html := filepath.Join(dir, "audit.html")
-	code, stdout, stderr := runAudit(t, nil, "prometheus", "--url", "http://"+p.addr,
+	code, stdout, stderr := runAudit(t, "prometheus", "--url", "http://"+p.addr,
 		"--match", `{__name__=~"audit_.*"}`, "--range", "1h", "--end", strconv.FormatInt(end.Unix(), 10),
 		"--format", "json", "--html", html)
 	if code != 1 {
@@ -225,7 +224,7 @@ func TestAuditPrometheus(t *testing.T) {
 	}
 
 	// The text report ranks the same way.
-	code, text, stderr := runAudit(t, nil, "prometheus", "--url", "http://"+p.addr,
+	code, text, stderr := runAudit(t, "prometheus", "--url", "http://"+p.addr,
 		"--match", `audit_rollouts_total`, "--range", "1h", "--end", strconv.FormatInt(end.Unix(), 10), "--progress-interval", "0")
 	if code != 1 || !regexpMatch(`(?m)^1\s+interleaved\s+100\s+220\s+2\s.*audit_rollouts_total\{job="twice"\}$`, text) ||
 		!regexpMatch(`(?m)^2\s+restart\s+1\s+120\s+2\s.*audit_rollouts_total\{job="restart"\}$`, text) {
@@ -243,24 +242,24 @@ func regexpMatch(re, s string) bool {
 // TestAuditPrometheusBadInput: what an operator sees when the backend is
 // not there or says no.
 func TestAuditPrometheusBadInput(t *testing.T) {
-	code, _, stderr := runAudit(t, nil, "prometheus", "--url", "http://"+freePort(t), "--progress-interval", "0")
+	code, _, stderr := runAudit(t, "prometheus", "--url", "http://"+freePort(t), "--progress-interval", "0")
 	if code != 4 || !strings.Contains(stderr, "cannot reach http://127.0.0.1:") {
 		t.Errorf("unreachable: exit %d, stderr:\n%s", code, stderr)
 	}
-	code, _, stderr = runAudit(t, nil, "prometheus")
+	code, _, stderr = runAudit(t, "prometheus")
 	if code != 2 || !strings.Contains(stderr, `required flag(s) "url" not set`) {
 		t.Errorf("no --url: exit %d, stderr:\n%s", code, stderr)
 	}
-	code, _, stderr = runAudit(t, nil, "prometheus", "--url", "http://user:secret@127.0.0.1:9090")
+	code, _, stderr = runAudit(t, "prometheus", "--url", "http://user:secret@127.0.0.1:9090")
 	if code != 2 || strings.Contains(stderr, "secret") {
 		t.Errorf("credentials in the URL: exit %d, stderr:\n%s", code, stderr)
 	}
 	p := startPrometheus(t)
-	code, _, stderr = runAudit(t, nil, "prometheus", "--url", "http://"+p.addr, "--match", `{job="nothing"}`, "--progress-interval", "0")
+	code, _, stderr = runAudit(t, "prometheus", "--url", "http://"+p.addr, "--match", `{job="nothing"}`, "--progress-interval", "0")
 	if code != 4 || !strings.Contains(stderr, `nothing to audit: no series match {job="nothing"}`) {
 		t.Errorf("empty result: exit %d, stderr:\n%s", code, stderr)
 	}
-	code, _, stderr = runAudit(t, nil, "prometheus", "--url", "http://"+p.addr, "--match", `{job=~"("}`, "--progress-interval", "0")
+	code, _, stderr = runAudit(t, "prometheus", "--url", "http://"+p.addr, "--match", `{job=~"("}`, "--progress-interval", "0")
 	if code != 2 || !strings.Contains(stderr, "the backend refused the query") {
 		t.Errorf("a selector the server refuses: exit %d, stderr:\n%s", code, stderr)
 	}
@@ -350,7 +349,7 @@ func chromium(t *testing.T) string {
 	if p, err := lookPath("chromium"); err == nil {
 		return p
 	}
-	var err error = fmt.Errorf("chromium: %w", errNotFound)
+	err := fmt.Errorf("chromium: %w", errNotFound)
 	if os.Geteuid() == 0 {
 		if _, aerr := exec.LookPath("apt-get"); aerr == nil {
 			t.Log("installing chromium from Debian's packages")
@@ -360,7 +359,7 @@ func chromium(t *testing.T) string {
 				cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
 				out, err := cmd.CombinedOutput()
 				if err != nil {
-					return fmt.Errorf("apt-get install chromium: %v: %s", err, lastLines(string(out), 5))
+					return fmt.Errorf("apt-get install chromium: %w: %s", err, lastLines(string(out), 5))
 				}
 				return nil
 			}
@@ -442,7 +441,7 @@ func buildJaeger(t *testing.T) (string, error) {
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		os.Remove(tmp)
-		return "", fmt.Errorf("go build jaeger: %v\n%s", err, lastLines(string(out), 20))
+		return "", fmt.Errorf("go build jaeger: %w\n%s", err, lastLines(string(out), 20))
 	}
 	if err := os.Rename(tmp, bin); err != nil {
 		return "", err
@@ -591,7 +590,7 @@ func TestAuditJaeger(t *testing.T) {
 	ids := sendTraces(t, j.otlpHTTP, "checkout-twice", 2, 5)
 	sendTraces(t, j.otlpHTTP, "checkout-once", 1, 3)
 
-	code, stdout, stderr := runAudit(t, nil, "traces", "--jaeger", "http://"+j.query, "--service", "checkout-twice", "--lookback", "10m", "--format", "json")
+	code, stdout, stderr := runAudit(t, "traces", "--jaeger", "http://"+j.query, "--service", "checkout-twice", "--lookback", "10m", "--format", "json")
 	if code != 1 {
 		t.Fatalf("exit %d, want 1 (findings)\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
@@ -648,16 +647,16 @@ func TestAuditJaeger(t *testing.T) {
 		t.Errorf("raw read of a trace never queried by default: %d spans, want 6", n)
 	}
 
-	code, stdout, stderr = runAudit(t, nil, "traces", "--jaeger", "http://"+j.query, "--service", "checkout-once", "--lookback", "10m")
+	code, stdout, stderr = runAudit(t, "traces", "--jaeger", "http://"+j.query, "--service", "checkout-once", "--lookback", "10m")
 	if code != 0 || !strings.Contains(stdout, "no duplicate span ids") {
 		t.Errorf("clean service: exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	code, _, stderr = runAudit(t, nil, "traces", "--jaeger", "http://"+j.query, "--service", "nobody", "--lookback", "10m")
+	code, _, stderr = runAudit(t, "traces", "--jaeger", "http://"+j.query, "--service", "nobody", "--lookback", "10m")
 	if code != 4 || !strings.Contains(stderr, `knows no service "nobody"`) {
 		t.Errorf("unknown service: exit %d\n%s", code, stderr)
 	}
 	// --limit 2 pages five traces through split windows.
-	code, stdout, stderr = runAudit(t, nil, "traces", "--jaeger", "http://"+j.query, "--service", "checkout-twice", "--lookback", "10m", "--limit", "2", "--format", "json")
+	code, stdout, stderr = runAudit(t, "traces", "--jaeger", "http://"+j.query, "--service", "checkout-twice", "--lookback", "10m", "--limit", "2", "--format", "json")
 	if code != 1 || !strings.Contains(stdout, `"traces": 5`) {
 		t.Errorf("paged: exit %d\n%s\n%s", code, stdout, stderr)
 	}
@@ -731,7 +730,7 @@ service:
 		} `json:"analysis"`
 	}
 	for path, compression := range map[string]string{plain: "none", filepath.Join(dir, "traces.jsonl.zst"): "zstd-length-prefixed", gzPath: "gzip"} {
-		code, stdout, stderr := runAudit(t, nil, "otlp", path, "--format", "json")
+		code, stdout, stderr := runAudit(t, "otlp", path, "--format", "json")
 		if code != 1 {
 			t.Errorf("%s: exit %d, want 1\n%s\n%s", path, code, stdout, stderr)
 			continue
@@ -754,7 +753,7 @@ service:
 		"--status-endpoint", freePort(t))
 	sendTraces(t, httpAddr, "shop", 2, 4)
 	g.stop(t)
-	code, stdout, stderr := runAudit(t, nil, "otlp", filepath.Join(d, "traces.jsonl"))
+	code, stdout, stderr := runAudit(t, "otlp", filepath.Join(d, "traces.jsonl"))
 	if code != 0 || !strings.Contains(stdout, "spans: 12 received, 12 unique, 0 duplicated ids") {
 		t.Errorf("the default config's sink: exit %d\n%s\n%s", code, stdout, stderr)
 	}

@@ -206,7 +206,7 @@ func (s *ackSender) retry(ctx context.Context, send func(context.Context) error)
 		case codes.OK:
 			return nil
 		case codes.InvalidArgument:
-			return fmt.Errorf("%w: %v", errRefused, err)
+			return fmt.Errorf("%w: %w", errRefused, err)
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()

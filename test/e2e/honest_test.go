@@ -129,7 +129,7 @@ func TestAuditOTLPFileFacts(t *testing.T) {
 	if err := os.WriteFile(repeated, gz.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr := runAudit(t, nil, "otlp", repeated)
+	code, stdout, stderr := runAudit(t, "otlp", repeated)
 	if code != 1 {
 		t.Fatalf("repeated lines: exit %d, want 1\n%s\n%s", code, stdout, stderr)
 	}
@@ -157,7 +157,7 @@ func TestAuditOTLPFileFacts(t *testing.T) {
 	if err := os.WriteFile(bad, mixed.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr = runAudit(t, nil, "otlp", bad)
+	code, stdout, stderr = runAudit(t, "otlp", bad)
 	if code != 0 {
 		t.Errorf("a clean file with a malformed line: exit %d, want 0\n%s\n%s", code, stdout, stderr)
 	}
@@ -166,7 +166,7 @@ func TestAuditOTLPFileFacts(t *testing.T) {
 		!strings.Contains(stdout, "problem: "+bad+":2:") {
 		t.Errorf("the malformed line is not counted and cited:\n%s\n%s", stdout, stderr)
 	}
-	if code, _, stderr := runAudit(t, nil, "otlp", "--strict", bad); code != 1 || !strings.Contains(stderr, "1 line could not be read as OTLP-JSON (--strict)") {
+	if code, _, stderr := runAudit(t, "otlp", "--strict", bad); code != 1 || !strings.Contains(stderr, "1 line could not be read as OTLP-JSON (--strict)") {
 		t.Errorf("--strict: exit %d, want 1\n%s", code, stderr)
 	}
 }
@@ -179,7 +179,7 @@ func TestAuditEscapesTerminalControls(t *testing.T) {
 	if err := os.WriteFile(p, append(append(append(line, '\n'), line...), '\n'), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr := runAudit(t, nil, "otlp", p)
+	code, stdout, stderr := runAudit(t, "otlp", p)
 	if code != 1 {
 		t.Fatalf("exit %d, want 1\n%s\n%s", code, stdout, stderr)
 	}

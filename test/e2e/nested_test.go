@@ -274,7 +274,7 @@ service:
 	g.stop(t) // the file exporter writes what it holds
 
 	path := filepath.Join(dir, "traces.jsonl")
-	code, stdout, stderr := runAudit(t, nil, "otlp", path, "--format", "json")
+	code, stdout, stderr := runAudit(t, "otlp", path, "--format", "json")
 	if code != 1 {
 		t.Fatalf("audit otlp: exit %d, want 1\n%s\n%s", code, stdout, stderr)
 	}
@@ -307,7 +307,7 @@ service:
 	}
 
 	html := filepath.Join(t.TempDir(), "audit.html")
-	code, stdout, stderr = runAudit(t, nil, "otlp", path, "--html", html)
+	code, stdout, stderr = runAudit(t, "otlp", path, "--html", html)
 	if code != 1 || !strings.Contains(stdout, fmt.Sprintf("%d nested duplicates in %d spans, 1 finding", nestedRequests, 7*nestedRequests)) ||
 		!strings.Contains(stdout, "  - "+otelhttp.ScopeName+" "+otelhttp.Version+" inside "+otelhttp.ScopeName+" "+otelhttp.Version+": one request recorded twice") {
 		t.Errorf("text: exit %d\n%s\n%s", code, stdout, stderr)

@@ -95,7 +95,7 @@ func startRun(t *testing.T, processors string) *peersRun {
 	if processors == "" {
 		r.status = "" // no dedup in the pipeline, no status page
 	} else {
-		r.watch = watchWriters(t, "http://"+tel+"/metrics")
+		r.watch = watchWriters("http://" + tel + "/metrics")
 	}
 	return r
 }
@@ -592,7 +592,7 @@ func TestAuditJudgesStoredWriters(t *testing.T) {
 			if t.Failed() {
 				t.FailNow()
 			}
-			code, stdout, stderr := runAudit(t, nil, "prometheus", "--url", "http://"+r.prom.addr, "--match", fmt.Sprintf(`{job=%q}`, service),
+			code, stdout, stderr := runAudit(t, "prometheus", "--url", "http://"+r.prom.addr, "--match", fmt.Sprintf(`{job=%q}`, service),
 				"--range", "1h", "--format", "json", "--progress-interval", "0")
 			var rep struct {
 				Affected []struct {
@@ -641,7 +641,7 @@ type writerWatch struct {
 
 var writersRE = regexp.MustCompile(`(?m)^otelcol_processor_dedup_writers\{class="(\w+)"[^}]*\} (\d+)$`)
 
-func watchWriters(t *testing.T, url string) *writerWatch {
+func watchWriters(url string) *writerWatch {
 	w := &writerWatch{done: make(chan struct{}), finished: make(chan struct{})}
 	c := http.Client{Timeout: 5 * time.Second}
 	go func() {

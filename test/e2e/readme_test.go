@@ -61,7 +61,7 @@ func TestReadmeWalkthrough(t *testing.T) {
 	}
 	probe := exec.Command("unshare", "-rn", "ip", "link", "set", "lo", "up")
 	if out, err := probe.CombinedOutput(); err != nil {
-		requireDep(t, fmt.Errorf("%v: %s", err, bytes.TrimSpace(out)), "a network namespace (unshare -rn)")
+		requireDep(t, fmt.Errorf("%w: %s", err, bytes.TrimSpace(out)), "a network namespace (unshare -rn)")
 	}
 
 	dir := t.TempDir()
