@@ -34,7 +34,7 @@ type ReleaseScan struct {
 	NotJudged int            `json:"not_judged"`
 	// Notes say what kept the scan from being complete: a deadline, the
 	// file cap, a file it could not read.
-	Notes     []string       `json:"notes,omitempty"`
+	Notes     []string       `json:"notes"`
 	FilesRead int            `json:"files_read"`
 	Elapsed   analyze.Millis `json:"elapsed_ms"`
 }

@@ -34,12 +34,12 @@ type Report struct {
 	ListenedFor analyze.Millis        `json:"listened_ms,omitempty"`
 	Forward     *capture.ForwardStats `json:"forward,omitempty"`
 	MaxRatio    float64               `json:"max_duplicate_ratio"`
-	Allow       []string              `json:"allow,omitempty"`
+	Allow       []string              `json:"allow"`
 	AllowEmpty  bool                  `json:"allow_empty,omitempty"`
-	Expect      []string              `json:"expect,omitempty"`
+	Expect      []string              `json:"expect"`
 	// Missing names the signals of which nothing arrived: every signal
 	// --expect names that did not, or all three when nothing arrived.
-	Missing []string `json:"missing,omitempty"`
+	Missing []string `json:"missing"`
 	Ratio   float64  `json:"duplicate_ratio"`
 	Verdict Verdict  `json:"verdict"`
 	// ExitCode is the exit status of the command that reports the
