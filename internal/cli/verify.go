@@ -54,9 +54,11 @@ When spans, log records or metric streams were exported twice by one
 process, verify scans the environment CMD ran in (the active virtual
 environment, the environment of a Python CMD, and the lockfiles, manifests
 and environments under the working directory) with doubletake scan's engine
-and hazard database, and names the release behind it, e.g. "fastapi 0.142.2
-is installed in .venv (known to attach a second exporter when
-OTEL_EXPORTER_OTLP_ENDPOINT is set): pin fastapi!=0.142.*". A clean run
+and hazard database, and names the release behind it with the fix scan
+gives, e.g. "fastapi 0.142.2 is installed in .venv (known to attach a second
+exporter when OTEL_EXPORTER_OTLP_ENDPOINT is set): upgrade to
+fastapi>=0.143.0 (pip install 'fastapi>=0.143.0') and restart what runs
+from this environment". A clean run
 never scans; the scan is bounded by --scan-timeout and --scan-max-files and
 never changes the verdict (what it could not do is a note); --no-scan turns
 it off.

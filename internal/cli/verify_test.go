@@ -323,7 +323,7 @@ func TestVerifyHazardsFile(t *testing.T) {
 	t.Chdir(dir)
 	t.Setenv("VIRTUAL_ENV", "")
 	r := verifyMain(t, "twice", "--hazards", hz)
-	want := "\n  - otelwrap 2.1.0 is installed in env (known to add a span exporter of its own): pin otelwrap<2.0\n"
+	want := "\n  - otelwrap 2.1.0 is installed in env (known to add a span exporter of its own): install a release that satisfies otelwrap<2.0 (pip install 'otelwrap<2.0') and restart what runs from this environment\n"
 	if r.code != ExitFindings || !strings.Contains(r.stdout, want) {
 		t.Errorf("exit %d, the report lacks %q:\n%s", r.code, want, r.stdout)
 	}
@@ -335,5 +335,55 @@ func TestVerifyHazardsFile(t *testing.T) {
 	}
 	if strings.Contains(r.stdout, "not json") {
 		t.Errorf("the command ran despite the usage error")
+	}
+}
+
+// TestScanAndVerifyGiveTheSameAdvice: run from a tree with an affected
+// release installed, locked and admitted, verify's line for each ends with
+// the fix scan prints under the same finding.
+func TestScanAndVerifyGiveTheSameAdvice(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, ".venv", "pyvenv.cfg"), "home = /usr/bin\n")
+	writeFile(t, filepath.Join(dir, ".venv", "lib", "python3.12", "site-packages", "fastapi-0.142.2.dist-info", "METADATA"),
+		"Metadata-Version: 2.4\nName: fastapi\nVersion: 0.142.2\n\n")
+	writeFile(t, filepath.Join(dir, "uv.lock"), "version = 1\n\n[[package]]\nname = \"fastapi\"\nversion = \"0.142.1\"\n")
+	writeFile(t, filepath.Join(dir, "pyproject.toml"), "[project]\nname = \"app\"\nversion = \"1\"\ndependencies = [\"fastapi>=0.135\"]\n")
+	t.Chdir(dir)
+	t.Setenv("VIRTUAL_ENV", "")
+
+	code, out, errOut := runScan(t, ".")
+	if code != ExitFindings {
+		t.Fatalf("scan: exit %d\n%s", code, errOut)
+	}
+	var fixes []string // scan's fix lines, unwrapped
+	for _, line := range strings.Split(out, "\n") {
+		switch {
+		case strings.HasPrefix(line, "  fix:    "):
+			fixes = append(fixes, strings.TrimPrefix(line, "  fix:    "))
+		case len(fixes) > 0 && strings.HasPrefix(line, "          "):
+			fixes[len(fixes)-1] += " " + strings.TrimSpace(line)
+		}
+	}
+	r := verifyMain(t, "twice", "--format", "json")
+	var rep struct {
+		ReleaseScan struct {
+			Lines []string `json:"lines"`
+		} `json:"release_scan"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	lines := rep.ReleaseScan.Lines
+	if len(fixes) != 3 || len(lines) != 3 {
+		t.Fatalf("scan's fixes %q, verify's lines %q; want 3 of each", fixes, lines)
+	}
+	for _, line := range lines {
+		matched := false
+		for _, fix := range fixes {
+			matched = matched || strings.HasSuffix(line, "): "+fix)
+		}
+		if !matched {
+			t.Errorf("verify's line ends with none of scan's fixes:\n  %s\nfixes:\n  %s", line, strings.Join(fixes, "\n  "))
+		}
 	}
 }

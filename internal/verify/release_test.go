@@ -2,6 +2,7 @@ package verify
 
 import (
 	"fmt"
+	"html"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,7 +16,7 @@ import (
 // The scan after a double export: these tests run the engine in a working
 // directory built in t.TempDir (t.Chdir: not parallel).
 
-const fastapiLine = "fastapi 0.142.2 is installed in .venv (known to attach a second exporter when OTEL_EXPORTER_OTLP_ENDPOINT is set): pin fastapi!=0.142.*"
+const fastapiLine = "fastapi 0.142.2 is installed in .venv (known to attach a second exporter when OTEL_EXPORTER_OTLP_ENDPOINT is set): upgrade to fastapi>=0.143.0 (pip install 'fastapi>=0.143.0') and restart what runs from this environment"
 
 // writeTree writes files (path: content) under dir.
 func writeTree(t *testing.T, dir string, files map[string]string) {
@@ -84,7 +85,7 @@ func TestNamesReleaseBehindDoubleExport(t *testing.T) {
 	if lines, _ := rsJSON["lines"].([]any); len(lines) != 1 || lines[0] != fastapiLine {
 		t.Errorf("JSON release_scan: %v", rsJSON)
 	}
-	if x := junitOf(t, r.rep); !strings.Contains(x, "releases known to export twice") || !strings.Contains(x, fastapiLine) {
+	if x := html.UnescapeString(junitOf(t, r.rep)); !strings.Contains(x, "releases known to export twice") || !strings.Contains(x, fastapiLine) {
 		t.Errorf("JUnit report does not carry the release:\n%s", x)
 	}
 
@@ -188,7 +189,7 @@ func TestHazardsDB(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := mustRun(t, "twice", func(o *Options) { o.Scan.Hazards = scan.NewDB(extra...) })
-	want := "otelwrap 2.1.0 is installed in env (known to add a span exporter of its own): pin otelwrap<2.0"
+	want := "otelwrap 2.1.0 is installed in env (known to add a span exporter of its own): install a release that satisfies otelwrap<2.0 (pip install 'otelwrap<2.0') and restart what runs from this environment"
 	if lines := releaseScanOf(t, r).Lines; !slices.Equal(lines, []string{want}) {
 		t.Errorf("lines %q, want %q", lines, want)
 	}
