@@ -43,9 +43,9 @@ func (s *state) statusSnapshot(now time.Time) statuspage.Status {
 	out.Nested = s.nested.statusRows()
 	nowNs := now.UnixNano()
 	out.Windows = []statuspage.WindowStatus{
-		s.traces.status(nowNs, s.cfg.Traces.Window),
-		s.logs.status(nowNs, s.cfg.Logs.Window),
-		s.metrics.status(nowNs, s.cfg.Metrics.MaxStale),
+		s.traces.status(nowNs),
+		s.logs.status(nowNs),
+		s.metrics.status(nowNs),
 	}
 	out.Memory = memoryStatus(s.cfg.MemorySoftLimitMiB)
 	if js, ok := journalStatus("traces", s.traces.journal.Load()); ok {

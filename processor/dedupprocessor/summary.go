@@ -65,6 +65,7 @@ func (s summary) fields(every time.Duration, d signalSums, now int64) []zap.Fiel
 		zap.Duration("span_window_effective", ts.effective.Round(time.Second)),
 		zap.Uint64("span_entries_evicted", ts.stats.Evicted),
 		zap.Int("log_entries", ls.entries),
+		zap.Duration("log_window_effective", ls.effective.Round(time.Second)),
 		zap.Uint64("log_entries_evicted", ls.stats.Evicted),
 		zap.Int64("metric_points_received", d.metrics.received),
 	}
