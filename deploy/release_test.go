@@ -5,8 +5,11 @@ import (
 	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func gitOutput(t *testing.T, dir string, args ...string) string {
@@ -109,6 +113,11 @@ func TestReleaseArchive(t *testing.T) {
 	if w := fmt.Sprintf("doubletake v0.0.0-test (commit %s%s, collector v0.161.0)\n", commit, local); string(got) != w {
 		t.Errorf("version says %q, want %q", got, w)
 	}
+	// Its gateway's status page names the same version and commit.
+	h := statusHeader(t, bin)
+	if h.Version != "v0.0.0-test" || h.Commit != gitOutput(t, root, "rev-parse", "HEAD") || h.Modified != (local != "") {
+		t.Errorf("status.json header %+v, want version v0.0.0-test, commit %s, modified %v", h, commit, local != "")
+	}
 
 	// A version that is not semantic is refused before anything is built.
 	bad := exec.Command(filepath.Join(root, "scripts", "release.sh"), "1.0", out)
@@ -168,5 +177,65 @@ func TestVersionNamesTheCommit(t *testing.T) {
 	f.Close()
 	if got := build(); !line(" with local changes").MatchString(got) {
 		t.Errorf("checkout with a local change: %q, want it to match %s", got, line(" with local changes"))
+	}
+}
+
+// pageHeader is the build /status.json names.
+type pageHeader struct {
+	Version  string `json:"version"`
+	Commit   string `json:"commit"`
+	Modified bool   `json:"modified"`
+}
+
+// statusHeader runs bin's gateway (the embedded default, every address a
+// free loopback port) until its /status.json answers, and returns the
+// page's header.
+func statusHeader(t *testing.T, bin string) pageHeader {
+	t.Helper()
+	free := func() string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		return l.Addr().String()
+	}
+	status := free()
+	cmd := exec.Command(bin, "run", "--grpc-endpoint", free(), "--http-endpoint", free(), "--metrics-endpoint", free(),
+		"--telemetry-endpoint", free(), "--health-endpoint", free(), "--status-endpoint", status, "--data-dir", t.TempDir())
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	}()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		select {
+		case err := <-exited:
+			exited <- err
+			t.Fatalf("the gateway exited before its status page answered: %v\n%s", err, stderr.String())
+		default:
+		}
+		if resp, err := http.Get("http://" + status + "/status.json"); err == nil {
+			var s struct {
+				Header pageHeader `json:"header"`
+			}
+			err := json.NewDecoder(resp.Body).Decode(&s)
+			resp.Body.Close()
+			if err != nil {
+				t.Fatalf("status.json: %v", err)
+			}
+			return s.Header
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no status page on %s after 2 minutes:\n%s", status, stderr.String())
+		}
+		time.Sleep(100 * time.Millisecond) // a poll interval, not a synchronization
 	}
 }
