@@ -44,7 +44,8 @@ func TestReleaseArchive(t *testing.T) {
 		t.Fatal(err)
 	}
 	// What the script sees: its checks come first.
-	commit := gitOutput(t, root, "rev-parse", "HEAD")[:12]
+	head := gitOutput(t, root, "rev-parse", "HEAD")
+	commit := head[:12]
 	local := ""
 	if gitOutput(t, root, "status", "--porcelain", "--untracked-files=no") != "" {
 		local = " with local changes"
@@ -115,8 +116,8 @@ func TestReleaseArchive(t *testing.T) {
 	}
 	// Its gateway's status page names the same version and commit.
 	h := statusHeader(t, bin)
-	if h.Version != "v0.0.0-test" || h.Commit != gitOutput(t, root, "rev-parse", "HEAD") || h.Modified != (local != "") {
-		t.Errorf("status.json header %+v, want version v0.0.0-test, commit %s, modified %v", h, commit, local != "")
+	if h.Version != "v0.0.0-test" || h.Commit != head || h.Modified != (local != "") {
+		t.Errorf("status.json header %+v, want version v0.0.0-test, commit %s, modified %v", h, head, local != "")
 	}
 
 	// A version that is not semantic is refused before anything is built.
