@@ -86,7 +86,8 @@ func (w *signalWindow) snapshot(now int64) windowSnapshot {
 	if oldest, ok := w.set.Oldest(); ok && now > oldest {
 		s.oldestAge = time.Duration(now - oldest)
 	}
-	s.effective, s.short = reach(now, w.configured, w.set.LastEvicted)
+	at, evicted := w.set.LastEvicted()
+	s.effective, s.short = reach(now, w.configured, at, evicted)
 	return s
 }
 
@@ -97,12 +98,12 @@ func (w *signalWindow) snapshot(now int64) windowSnapshot {
 // has evicted nothing reaches back as far as configured however young it
 // is (its oldest entry's age is how long it has been filling, not a limit
 // on what it compares).
-func reach(now int64, configured time.Duration, lastEvicted func() (int64, bool)) (effective time.Duration, short bool) {
-	at, ok := lastEvicted()
-	if !ok || now-at >= int64(configured) {
+// lastEvicted (when evicted) is no earlier than that entry's arrival.
+func reach(now int64, configured time.Duration, lastEvicted int64, evicted bool) (effective time.Duration, short bool) {
+	if !evicted || now-lastEvicted >= int64(configured) {
 		return configured, false
 	}
-	return time.Duration(max(now-at, 0)), true
+	return time.Duration(max(now-lastEvicted, 0)), true
 }
 
 // status is the window as the status page shows it.
