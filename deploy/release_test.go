@@ -209,18 +209,18 @@ func statusHeader(t *testing.T, bin string) pageHeader {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	var waitErr error
+	exited := make(chan struct{})
+	go func() { waitErr = cmd.Wait(); close(exited) }()
 	defer func() {
 		_ = cmd.Process.Kill()
 		<-exited
 	}()
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline := time.Now().Add(5 * time.Minute) // a bound on a start, never reached unless it hangs
 	for {
 		select {
-		case err := <-exited:
-			exited <- err
-			t.Fatalf("the gateway exited before its status page answered: %v\n%s", err, stderr.String())
+		case <-exited:
+			t.Fatalf("the gateway exited before its status page answered: %v\n%s", waitErr, stderr.String())
 		default:
 		}
 		if resp, err := http.Get("http://" + status + "/status.json"); err == nil {
@@ -235,7 +235,9 @@ func statusHeader(t *testing.T, bin string) pageHeader {
 			return s.Header
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no status page on %s after 2 minutes:\n%s", status, stderr.String())
+			_ = cmd.Process.Kill()
+			<-exited // its stderr is whole once it has exited
+			t.Fatalf("no status page on %s after 5 minutes:\n%s", status, stderr.String())
 		}
 		time.Sleep(100 * time.Millisecond) // a poll interval, not a synchronization
 	}

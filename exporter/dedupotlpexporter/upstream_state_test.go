@@ -13,7 +13,9 @@ import (
 )
 
 // acceptingUpstream is a real OTLP/gRPC trace server that takes everything.
-type acceptingUpstream struct{ ptraceotlp.UnimplementedGRPCServer }
+type acceptingUpstream struct {
+	ptraceotlp.UnimplementedGRPCServer
+}
 
 func (*acceptingUpstream) Export(context.Context, ptraceotlp.ExportRequest) (ptraceotlp.ExportResponse, error) {
 	return ptraceotlp.NewExportResponse(), nil
