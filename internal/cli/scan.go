@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -41,7 +42,7 @@ files) is listed in a separate "not judged" section.
 
 Exit status: 0 nothing found, 1 findings, 2 bad flags or paths,
 4 a file could not be read or parsed and nothing was found,
-6 (with --fail-not-judged) nothing found but something was not judged.`,
+` + strconv.Itoa(ExitNotJudged) + ` (with --fail-not-judged) nothing found but something was not judged.`,
 		Args:          cobra.ArbitraryArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -106,7 +107,7 @@ Exit status: 0 nothing found, 1 findings, 2 bad flags or paths,
 	cmd.Flags().IntVar(&opts.MaxLineBytes, "max-line-bytes", scan.DefaultMaxLineBytes, "skip (and report) requirements lines longer than this")
 	cmd.Flags().IntVar(&opts.MaxPerFile, "max-per-file", scan.DefaultMaxPerFile, "list at most this many findings, problems and not-judged entries per file (the rest are counted)")
 	cmd.Flags().IntVar(&opts.MaxIncludeDepth, "max-include-depth", scan.DefaultMaxIncludeDepth, "follow -r / -c includes at most this deep")
-	cmd.Flags().BoolVar(&failNotJudged, "fail-not-judged", false, "exit 5 when nothing is found but something could not be judged")
+	cmd.Flags().BoolVar(&failNotJudged, "fail-not-judged", false, fmt.Sprintf("exit %d when nothing is found but something could not be judged", ExitNotJudged))
 	return cmd
 }
 

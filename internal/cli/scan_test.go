@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -177,6 +178,11 @@ func TestScanCommandNotJudged(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(out), &res); err != nil || code != ExitNotJudged || len(res.NotJudged) != 3 {
 		t.Errorf("json: exit %d, %v, %+v", code, err, res)
+	}
+	// The help names the code the flag exits with.
+	if _, out, _ := runScan(t, "--help"); !strings.Contains(out, fmt.Sprintf("exit %d when nothing is found but something could not be judged", ExitNotJudged)) ||
+		!strings.Contains(out, fmt.Sprintf("%d (with --fail-not-judged) nothing found", ExitNotJudged)) {
+		t.Errorf("scan --help does not name exit %d for --fail-not-judged:\n%s", ExitNotJudged, out)
 	}
 	// Findings still take precedence.
 	writeFile(t, filepath.Join(dir, "requirements-dev.txt"), "fastapi==0.142.1\n")
