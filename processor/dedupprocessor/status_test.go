@@ -206,6 +206,65 @@ func TestStatusPageStreams(t *testing.T) {
 	}
 }
 
+// TestStatusPageMetricsRow: the metric signal's row of the state table
+// says what bounds it: streams idle for max_stale are forgotten, and at
+// max_streams new streams pass unjudged. It names no oldest entry, which
+// streams do not have (the span window's row does).
+func TestStatusPageMetricsRow(t *testing.T) {
+	cfg := createDefaultConfig()
+	statusOn(cfg)
+	cfg.Metrics.MaxStreams = 1
+	p, err := NewFactory().CreateMetrics(context.Background(), processortest.NewNopSettings(Type), cfg, new(consumertest.MetricsSink))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(context.Background(), componenttest.NewNopHost()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := p.Shutdown(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}()
+	st := p.(*metricsProcessor).st
+	row := func() (statuspage.WindowStatus, string) {
+		t.Helper()
+		_, _, body := getStatus(t, st.status.Handler(), "/status.json")
+		var s statuspage.Status
+		if err := json.Unmarshal([]byte(body), &s); err != nil {
+			t.Fatal(err)
+		}
+		if len(s.Windows) != 3 || s.Windows[2].Signal != "metrics" || s.Windows[0].Signal != "traces" {
+			t.Fatalf("windows %+v, want traces, logs, metrics", s.Windows)
+		}
+		if strings.Count(body, `"oldest_entry_age_seconds"`) != 2 || strings.Count(body, `"entries_are_streams"`) != 1 ||
+			s.Windows[0].Streams || s.Windows[0].OldestAge == nil || s.Windows[1].Streams || s.Windows[1].OldestAge == nil {
+			t.Errorf("want an oldest entry's age for the traces and logs windows only, and the metrics window alone of streams:\n%s", body)
+		}
+		_, _, page := getStatus(t, st.status.Handler(), "/")
+		i := strings.Index(page, "<td>metrics</td>")
+		if i < 0 {
+			t.Fatalf("no metrics row in the state table:\n%.4000s", page)
+		}
+		return s.Windows[2], page[i : i+strings.Index(page[i:], "</tr>")]
+	}
+	const stale = "(max_stale: a stream idle this long is forgotten"
+	w, html := row()
+	if !w.Streams || !w.NotFull || w.OldestAge != nil || w.Effective != cfg.Metrics.MaxStale.Seconds() ||
+		!strings.Contains(html, stale+")") || strings.Contains(html, "oldest") {
+		t.Errorf("no stream held: %+v\n%s", w, html)
+	}
+	now := uint64(time.Now().UnixNano())
+	if err := p.ConsumeMetrics(context.Background(), sumPoint(now-uint64(time.Minute), now, 1)); err != nil {
+		t.Fatal(err)
+	}
+	w, html = row()
+	if !w.Streams || w.NotFull || w.Entries != 1 || w.Limit != 1 ||
+		!strings.Contains(html, stale+`; <span class="warn">at max_streams: new streams pass unjudged</span>)`) || strings.Contains(html, "oldest") {
+		t.Errorf("max_streams streams held: %+v\n%s", w, html)
+	}
+}
+
 // TestStreamAttrsBounded: a stream's attributes as the page keeps them are
 // bounded in number and bytes whatever the point carries, sorted by key,
 // and keep nothing of the request's strings.

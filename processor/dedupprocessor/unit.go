@@ -112,9 +112,15 @@ func (w *signalWindow) status(now int64) statuspage.WindowStatus {
 	ws := statuspage.WindowStatus{
 		Signal: w.signal, Entries: snap.entries, Limit: snap.limit,
 		Effective: snap.effective.Seconds(), Configured: w.configured.Seconds(), Short: snap.short,
-		NotFull:   snap.stats.Evicted+snap.stats.Shrunk == 0,
-		OldestAge: snap.oldestAge.Seconds(),
-		Evicted:   snap.stats.Evicted, Shrunk: snap.stats.Shrunk, Expired: snap.stats.Expired,
+		Evicted: snap.stats.Evicted, Shrunk: snap.stats.Shrunk, Expired: snap.stats.Expired,
+	}
+	if _, streams := w.set.(trackerSet); streams {
+		// Streams are kept until idle for max_stale, never evicted: the
+		// bound limits once max_streams are held (new ones pass unjudged).
+		ws.Streams, ws.NotFull = true, snap.entries < snap.limit
+	} else {
+		age := snap.oldestAge.Seconds()
+		ws.NotFull, ws.OldestAge = snap.stats.Evicted+snap.stats.Shrunk == 0, &age
 	}
 	if snap.limit > 0 {
 		ws.Fill = float64(snap.entries) / float64(snap.limit)

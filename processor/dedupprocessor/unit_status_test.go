@@ -40,14 +40,14 @@ func TestWindowStatusYoungIsNotShort(t *testing.T) {
 	if ws.Effective != configured.Seconds() || ws.Short || !ws.NotFull {
 		t.Fatalf("young window: %+v, want effective %v, not short, not full", ws, configured.Seconds())
 	}
-	if ws.OldestAge != 12 {
-		t.Fatalf("oldest entry age %v, want 12", ws.OldestAge)
+	if ws.OldestAge == nil || *ws.OldestAge != 12 || ws.Streams {
+		t.Fatalf("oldest entry age %v, streams %v; want 12, false", ws.OldestAge, ws.Streams)
 	}
 
 	full := newSignalWindow("traces", &fakeSet{n: 10, limit: 10, oldest: now - int64(41*time.Second),
 		lastEvicted: now - int64(40*time.Second), stats: window.Stats{Evicted: 3}}, configured)
 	ws = full.status(now)
-	if ws.Effective != 40 || !ws.Short || ws.NotFull || ws.OldestAge != 41 {
+	if ws.Effective != 40 || !ws.Short || ws.NotFull || ws.OldestAge == nil || *ws.OldestAge != 41 {
 		t.Fatalf("evicting window: %+v, want effective 40, short, oldest entry 41 s", ws)
 	}
 

@@ -41,8 +41,9 @@ func New(cfg Config, set component.TelemetrySettings, snap Snapshot) (*Server, e
 		return nil, nil
 	}
 	tmpl, err := template.New("status").Funcs(template.FuncMap{
-		"pct":  func(f float64) string { return strconv.FormatFloat(100*f, 'f', 1, 64) + "%" },
-		"secs": func(f float64) string { return (time.Duration(f * float64(time.Second))).Round(time.Second).String() },
+		"pct":   func(f float64) string { return strconv.FormatFloat(100*f, 'f', 1, 64) + "%" },
+		"secs":  func(f float64) string { return (time.Duration(f * float64(time.Second))).Round(time.Second).String() },
+		"deref": func(f *float64) float64 { return *f },
 		"when": func(t time.Time) string {
 			if t.IsZero() {
 				return ""

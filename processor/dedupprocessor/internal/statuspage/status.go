@@ -124,13 +124,21 @@ type WindowStatus struct {
 	Effective  float64 `json:"effective_window_seconds"`
 	Configured float64 `json:"configured_window_seconds"` // metrics: max_stale
 	Short      bool    `json:"shorter_than_configured"`
-	// NotFull: nothing evicted yet, so the window is not limiting.
+	// NotFull: the bound is not limiting: nothing evicted yet; for the
+	// metric signal, fewer streams than metrics.max_streams (Limit).
 	NotFull bool `json:"not_full"`
-	// OldestAge is the age of the oldest entry held.
-	OldestAge float64 `json:"oldest_entry_age_seconds"`
-	Evicted   uint64  `json:"evicted_capacity"`
-	Shrunk    uint64  `json:"evicted_shrink"`
-	Expired   uint64  `json:"expired"`
+	// Streams: the metric signal, whose entries are streams. It keeps a
+	// stream until the stream has been idle for metrics.max_stale
+	// (Effective, Configured) and never evicts one: past max_streams new
+	// streams pass unjudged.
+	Streams bool `json:"entries_are_streams,omitempty"`
+	// OldestAge is the age of the oldest entry held (0 when empty); absent
+	// for the metric signal, which holds streams by when they were last
+	// written to, not by arrival.
+	OldestAge *float64 `json:"oldest_entry_age_seconds,omitempty"`
+	Evicted   uint64   `json:"evicted_capacity"`
+	Shrunk    uint64   `json:"evicted_shrink"`
+	Expired   uint64   `json:"expired"`
 }
 
 // MemoryStatus is the process against memory_soft_limit_mib.
