@@ -2,7 +2,6 @@ package serieslimitprometheusexporter
 
 import (
 	"context"
-	"errors"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/doubletake/doubletake/exporter/serieslimitprometheusexporter/internal/metadata"
 	"github.com/doubletake/doubletake/internal/streams"
 )
 
@@ -28,7 +28,7 @@ func (l *limited) Capabilities() consumer.Capabilities {
 
 func (l *limited) ConsumeMetrics(ctx context.Context, md pmetric.Metrics) error {
 	if refused := l.lim.filter(md, time.Now()); refused > 0 {
-		l.lim.refused.Add(ctx, int64(refused), l.lim.attrs)
+		l.lim.tel.ExporterPrometheusRefusedPoints.Add(ctx, int64(refused), l.lim.attrs)
 	}
 	if md.DataPointCount() == 0 {
 		return nil
@@ -39,9 +39,7 @@ func (l *limited) ConsumeMetrics(ctx context.Context, md pmetric.Metrics) error 
 
 func (l *limited) Shutdown(ctx context.Context) error {
 	err := l.Metrics.Shutdown(ctx)
-	if l.lim.reg != nil {
-		err = errors.Join(err, l.lim.reg.Unregister())
-	}
+	l.lim.tel.Shutdown()
 	return err
 }
 
@@ -55,9 +53,10 @@ type limiter struct {
 	seen      map[streams.ID]int64 // last point, unix ns
 	lastSweep int64
 
-	refused metric.Int64Counter
-	reg     metric.Registration
-	attrs   metric.MeasurementOption
+	// tel is the telemetry metadata.yaml declares: the points refused
+	// and the series held, each with this exporter's ID (attrs).
+	tel   *metadata.TelemetryBuilder
+	attrs metric.MeasurementOption
 }
 
 func newLimiter(set exporter.Settings, c *Config) (*limiter, error) {
@@ -70,28 +69,22 @@ func newLimiter(set exporter.Settings, c *Config) (*limiter, error) {
 	if c.MetricExpiration > 0 {
 		l.horizon = 2*c.MetricExpiration + time.Second
 	}
-	m := set.MeterProvider.Meter("github.com/doubletake/doubletake/exporter/serieslimitprometheusexporter")
-	var err error
-	l.refused, err = m.Int64Counter("otelcol_exporter_prometheus_refused_points",
-		metric.WithDescription("Points of new series refused because the prometheus exporter already served max_series series."),
-		metric.WithUnit("{point}"))
+	tel, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
 	if err != nil {
 		return nil, err
 	}
-	held, err := m.Int64ObservableGauge("otelcol_exporter_prometheus_series",
-		metric.WithDescription("Series the prometheus exporter may be holding now, at most max_series."),
-		metric.WithUnit("{series}"))
-	if err != nil {
-		return nil, err
-	}
-	l.reg, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+	l.tel = tel
+	if err := tel.RegisterExporterPrometheusSeriesCallback(func(_ context.Context, o metric.Int64Observer) error {
 		l.mu.Lock()
 		n := len(l.seen)
 		l.mu.Unlock()
-		o.ObserveInt64(held, int64(n), l.attrs)
+		o.Observe(int64(n), l.attrs)
 		return nil
-	}, held)
-	return l, err
+	}); err != nil {
+		tel.Shutdown()
+		return nil, err
+	}
+	return l, nil
 }
 
 // filter removes the points of series past the bound from md and returns

@@ -13,7 +13,11 @@ import (
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
+
+	"github.com/doubletake/doubletake/exporter/serieslimitprometheusexporter/internal/metadatatest"
 )
 
 // gauges is one gauge point for each of the series ids, labelled id=N.
@@ -94,13 +98,12 @@ func TestExporterServesAtMostMaxSeries(t *testing.T) {
 			t.Fatalf("served a series past the bound: %s", l)
 		}
 	}
-	m, err := tel.GetMetric("otelcol_exporter_prometheus_refused_points")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := m.Data.(metricdata.Sum[int64]).DataPoints[0].Value; got != 3 {
-		t.Fatalf("refused_points = %d, want 3 (ids 4, 5, 6)", got)
-	}
+	// ids 4, 5 and 6 refused, 3 series held, by this exporter's ID.
+	attrs := attribute.NewSet(attribute.String("exporter", set.ID.String()))
+	metadatatest.AssertEqualExporterPrometheusRefusedPoints(t, tel,
+		[]metricdata.DataPoint[int64]{{Attributes: attrs, Value: 3}}, metricdatatest.IgnoreTimestamp())
+	metadatatest.AssertEqualExporterPrometheusSeries(t, tel,
+		[]metricdata.DataPoint[int64]{{Attributes: attrs, Value: 3}}, metricdatatest.IgnoreTimestamp())
 }
 
 // TestInvalidUTF8Served: a label value with invalid UTF-8 is served with
