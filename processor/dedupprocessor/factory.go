@@ -58,7 +58,7 @@ func (f *factory) stateFor(set processor.Settings, cfg *Config) (*state, error) 
 		return nil, err
 	}
 	if err := st.serveStatus(set.TelemetrySettings, set.BuildInfo.Version); err != nil {
-		_ = st.tel.shutdown()
+		st.tel.shutdown()
 		return nil, err
 	}
 	st.users = 1
@@ -87,7 +87,8 @@ func (f *factory) release(st *state) error {
 		f.link.remove(st)
 	}
 	st.stop()
-	return st.tel.shutdown()
+	st.tel.shutdown()
+	return nil
 }
 
 // lifecycle gives one processor its Start and Shutdown. The processors

@@ -4,7 +4,6 @@ import (
 	"context"
 	"strconv"
 
-	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
@@ -29,22 +28,15 @@ func storageStatus() []StorageStatus {
 	return out
 }
 
-// observeRecovered registers otelcol_processor_dedup_storage_recovered_items:
+// observeRecovered observes otelcol_processor_dedup_storage_recovered_items:
 // the items of the storage files found damaged at start, by store
 // (queue, journal, storage) and outcome (salvaged, lost), plus one
 // series of outcome "uncounted" (1 for each file whose loss could not be
 // counted) and the queue entries that could not be decoded when sent
 // (outcome undecodable, in entries). It is a counter over the process's
 // life: a restart that finds nothing damaged starts it again at 0.
-func observeRecovered(set component.TelemetrySettings) (metric.Registration, error) {
-	m := metadata.Meter(set)
-	c, err := m.Int64ObservableCounter("otelcol_processor_dedup_storage_recovered_items",
-		metric.WithDescription("Items of the storage files found damaged under the data dir at start: salvaged (delivered or replayed), lost, uncounted (files whose loss could not be counted), and queue entries that could not be decoded when sent (undecodable). [Alpha]"),
-		metric.WithUnit("{item}"))
-	if err != nil {
-		return nil, err
-	}
-	return m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+func observeRecovered(tb *metadata.TelemetryBuilder) error {
+	return tb.RegisterProcessorDedupStorageRecoveredItemsCallback(func(_ context.Context, o metric.Int64Observer) error {
 		type key struct{ store, outcome string }
 		sums := map[key]int64{}
 		for _, f := range recovered.Files() {
@@ -60,8 +52,8 @@ func observeRecovered(set component.TelemetrySettings) (metric.Registration, err
 			sums[key{"queue", "undecodable"}] = n
 		}
 		for k, v := range sums {
-			o.ObserveInt64(c, v, metric.WithAttributes(attribute.String("store", k.store), attribute.String("outcome", k.outcome)))
+			o.Observe(v, metric.WithAttributes(attribute.String("store", k.store), attribute.String("outcome", k.outcome)))
 		}
 		return nil
-	}, c)
+	})
 }

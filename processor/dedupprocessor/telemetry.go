@@ -32,9 +32,6 @@ type telemetry struct {
 	// The stored journals (persist.go) the journal gauges observe; nil
 	// while storage is closed, and then they observe nothing.
 	journals atomic.Pointer[journalLens]
-
-	// recovered observes what was found damaged in the data dir at start.
-	recovered metric.Registration
 }
 
 func newTelemetry(set component.TelemetrySettings) (*telemetry, error) {
@@ -67,10 +64,8 @@ func newTelemetry(set component.TelemetrySettings) (*telemetry, error) {
 			}
 			return nil
 		}),
+		observeRecovered(tb), // recovered.go
 	)
-	if err == nil {
-		t.recovered, err = observeRecovered(set)
-	}
 	if err != nil {
 		tb.Shutdown()
 		return nil, err
@@ -107,10 +102,4 @@ func (t *telemetry) observeJournals(spans, logs interface{ Len() int }, limit in
 }
 
 // shutdown unregisters the gauges' callbacks.
-func (t *telemetry) shutdown() error {
-	t.builder.Shutdown()
-	if t.recovered != nil {
-		return t.recovered.Unregister()
-	}
-	return nil
-}
+func (t *telemetry) shutdown() { t.builder.Shutdown() }

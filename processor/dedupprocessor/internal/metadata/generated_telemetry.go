@@ -25,28 +25,29 @@ func Tracer(settings component.TelemetrySettings) trace.Tracer {
 // TelemetryBuilder provides an interface for components to report telemetry
 // as defined in metadata and user config.
 type TelemetryBuilder struct {
-	meter                              metric.Meter
-	mu                                 sync.Mutex
-	registrations                      []metric.Registration
-	ProcessorDedupConflictItems        metric.Int64ObservableCounter
-	ProcessorDedupDuplicateItems       metric.Int64ObservableCounter
-	ProcessorDedupEffectiveWindow      metric.Float64ObservableGauge
-	ProcessorDedupEntries              metric.Int64ObservableGauge
-	ProcessorDedupEntriesLimit         metric.Int64ObservableGauge
-	ProcessorDedupEvictedEntries       metric.Int64Counter
-	ProcessorDedupInvalidIDItems       metric.Int64ObservableCounter
-	ProcessorDedupJournalSegments      metric.Int64ObservableGauge
-	ProcessorDedupJournalSegmentsLimit metric.Int64ObservableGauge
-	ProcessorDedupLostItems            metric.Int64Counter
-	ProcessorDedupMetricElections      metric.Int64ObservableCounter
-	ProcessorDedupMetricPoints         metric.Int64ObservableCounter
-	ProcessorDedupNestedSpans          metric.Int64Counter
-	ProcessorDedupReceivedItems        metric.Int64ObservableCounter
-	ProcessorDedupRolledBackEntries    metric.Int64Counter
-	ProcessorDedupStatusRefusedEvents  metric.Int64Counter
-	ProcessorDedupUnjudgedPoints       metric.Int64ObservableCounter
-	ProcessorDedupWriters              metric.Int64ObservableGauge
-	ProcessorDedupWritersRefused       metric.Int64ObservableCounter
+	meter                               metric.Meter
+	mu                                  sync.Mutex
+	registrations                       []metric.Registration
+	ProcessorDedupConflictItems         metric.Int64ObservableCounter
+	ProcessorDedupDuplicateItems        metric.Int64ObservableCounter
+	ProcessorDedupEffectiveWindow       metric.Float64ObservableGauge
+	ProcessorDedupEntries               metric.Int64ObservableGauge
+	ProcessorDedupEntriesLimit          metric.Int64ObservableGauge
+	ProcessorDedupEvictedEntries        metric.Int64Counter
+	ProcessorDedupInvalidIDItems        metric.Int64ObservableCounter
+	ProcessorDedupJournalSegments       metric.Int64ObservableGauge
+	ProcessorDedupJournalSegmentsLimit  metric.Int64ObservableGauge
+	ProcessorDedupLostItems             metric.Int64Counter
+	ProcessorDedupMetricElections       metric.Int64ObservableCounter
+	ProcessorDedupMetricPoints          metric.Int64ObservableCounter
+	ProcessorDedupNestedSpans           metric.Int64Counter
+	ProcessorDedupReceivedItems         metric.Int64ObservableCounter
+	ProcessorDedupRolledBackEntries     metric.Int64Counter
+	ProcessorDedupStatusRefusedEvents   metric.Int64Counter
+	ProcessorDedupStorageRecoveredItems metric.Int64ObservableCounter
+	ProcessorDedupUnjudgedPoints        metric.Int64ObservableCounter
+	ProcessorDedupWriters               metric.Int64ObservableGauge
+	ProcessorDedupWritersRefused        metric.Int64ObservableCounter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -216,6 +217,21 @@ func (builder *TelemetryBuilder) RegisterProcessorDedupReceivedItemsCallback(cb 
 		cb(ctx, &observerInt64{inst: builder.ProcessorDedupReceivedItems, obs: o})
 		return nil
 	}, builder.ProcessorDedupReceivedItems)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterProcessorDedupStorageRecoveredItemsCallback sets callback for observable ProcessorDedupStorageRecoveredItems metric.
+func (builder *TelemetryBuilder) RegisterProcessorDedupStorageRecoveredItemsCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ProcessorDedupStorageRecoveredItems, obs: o})
+		return nil
+	}, builder.ProcessorDedupStorageRecoveredItems)
 	if err != nil {
 		return err
 	}
@@ -402,6 +418,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_processor_dedup_status_refused_events",
 		metric.WithDescription("Events (a second writer's points, an election) of metric streams the status page did not remember because it held status.max_streams streams already. [Alpha]"),
 		metric.WithUnit("{event}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorDedupStorageRecoveredItems, err = builder.meter.Int64ObservableCounter(
+		"otelcol_processor_dedup_storage_recovered_items",
+		metric.WithDescription("Items of the storage files found damaged under the data dir at start: salvaged (delivered or replayed), lost, uncounted (files whose loss could not be counted), and queue entries that could not be decoded when sent (undecodable). [Alpha]"),
+		metric.WithUnit("{item}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ProcessorDedupUnjudgedPoints, err = builder.meter.Int64ObservableCounter(
