@@ -116,8 +116,13 @@ func TestStatusPageInChromium(t *testing.T) {
 	sendCollisionAttrs(t, d.http, "inventory", "jobs_done", map[string]string{"queue": "<b>jobs</b>"})
 	nested := exec.CommandContext(ctxTimeout(t, 2*time.Minute), nestedServer(t), nestedServerArgs(t, "double", "-service", "doubled")[1:]...)
 	nested.Env = append(os.Environ(), append(nestedProtocolEnv("http/protobuf"), "OTEL_EXPORTER_OTLP_ENDPOINT=http://"+d.http)...)
-	if out, err := nested.CombinedOutput(); err != nil {
+	out, err := nested.CombinedOutput()
+	if err != nil {
 		t.Fatalf("nestedserver: %v\n%s", err, out)
+	}
+	pairs, nestedRows := nestedPairs(t, string(out)), 1
+	if pairs == 0 {
+		nestedRows = 0
 	}
 	hostile := "<img src=x onerror=alert(1)><script>alert(2)</script>\x1b[2J\u202e" + strings.Repeat("x", 10<<10)
 	postSpanTwice(t, d.http, hostile)
@@ -128,7 +133,7 @@ func TestStatusPageInChromium(t *testing.T) {
 			t.Fatalf("status.json: %v", err)
 		}
 		return len(s.Services) == 4 && len(s.Streams) == 1 && s.Services[0].Copies == 40 &&
-			len(s.Nested) == 1 && s.Nested[0].Spans == nestedRequests
+			len(s.Nested) == nestedRows && (pairs == 0 || s.Nested[0].Spans == int64(pairs))
 	})
 	top := s.Services[0]
 	if top.Service != "payments" || top.Received != 80 || top.Share != 0.5 || !strings.Contains(top.Diagnosis, "process") {
@@ -147,7 +152,9 @@ func TestStatusPageInChromium(t *testing.T) {
 		t.Errorf("stream %+v", st)
 	}
 	scope := otelhttpScope.Name + " " + otelhttpScope.Version
-	if n := s.Nested[0]; n.Service != "doubled" || n.OuterScope != scope || n.InnerScope != scope ||
+	if pairs == 0 {
+		t.Logf("no nested row: no request of nestedserver nested within the rule's tolerance")
+	} else if n := s.Nested[0]; n.Service != "doubled" || n.OuterScope != scope || n.InnerScope != scope ||
 		n.Action != "counted" || n.Kind != "SERVER" || n.Name != "POST /rollouts/{id}" ||
 		!strings.Contains(n.Diagnosis, "the same instrumentation is applied twice") {
 		t.Errorf("nested duplicates %+v", n)
@@ -178,9 +185,11 @@ func TestStatusPageInChromium(t *testing.T) {
 		!strings.Contains(row, ">queue=&lt;b&gt;jobs&lt;/b&gt;<") || !strings.Contains(row, "service.instance.id") {
 		t.Errorf("first stream row: %s", row)
 	}
-	if row := firstRow(t, dom, "nested"); !strings.Contains(row, ">doubled<") || !strings.Contains(row, fmt.Sprintf("%d counted", nestedRequests)) ||
-		!strings.Contains(row, "SERVER POST /rollouts/{id}") || !strings.Contains(row, "wrapped twice") {
-		t.Errorf("first nested row: %s", row)
+	if pairs > 0 {
+		if row := firstRow(t, dom, "nested"); !strings.Contains(row, ">doubled<") || !strings.Contains(row, fmt.Sprintf("%d counted", pairs)) ||
+			!strings.Contains(row, "SERVER POST /rollouts/{id}") || !strings.Contains(row, "wrapped twice") {
+			t.Errorf("first nested row: %s", row)
+		}
 	}
 	if !strings.Contains(dom, "No exporter after dedup reports a sending queue") {
 		t.Errorf("the local gateway's page does not say it has no queue")

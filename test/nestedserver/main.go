@@ -3,7 +3,8 @@
 // server whose handler is wrapped twice with otelhttp.NewHandler from
 // opentelemetry-go-contrib (or once, the negative case), sends it real
 // requests from its own client, exports every span over OTLP, flushes and
-// exits, printing one JSON summary line on stdout.
+// exits, printing one JSON summary line on stdout: what was sent and
+// exported, and the trace, start and end of every SERVER span exported.
 //
 // The exporter takes its endpoint from the environment as any SDK user's
 // would: OTEL_EXPORTER_OTLP_ENDPOINT (and OTEL_EXPORTER_OTLP_TRACES_*).
@@ -104,6 +105,20 @@ type summary struct {
 	Spans     int64  `json:"spans"`   // spans the exporter had accepted
 	Exports   int64  `json:"exports"` // export calls that succeeded
 	Errors    int64  `json:"errors"`
+	// ServerSpans are the SERVER spans the exporter had accepted, with
+	// their timing as exported: whether a request's two server spans
+	// nest closely enough to count as one request recorded twice
+	// depends on how long the process waited for a CPU between its two
+	// wrappers, which only the spans tell.
+	ServerSpans []serverSpan `json:"server_spans"`
+}
+
+// serverSpan is one exported SERVER span: its trace and its start and end
+// in Unix nanoseconds.
+type serverSpan struct {
+	TraceID string `json:"trace_id"`
+	Start   int64  `json:"start"`
+	End     int64  `json:"end"`
 }
 
 var errorCount atomic.Int64
@@ -212,10 +227,13 @@ func parse(args []string) (config, error) {
 	return cfg, nil
 }
 
-// countingExporter counts what its exporter accepted.
+// countingExporter counts what its exporter accepted and keeps the timing
+// of the SERVER spans among it.
 type countingExporter struct {
 	sdktrace.SpanExporter
 	spans, exports atomic.Int64
+	mu             sync.Mutex
+	server         []serverSpan
 }
 
 func (c *countingExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
@@ -223,8 +241,22 @@ func (c *countingExporter) ExportSpans(ctx context.Context, spans []sdktrace.Rea
 	if err == nil {
 		c.spans.Add(int64(len(spans)))
 		c.exports.Add(1)
+		c.mu.Lock()
+		for _, sp := range spans {
+			if sp.SpanKind() == trace.SpanKindServer {
+				c.server = append(c.server, serverSpan{TraceID: sp.SpanContext().TraceID().String(),
+					Start: sp.StartTime().UnixNano(), End: sp.EndTime().UnixNano()})
+			}
+		}
+		c.mu.Unlock()
 	}
 	return err
+}
+
+func (c *countingExporter) serverSpans() []serverSpan {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]serverSpan{}, c.server...)
 }
 
 func newExporter(ctx context.Context, protocol string) (sdktrace.SpanExporter, error) {
@@ -258,7 +290,7 @@ func run(ctx context.Context, cfg config) (s summary, err error) {
 		sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		reportError("shutdown", tp.Shutdown(sctx))
-		s.Spans, s.Exports = exp.spans.Load(), exp.exports.Load()
+		s.Spans, s.Exports, s.ServerSpans = exp.spans.Load(), exp.exports.Load(), exp.serverSpans()
 	}()
 	flush := func(ctx context.Context) {
 		fctx, cancel := context.WithTimeout(ctx, 20*time.Second)
