@@ -26,11 +26,11 @@ import (
 // startDefaultEnv is startDefault with more environment for the gateway.
 func startDefaultEnv(t *testing.T, env []string, extra ...string) *defaultGateway {
 	t.Helper()
-	d := &defaultGateway{grpc: freePort(t), http: freePort(t), metrics: freePort(t), tel: freePort(t), health: freePort(t), dataDir: t.TempDir()}
+	d := &defaultGateway{grpc: freePort(t), http: freePort(t), metrics: freePort(t), tel: freePort(t), health: freePort(t), status: freePort(t), dataDir: t.TempDir()}
 	d.args = append([]string{
 		"--grpc-endpoint", d.grpc, "--http-endpoint", d.http, "--metrics-endpoint", d.metrics,
 		"--telemetry-endpoint", d.tel, "--health-endpoint", d.health, "--data-dir", d.dataDir,
-		"--summary-interval", "100ms",
+		"--summary-interval", "100ms", "--status-endpoint", d.status,
 	}, extra...)
 	d.env = env
 	d.g = startGateway(t, d.health, d.env, d.args...)
