@@ -56,6 +56,7 @@ type reader struct {
 	skew            float64
 	drop            map[int]bool
 	dips            bool
+	noMinMax        bool // histograms without min and max
 }
 
 // simPoint is one export.
@@ -71,6 +72,7 @@ func (rd reader) points(until float64, hist bool) []simPoint {
 	i := sort.SearchFloat64s(rd.src.times, rd.join)
 	var count uint64
 	var sum float64
+	lo, hi := math.Inf(1), math.Inf(-1)
 	buckets := make([]uint64, len(simBounds)+1)
 	for k := 0; ; k++ {
 		t := rd.first + float64(k)*rd.iv
@@ -81,6 +83,7 @@ func (rd reader) points(until float64, hist bool) []simPoint {
 			v := rd.src.vals[i]
 			count++
 			sum += v
+			lo, hi = min(lo, v), max(hi, v)
 			buckets[sort.SearchFloat64s(simBounds, v)]++
 			i++
 		}
@@ -98,6 +101,9 @@ func (rd reader) points(until float64, hist bool) []simPoint {
 			bc := pcommon.NewUInt64Slice()
 			bc.FromRaw(slices.Clone(buckets))
 			p.Buckets, p.HasBuckets, p.Layout = bc, true, 42
+			if count > 0 && !rd.noMinMax {
+				p.Min, p.Max, p.HasMinMax = lo, hi, true
+			}
 		}
 		p.Fingerprint = uint64(k)
 		out = append(out, simPoint{at: t, p: p})
@@ -364,4 +370,52 @@ func TestEvidenceString(t *testing.T) {
 		t.Errorf("got  %q\nwant %q", got, want)
 	}
 	_ = time.Second
+}
+
+// metronome makes one event every every seconds from from to to, values
+// drawn as poisson's.
+func metronome(r *rand.Rand, every, from, to float64) *source {
+	s := &source{}
+	for t := from + every; t < to; t += every {
+		s.times = append(s.times, t)
+		s.vals = append(s.vals, r.ExpFloat64()/10)
+	}
+	return s
+}
+
+// TestPairLockstepPeers: processes forked together that record the same
+// number of events on the same beat and export in the same phase (the
+// end-to-end TestDefaultSharedIdentity): their counters are the same at
+// every export, so only a histogram tells them apart. Logs how many are
+// decided by each writer's last point.
+func TestPairLockstepPeers(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		noMinMax bool
+		life     float64
+	}{
+		{"minmax/6s", false, 6}, {"no_minmax/6s", true, 6},
+		{"minmax/15s", false, 15}, {"no_minmax/15s", true, 15},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			decided := 0
+			var secsToPeer []float64
+			for run := range simRuns {
+				r := rand.New(rand.NewPCG(uint64(run), 13))
+				startL := 0.001 + 0.03*r.Float64()
+				e := reader{src: metronome(r, 0.1, 0, tc.life), join: 0, first: 0.5, iv: 0.5, noMinMax: tc.noMinMax}
+				l := reader{src: metronome(r, 0.1, startL, tc.life+startL), join: startL, first: startL + 0.5, iv: 0.5, noMinMax: tc.noMinMax}
+				o := judgePair(histogram, merge(e.points(tc.life, true), l.points(tc.life+startL, true)))
+				if o.class == ClassCopy {
+					t.Errorf("run %d: peers called a copy", run)
+				}
+				if o.everPeer {
+					decided++
+					secsToPeer = append(secsToPeer, o.seconds)
+				}
+			}
+			m, w := stats(secsToPeer)
+			t.Logf("decided %d/%d by the last points; seconds median %.1f worst %.1f", decided, simRuns, m, w)
+		})
+	}
 }

@@ -156,7 +156,7 @@ func (j *judge) restore(b []byte, t *Tracker) {
 			p.lo[k], p.hi[k], p.scale[k] = d.f(), d.f(), d.f()
 		}
 		flags := d.u()
-		p.bounded, p.shape, p.class, p.part = uint8(flags), Shape(flags>>8), Class(min(flags>>16&0xff, NumClasses-1)), uint8(min(flags>>24&0xff, MaxParts-1))
+		p.bounded, p.shape, p.class, p.part = uint8(flags), Shape(flags>>8), Class(min(flags>>16&0xff, NumClasses-1)), uint8(min(flags>>24&0xff, partMin))
 		p.pooled = flags>>32&1 != 0
 		p.layout = d.u()
 		tm := d.u()
