@@ -46,10 +46,10 @@ func (j *judge) appendSnapshot(b []byte) []byte {
 		e.u(jp.other)
 		e.u(jp.origin)
 		e.u(uint64(jp.seen))
-		e.u(jp.otime)
-		e.f(jp.ovalue)
-		e.f(jp.osum)
-		e.u(jp.ofp)
+		e.u(jp.own.time)
+		e.f(jp.own.value)
+		e.f(jp.own.sum)
+		e.u(jp.own.fp)
 		e.u(jp.wk.origin)
 		e.u(jp.wk.start)
 		p := &jp.Pair
@@ -137,7 +137,7 @@ func (j *judge) restore(b []byte, t *Tracker) {
 		binary.LittleEndian.PutUint64(jp.id[8:], d.u())
 		jp.ref, jp.other, jp.origin = d.u(), d.u(), d.u()
 		jp.seen = int64(d.u())
-		jp.otime, jp.ovalue, jp.osum, jp.ofp = d.u(), d.f(), d.f(), d.u()
+		jp.own.time, jp.own.value, jp.own.sum, jp.own.fp = d.u(), d.f(), d.f(), d.u()
 		jp.wk = writerKey{d.u(), d.u()}
 		p := &jp.Pair
 		p.start[0], p.start[1] = d.u(), d.u()

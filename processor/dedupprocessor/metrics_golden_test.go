@@ -449,6 +449,12 @@ func parsePoint(t *testing.T, line string, m pmetric.Metric, start, ts pcommon.T
 		if _, ok := kv["sum"]; ok {
 			dp.SetSum(num("sum"))
 		}
+		if _, ok := kv["min"]; ok {
+			dp.SetMin(num("min"))
+		}
+		if _, ok := kv["max"]; ok {
+			dp.SetMax(num("max"))
+		}
 		dp.ExplicitBounds().FromRaw(parseFloats(t, kv["bounds"]))
 		dp.BucketCounts().FromRaw(parseUints(t, kv["buckets"]))
 		putAttrs(t, dp.Attributes(), attrs)
@@ -618,6 +624,12 @@ func printMetricsText(md pmetric.Metrics) string {
 						v := []string{"count=" + strconv.FormatUint(dp.Count(), 10)}
 						if dp.HasSum() {
 							v = append(v, "sum="+fmtFloat(dp.Sum()))
+						}
+						if dp.HasMin() {
+							v = append(v, "min="+fmtFloat(dp.Min()))
+						}
+						if dp.HasMax() {
+							v = append(v, "max="+fmtFloat(dp.Max()))
 						}
 						if dp.ExplicitBounds().Len() > 0 {
 							v = append(v, "bounds="+joinFloats(dp.ExplicitBounds()))
