@@ -94,6 +94,7 @@ type Pair struct {
 	shape   Shape
 	class   Class
 	pooled  bool  // class set by SetClass, not by this pair's evidence
+	noMM    bool  // a writer's min or max moved back: not cumulative, not compared
 	part    uint8 // peer: the value whose bounds crossed
 	tests   uint32
 	moves   uint32
@@ -282,6 +283,14 @@ func (p *Pair) Add(shape Shape, pt Point) (moves int, ok bool) {
 	p.points++
 	cur := sample{time: pt.Time, mm: pt.HasMinMax, mn: pt.Min, mx: pt.Max}
 	cur.n = partsOf(shape, &pt, &cur.v)
+	if cur.mm && !p.noMM {
+		// A cumulative min never rises and a max never falls within one
+		// start; an SDK that reports them per interval would make a copy
+		// look like a peer, so such a pair's extremes are not compared.
+		if prev := p.newest(w); prev.mm && prev.time < cur.time && (cur.mx < prev.mx || cur.mn > prev.mn) {
+			p.noMM = true
+		}
+	}
 	if cur.n > 2 {
 		if p.layout == 0 {
 			p.layout = pt.Layout | 1
@@ -344,7 +353,7 @@ func (p *Pair) bound(x, y *sample) {
 	// A copy's measurements are some of the earlier writer's: what it had
 	// recorded by ty lies within the earlier writer's min and max at a
 	// later tx. Exact values, no tolerance: min and max are measurements.
-	if upper && x.mm && y.mm {
+	if upper && x.mm && y.mm && !p.noMM {
 		switch {
 		case y.mx > x.mx:
 			p.class, p.part, p.pooled = ClassPeer, partMax, false
