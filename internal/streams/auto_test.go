@@ -252,3 +252,35 @@ func TestSnapshotV2Fixture(t *testing.T) {
 		}
 	}
 }
+
+// TestAutoPooledByScope: the second writers met in one ScopeMetrics are one
+// writer, however far apart their instruments' starts (a loaded machine
+// spreads an SDK's per-instrument stamps past PoolWindow); without scopes
+// marked, starts 58 ms apart are two writers.
+func TestAutoPooledByScope(t *testing.T) {
+	for _, scoped := range []bool{true, false} {
+		tr := autoTracker(t, nil)
+		counter, hist := ID{1}, ID{2}
+		tr.ObserveFrom(counter, 7, monoSum, pt{start: 100, time: 120, value: 20}.point(), 1)
+		tr.ObserveFrom(hist, 7, histogram, Point{Start: secs(100), Time: secs(120), Value: 20, Sum: 40, HasSum: true}, 1)
+		if scoped {
+			tr.NewScope()
+		}
+		d := tr.ObserveFrom(counter, 7, monoSum, pt{start: 100.002, time: 115, value: 12}.point(), 1)
+		if d.String() != "drop overlap" || d.Class != ClassUndecided {
+			t.Fatalf("scoped %v: the counter's second writer: %v (%v), want an undecided drop", scoped, d, d.Class)
+		}
+		// Its histogram, 58 ms later, counted more by 115 s than the
+		// elected writer by 120 s: a peer.
+		if d := tr.ObserveFrom(hist, 7, histogram, Point{Start: secs(100.060), Time: secs(115), Value: 22, Sum: 44, HasSum: true}, 1); d.Verdict != Label {
+			t.Fatalf("scoped %v: the histogram's second writer: %v, want labelled", scoped, d)
+		}
+		want := ClassPeer
+		if !scoped {
+			want = ClassUndecided
+		}
+		if k := tr.judge.byKey[pairKey{counter, secs(100.002)}]; tr.judge.classOf(k) != want {
+			t.Errorf("scoped %v: the counter's writer is %v, want %v", scoped, tr.judge.classOf(k), want)
+		}
+	}
+}

@@ -20,9 +20,14 @@ type judge struct {
 	byStream map[ID]uint32      // first slot of the stream's pairs, plus one
 	writers  map[writerKey]pooled
 	cursor   uint32
-	lastPass int64           // the cutoff of the last pass over the writers
-	counts   [NumClasses]int // pooled writers by class
-	stats    JudgeStats
+	lastPass int64 // the cutoff of the last pass over the writers
+	// anchor is the pooled writer of the first second writer's point met
+	// in the current ScopeMetrics, while anchored; scoped: the caller
+	// marks ScopeMetrics (Tracker.NewScope), so anchoring applies.
+	anchor           writerKey
+	anchored, scoped bool
+	counts           [NumClasses]int // pooled writers by class
+	stats            JudgeStats
 
 	// Held points (held.go): the pairs that hold one, their bytes, and
 	// whether a class was decided since the last TakeReleased.
@@ -200,6 +205,12 @@ func (j *judge) other(s *stream, origin uint64, p Point, now int64, journal *Jou
 	switch {
 	case ok:
 		wk = j.pairs[i].wk
+	case origin != 0 && j.anchored && j.anchor.origin == origin:
+		// One export's points are one writer's: a new second writer met
+		// in the ScopeMetrics of another is that writer's other
+		// instrument (SDKs stamp a start per instrument, and under load
+		// further apart than PoolWindow).
+		wk = j.anchor
 	case origin != 0:
 		wk = j.resolve(origin, p.Start)
 	}
@@ -209,6 +220,9 @@ func (j *judge) other(s *stream, origin uint64, p Point, now int64, journal *Jou
 	// writer was told when it became one.
 	if wk.origin != 0 && (!ok || j.pairs[i].class != ClassPeer) {
 		w, pooledOK = j.pool(wk, p.Start, now)
+	}
+	if wk.origin != 0 && j.scoped && !j.anchored {
+		j.anchor, j.anchored = wk, true
 	}
 	if !ok {
 		if len(j.byKey) >= j.max {
@@ -319,6 +333,16 @@ func (j *judge) elected(s *stream, p Point) {
 			}
 			j.writers[wk] = w
 		}
+	}
+}
+
+// NewScope says that the next points come from a new ScopeMetrics: the
+// second writers met in one ScopeMetrics are pooled as one writer (see
+// judge.other). Walk's callers call it at Visit.NewScope; the processor at
+// each ScopeMetrics.
+func (t *Tracker) NewScope() {
+	if t.judge != nil {
+		t.judge.anchored, t.judge.scoped = false, true
 	}
 }
 

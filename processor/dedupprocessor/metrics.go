@@ -351,6 +351,7 @@ func (u *metricUnit) judge(md pmetric.Metrics, sc *metricScratch, drop bool, spl
 		if drop {
 			rm.ScopeMetrics().RemoveIf(func(sm pmetric.ScopeMetrics) bool {
 				j.sm = sm
+				u.tracker.NewScope()
 				j.hasher.Scope(sm.Scope())
 				j.origin = j.hasher.Origin()
 				sm.Metrics().RemoveIf(func(m pmetric.Metric) bool { return !j.keepMetric(m) })
@@ -362,6 +363,7 @@ func (u *metricUnit) judge(md pmetric.Metrics, sc *metricScratch, drop bool, spl
 		for k := 0; k < sms.Len(); k++ {
 			sm := sms.At(k)
 			j.sm = sm
+			u.tracker.NewScope()
 			j.hasher.Scope(sm.Scope())
 			j.origin = j.hasher.Origin()
 			ms := sm.Metrics()
