@@ -75,6 +75,21 @@ func (t *Tracker) Hold(id ID, writer uint64, md pmetric.Metrics, size int) bool 
 	return false
 }
 
+// Held returns the point held for the pair of stream id and writer and
+// its size, for the caller to overwrite with the writer's newer point (and
+// Hold again) rather than build a new one.
+func (t *Tracker) Held(id ID, writer uint64) (pmetric.Metrics, int, bool) {
+	j := t.judge
+	if !j.holding() {
+		return pmetric.Metrics{}, 0, false
+	}
+	i, ok := j.byKey[pairKey{id, writer}]
+	if !ok || !j.pairs[i].held.ok {
+		return pmetric.Metrics{}, 0, false
+	}
+	return j.pairs[i].held.md, j.pairs[i].held.size, true
+}
+
 // Rehold puts back a point that TakeReleased handed out and that could not
 // be delivered, unless the pair is gone or holds a point again; the next
 // TakeReleased hands it out again.

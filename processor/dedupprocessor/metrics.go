@@ -173,11 +173,23 @@ func (j *judging) label(attrs pcommon.Map, writer uint64) {
 }
 
 // hold keeps a copy of the point just dropped, when the tracker asked for
-// it (Decision.Hold): the metric being judged with the one point that add
-// copies into it, in its resource and scope, labelled as its writer's own
-// series, to be sent if the writer is found a peer (streams/held.go).
-func (j *judging) hold(add func(m pmetric.Metric) pcommon.Map) {
+// it (Decision.Hold): the metric being judged with the one point that
+// put copies into it, in its resource and scope, labelled as its writer's
+// own series, to be sent if the writer is found a peer (streams/held.go).
+// A point held for the pair already is overwritten in place: its
+// resource, scope and metric are the stream's; it is sized again only
+// when put says the point's lists differ in length from the one before.
+func (j *judging) hold(put func(m pmetric.Metric, reuse bool) (pcommon.Map, bool)) {
 	if !j.d.Hold || !j.mutate {
+		return
+	}
+	if md, size, ok := j.tracker.Held(j.id, j.d.Writer); ok {
+		// The attributes are the stream's, labelled already.
+		_, same := put(md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0), true)
+		if !same {
+			size = j.sizer.MetricsSize(md)
+		}
+		j.tracker.Hold(j.id, j.d.Writer, md, size)
 		return
 	}
 	md := pmetric.NewMetrics()
@@ -192,21 +204,88 @@ func (j *judging) hold(add func(m pmetric.Metric) pcommon.Map) {
 	m.SetDescription(j.m.Description())
 	m.SetUnit(j.m.Unit())
 	j.m.Metadata().CopyTo(m.Metadata())
-	j.label(add(m), j.d.Writer)
+	attrs, _ := put(m, false)
+	j.label(attrs, j.d.Writer)
 	j.tracker.Hold(j.id, j.d.Writer, md, j.sizer.MetricsSize(md))
+}
+
+// The overwrite functions copy a newer point of a held point's stream into
+// it, all but the attributes (the stream's, and labelled), and say whether
+// its encoded size is the same (the lists it holds are as long).
+
+func overwriteNumber(c, dp pmetric.NumberDataPoint) bool {
+	same := c.Exemplars().Len() == dp.Exemplars().Len() && c.ValueType() == dp.ValueType() && dp.Exemplars().Len() == 0
+	c.SetStartTimestamp(dp.StartTimestamp())
+	c.SetTimestamp(dp.Timestamp())
+	c.SetFlags(dp.Flags())
+	switch dp.ValueType() {
+	case pmetric.NumberDataPointValueTypeInt:
+		c.SetIntValue(dp.IntValue())
+	case pmetric.NumberDataPointValueTypeDouble:
+		c.SetDoubleValue(dp.DoubleValue())
+	}
+	dp.Exemplars().CopyTo(c.Exemplars())
+	return same
+}
+
+func overwriteHistogram(c, dp pmetric.HistogramDataPoint) bool {
+	same := c.BucketCounts().Len() == dp.BucketCounts().Len() && c.ExplicitBounds().Len() == dp.ExplicitBounds().Len() &&
+		c.HasSum() == dp.HasSum() && c.HasMin() == dp.HasMin() && c.HasMax() == dp.HasMax() &&
+		c.Exemplars().Len() == 0 && dp.Exemplars().Len() == 0
+	c.SetStartTimestamp(dp.StartTimestamp())
+	c.SetTimestamp(dp.Timestamp())
+	c.SetFlags(dp.Flags())
+	c.SetCount(dp.Count())
+	c.RemoveSum()
+	if dp.HasSum() {
+		c.SetSum(dp.Sum())
+	}
+	c.RemoveMin()
+	if dp.HasMin() {
+		c.SetMin(dp.Min())
+	}
+	c.RemoveMax()
+	if dp.HasMax() {
+		c.SetMax(dp.Max())
+	}
+	dp.BucketCounts().CopyTo(c.BucketCounts())
+	dp.ExplicitBounds().CopyTo(c.ExplicitBounds())
+	dp.Exemplars().CopyTo(c.Exemplars())
+	return same
+}
+
+func overwriteExponential(c, dp pmetric.ExponentialHistogramDataPoint) {
+	attrs := pcommon.NewMap()
+	c.Attributes().MoveTo(attrs)
+	dp.CopyTo(c)
+	attrs.MoveTo(c.Attributes())
+}
+
+func overwriteSummary(c, dp pmetric.SummaryDataPoint) bool {
+	same := c.QuantileValues().Len() == dp.QuantileValues().Len()
+	c.SetStartTimestamp(dp.StartTimestamp())
+	c.SetTimestamp(dp.Timestamp())
+	c.SetFlags(dp.Flags())
+	c.SetCount(dp.Count())
+	c.SetSum(dp.Sum())
+	dp.QuantileValues().CopyTo(c.QuantileValues())
+	return same
 }
 
 func (j *judging) numbers(dps pmetric.NumberDataPointSlice) bool {
 	if j.mutate {
 		dps.RemoveIf(func(dp pmetric.NumberDataPoint) bool {
 			if j.remove(dp.Attributes(), streams.NumberPoint(dp)) {
-				j.hold(func(m pmetric.Metric) pcommon.Map {
+				j.hold(func(m pmetric.Metric, reuse bool) (pcommon.Map, bool) {
+					if reuse {
+						return pcommon.Map{}, overwriteNumber(m.Sum().DataPoints().At(0), dp)
+					}
 					sum := m.SetEmptySum()
 					sum.SetAggregationTemporality(j.m.Sum().AggregationTemporality())
 					sum.SetIsMonotonic(j.m.Sum().IsMonotonic())
 					c := sum.DataPoints().AppendEmpty()
 					dp.CopyTo(c)
-					return c.Attributes()
+					return c.Attributes(), false
 				})
 				return true
 			}
@@ -230,12 +309,15 @@ func (j *judging) histograms(dps pmetric.HistogramDataPointSlice) bool {
 			if !j.remove(dp.Attributes(), streams.HistogramPoint(dp)) {
 				return false
 			}
-			j.hold(func(m pmetric.Metric) pcommon.Map {
+			j.hold(func(m pmetric.Metric, reuse bool) (pcommon.Map, bool) {
+				if reuse {
+					return pcommon.Map{}, overwriteHistogram(m.Histogram().DataPoints().At(0), dp)
+				}
 				h := m.SetEmptyHistogram()
 				h.SetAggregationTemporality(j.m.Histogram().AggregationTemporality())
 				c := h.DataPoints().AppendEmpty()
 				dp.CopyTo(c)
-				return c.Attributes()
+				return c.Attributes(), false
 			})
 			return true
 		})
@@ -254,12 +336,16 @@ func (j *judging) exponentialHistograms(dps pmetric.ExponentialHistogramDataPoin
 			if !j.remove(dp.Attributes(), streams.ExponentialHistogramPoint(dp)) {
 				return false
 			}
-			j.hold(func(m pmetric.Metric) pcommon.Map {
+			j.hold(func(m pmetric.Metric, reuse bool) (pcommon.Map, bool) {
+				if reuse {
+					overwriteExponential(m.ExponentialHistogram().DataPoints().At(0), dp)
+					return pcommon.Map{}, false // its buckets vary: sized again
+				}
 				h := m.SetEmptyExponentialHistogram()
 				h.SetAggregationTemporality(j.m.ExponentialHistogram().AggregationTemporality())
 				c := h.DataPoints().AppendEmpty()
 				dp.CopyTo(c)
-				return c.Attributes()
+				return c.Attributes(), false
 			})
 			return true
 		})
@@ -278,10 +364,13 @@ func (j *judging) summaries(dps pmetric.SummaryDataPointSlice) bool {
 			if !j.remove(dp.Attributes(), streams.SummaryPoint(dp)) {
 				return false
 			}
-			j.hold(func(m pmetric.Metric) pcommon.Map {
+			j.hold(func(m pmetric.Metric, reuse bool) (pcommon.Map, bool) {
+				if reuse {
+					return pcommon.Map{}, overwriteSummary(m.Summary().DataPoints().At(0), dp)
+				}
 				c := m.SetEmptySummary().DataPoints().AppendEmpty()
 				dp.CopyTo(c)
-				return c.Attributes()
+				return c.Attributes(), false
 			})
 			return true
 		})
