@@ -90,6 +90,15 @@ func (t *Tracker) Held(id ID, writer uint64) (pmetric.Metrics, int, bool) {
 	return j.pairs[i].held.md, j.pairs[i].held.size, true
 }
 
+// HeldExpired returns how many held points have expired so far (cheap: for
+// the caller to warn when it grows).
+func (t *Tracker) HeldExpired() uint64 {
+	if t.judge == nil {
+		return 0
+	}
+	return t.judge.stats.Held[HeldExpired]
+}
+
 // Rehold puts back a point that TakeReleased handed out and that could not
 // be delivered, unless the pair is gone or holds a point again; the next
 // TakeReleased hands it out again.

@@ -473,10 +473,11 @@ func (u *metricUnit) judge(md pmetric.Metrics, sc *metricScratch, drop bool, spl
 		})
 	}
 	u.tracker.Record(nil)
+	expired := u.tracker.HeldExpired()
 	u.mu.Unlock()
 	*j = judging{}
 
-	u.rec.record(sc.counts)
+	u.rec.record(sc.counts, expired)
 	// Nothing left: every point was a repeat or another writer's.
 	return !drop || rms.Len() > 0
 }

@@ -744,7 +744,7 @@ func logsText(logs *observer.ObservedLogs) string {
 		}
 		b.WriteString("warn " + strings.ReplaceAll(e.Message, " ", "_"))
 		fields := e.ContextMap()
-		for _, k := range []string{"service.name", "metric", "reason", "elected_start", "other_start", "points", "action", "class", "max_streams", "unjudged_points"} {
+		for _, k := range []string{"service.name", "metric", "reason", "elected_start", "other_start", "points", "action", "class", "max_streams", "unjudged_points", "held_points_expired"} {
 			v, ok := fields[k]
 			if !ok {
 				continue
