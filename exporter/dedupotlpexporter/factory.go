@@ -144,6 +144,8 @@ func (f *factory) prepare(set exporter.Settings, cfg component.Config) (*upstrea
 		splits:  q.HasValue() && q.Get().Batch.HasValue(),
 		grouped: q.HasValue() && c.GroupCommit.MaxItems > 0,
 		health:  f.tracker(set.ID, c.Exporter, set.Logger),
+		// The upstream's state is observed with the exporter's telemetry.
+		telemetry: set.TelemetrySettings,
 	}
 	if q.HasValue() {
 		up.sizer = q.Get().Sizer.String()

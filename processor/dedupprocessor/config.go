@@ -207,7 +207,7 @@ type TelemetryConfig struct {
 	// WarnInterval is the least time between two warnings for one service.
 	WarnInterval time.Duration `mapstructure:"warn_interval"`
 	// SummaryInterval, when positive, logs what was received and dropped
-	// every interval.
+	// every interval, or that nothing was.
 	SummaryInterval time.Duration `mapstructure:"summary_interval"`
 }
 

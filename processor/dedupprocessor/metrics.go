@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"sync"
-	"time"
 
 	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -32,8 +31,6 @@ type metricUnit struct {
 	rec     metricRecorder   // enters requests in svcs' ledgers and the stream book (metrics_telemetry.go)
 	auto    bool             // metrics.overlap auto
 
-	now func() int64 // the clock, in Unix nanoseconds; tests replace it
-
 	scratch sync.Pool // *metricScratch
 	bufs    sync.Pool // *[]byte, snapshots
 
@@ -46,12 +43,13 @@ type metricUnit struct {
 // signal shares: entries are streams, the capacity is metrics.max_streams.
 type trackerSet struct{ t *streams.Tracker }
 
-func (s trackerSet) Len() int              { return s.t.Len() }
-func (s trackerSet) Capacity() int         { return s.t.Limit() }
-func (s trackerSet) Oldest() (int64, bool) { return 0, false } // streams have no window to report
-func (s trackerSet) Stats() window.Stats   { return window.Stats{Expired: s.t.Stats().Expired} }
-func (s trackerSet) Expire(now int64)      { s.t.Expire(now) }
-func (s trackerSet) Shrink(int) int        { return 0 } // state is bounded by max_streams alone
+func (s trackerSet) Len() int                   { return s.t.Len() }
+func (s trackerSet) Capacity() int              { return s.t.Limit() }
+func (s trackerSet) Oldest() (int64, bool)      { return 0, false } // streams have no window to report
+func (s trackerSet) LastEvicted() (int64, bool) { return 0, false } // past max_streams new streams pass unjudged; none is evicted
+func (s trackerSet) Stats() window.Stats        { return window.Stats{Expired: s.t.Stats().Expired} }
+func (s trackerSet) Expire(now int64)           { s.t.Expire(now) }
+func (s trackerSet) Shrink(int) int             { return 0 } // state is bounded by max_streams alone
 
 func newMetricUnit(cfg *Config, seed window.Seed, svcs *services) (*metricUnit, error) {
 	tr, err := streams.NewTracker(cfg.Metrics.policy())
@@ -59,7 +57,7 @@ func newMetricUnit(cfg *Config, seed window.Seed, svcs *services) (*metricUnit, 
 		return nil, err
 	}
 	u := &metricUnit{
-		signalWindow: *newSignalWindow("metrics", trackerSet{tr}),
+		signalWindow: *newSignalWindow("metrics", trackerSet{tr}, cfg.Metrics.MaxStale),
 		tracker:      tr,
 		// Keyed per process like the other windows: no client can aim a
 		// collision of stream IDs.
@@ -68,7 +66,6 @@ func newMetricUnit(cfg *Config, seed window.Seed, svcs *services) (*metricUnit, 
 		rec:    metricRecorder{svcs: svcs, maxStreams: cfg.Metrics.MaxStreams},
 		auto:   cfg.Metrics.Overlap == OverlapAuto,
 	}
-	u.now = func() int64 { return time.Now().UnixNano() }
 	u.scratch.New = func() any { return &metricScratch{u: u} }
 	u.bufs.New = newSegmentBuf
 	return u, nil

@@ -338,7 +338,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ProcessorDedupEffectiveWindow, err = builder.meter.Float64ObservableGauge(
 		"otelcol_processor_dedup_effective_window",
-		metric.WithDescription("How far back the window reaches now; shorter than the configured window when the window is full. [Alpha]"),
+		metric.WithDescription("How far back the window reaches now, every item arrived since then held; the configured window (traces.window, logs.window; for metrics, max_stale) unless an item that arrived within it was evicted because the window was full or memory ran short, then back to just after that item. Not the age of the oldest entry, which is less while the window fills. [Alpha]"),
 		metric.WithUnit("s"),
 	)
 	errs = errors.Join(errs, err)

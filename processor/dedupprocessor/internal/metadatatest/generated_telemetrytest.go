@@ -56,7 +56,7 @@ func AssertEqualProcessorDedupDuplicateItems(t *testing.T, tt *componenttest.Tel
 func AssertEqualProcessorDedupEffectiveWindow(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[float64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_dedup_effective_window",
-		Description: "How far back the window reaches now; shorter than the configured window when the window is full. [Alpha]",
+		Description: "How far back the window reaches now, every item arrived since then held; the configured window (traces.window, logs.window; for metrics, max_stale) unless an item that arrived within it was evicted because the window was full or memory ran short, then back to just after that item. Not the age of the oldest entry, which is less while the window fills. [Alpha]",
 		Unit:        "s",
 		Data: metricdata.Gauge[float64]{
 			DataPoints: dps,
