@@ -621,20 +621,29 @@ func TestAuditJudgesStoredWriters(t *testing.T) {
 			if err := json.Unmarshal([]byte(stdout), &rep); err != nil || code != 1 {
 				t.Fatalf("audit: exit %d, %v\n%s\n%s", code, err, stdout, stderr)
 			}
-			judged := 0
+			// Every interleaved series is judged c.want or left undecided,
+			// never the other class; the counter, the histogram's _count
+			// and its _sum, whose values climb with every event, are
+			// decided. A bucket most measurements miss climbs in sparse
+			// steps, close to the other writer's: audit may leave it
+			// undecided (docs/audit.md, "What the stored samples cannot
+			// tell").
+			dense := 0
 			for _, a := range rep.Affected {
 				t.Logf("%s: %s, writers %s (%s)", a.Series, a.Class, a.Writers, a.Evidence)
 				if a.Class != "interleaved" {
 					continue
 				}
-				judged++
-				if a.Writers != c.want {
+				main := !strings.Contains(a.Series, "_bucket{")
+				if main {
+					dense++
+				}
+				if a.Writers != c.want && (main || a.Writers != "undecided") {
 					t.Errorf("%s: writers %s (%s), want %s", a.Series, a.Writers, a.Evidence, c.want)
 				}
 			}
-			// The counter, the histogram's _count and _sum at least.
-			if judged < 3 {
-				t.Errorf("%d interleaved series, want the counter's and the histogram's", judged)
+			if dense < 3 {
+				t.Errorf("%d interleaved series besides buckets, want the counter's and the histogram's _count and _sum", dense)
 			}
 		})
 	}
