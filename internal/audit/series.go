@@ -376,6 +376,33 @@ func Increase(samples []Sample, start, end int64) float64 {
 	return result * (interval / sampled)
 }
 
+// judgeStretch judges the samples at idx (of chains x and y) with a Pair:
+// start 1 is the earlier writer, the chain whose last sample there is
+// higher (a copy's values are below its original's), 2 the later.
+func judgeStretch(samples []Sample, d Deinterleaved, idx []int, x, y int32) streams.Pair {
+	var p streams.Pair
+	var lastX, lastY float64
+	for _, i := range idx {
+		if d.Assign[i] == x {
+			lastX = samples[i].V
+		} else {
+			lastY = samples[i].V
+		}
+	}
+	hi := x
+	if lastY > lastX {
+		hi = y
+	}
+	for _, i := range idx {
+		start := uint64(2)
+		if d.Assign[i] == hi {
+			start = 1
+		}
+		p.Add(counterShape, streams.Point{Start: start, Time: uint64(samples[i].T) * uint64(time.Millisecond), Value: samples[i].V})
+	}
+	return p
+}
+
 // stronger is the pair with the stronger verdict: a peer over a copy over
 // an undecided one; of two undecided, the one with more tests.
 func stronger(a, b streams.Pair) streams.Pair {
@@ -415,53 +442,29 @@ func JudgeChains(samples []Sample, d Deinterleaved) (streams.Class, string) {
 			continue
 		}
 		judged++
-		// Start 1 is the earlier writer (the higher chain), 2 the later.
-		hi, lo := int32(d.Dominant), int32(ci)
-		if d.Chains[ci].Last.V > d.Chains[d.Dominant].Last.V {
-			hi, lo = lo, hi
-		}
+		x, y := int32(d.Dominant), int32(ci)
 		// The evidence runs over stretches in which each chain is one
 		// writer for certain: an ambiguous sample may have swapped them,
-		// so each stretch between two is judged on its own. A peer needs
-		// two stretches that say so (one crossing right after a swap the
-		// ambiguity hid is a misassigned sample's, not a peer's), or one
-		// stretch and no ambiguity at all; a copy one stretch that says so
-		// and none that says peer.
-		var p, best streams.Pair
-		peers, stretches := 0, 0
+		// so each stretch between two is judged on its own, with the chain
+		// that ends higher in it as the earlier writer, and the series
+		// takes the strongest verdict of its stretches.
+		var best streams.Pair
+		var stretch []int // sample indexes
 		end := func() {
-			if p.Class() == streams.ClassPeer {
-				peers++
-			}
-			if p.Evidence().Points > 0 {
-				stretches++
-			}
-			best = stronger(best, p)
-			p = streams.Pair{}
+			best = stronger(best, judgeStretch(samples, d, stretch, x, y))
+			stretch = stretch[:0]
 		}
-		for i, s := range samples {
-			if d.Ambiguous[i] {
-				if d.Assign[i] == hi || d.Assign[i] == lo {
-					end()
-				}
-				continue
-			}
-			var start uint64
-			switch d.Assign[i] {
-			case hi:
-				start = 1
-			case lo:
-				start = 2
+		for i := range samples {
+			switch {
+			case d.Assign[i] != x && d.Assign[i] != y:
+			case d.Ambiguous[i]:
+				end()
 			default:
-				continue
+				stretch = append(stretch, i)
 			}
-			p.Add(counterShape, streams.Point{Start: start, Time: uint64(s.T) * uint64(time.Millisecond), Value: s.V})
 		}
 		end()
-		p = best
-		if p.Class() == streams.ClassPeer && peers < 2 && stretches > 1 {
-			p = streams.Pair{} // one stretch's crossing: not enough
-		}
+		p := best
 		e := p.Evidence()
 		e.Earlier, e.Later = 0, 0
 		switch p.Class() {
