@@ -399,9 +399,9 @@ func TestJudgeChains(t *testing.T) {
 // steps (a histogram bucket most measurements miss) comes close to the
 // other writer's, so that a sample's chain can be a guess. A copy is
 // never judged a peer, nor a peer a copy: samples another chain fits
-// almost as well are no evidence, evidence is not carried over them, and
-// a peer needs two stretches that cross (undecided otherwise). Logs how
-// many of each are decided.
+// almost as well are no evidence, and each stretch between them is judged
+// on its own, its higher chain the earlier writer (undecided otherwise).
+// Logs how many of each are decided.
 func TestJudgeChainsSparse(t *testing.T) {
 	for _, peer := range []bool{false, true} {
 		for _, p := range []float64{0.9, 0.5, 0.3, 0.15} {
