@@ -284,3 +284,46 @@ func TestAutoPooledByScope(t *testing.T) {
 		}
 	}
 }
+
+// TestSnapshotV3Fixture: testdata/snapshot_v3.bin was written by the
+// release before held points, min and max and pooling by ScopeMetrics
+// (format 3, overlap auto): a peer (stream 1, start 103 s), a copy (stream
+// 2, start 200 s) and an undecided writer (stream 3, start 305 s) against
+// elected writers started at 100, 150 and 300 s, all of origin 7. This
+// release restores their classes and judges their next points as the
+// release that wrote them would, the undecided writer's point held.
+func TestSnapshotV3Fixture(t *testing.T) {
+	b, err := os.ReadFile("testdata/snapshot_v3.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := newTracker(t, func(p *Policy) { p.Auto, p.MaxHeldBytes = true, 1000 })
+	if n, err := tr.Restore(b); err != nil || n != 3 {
+		t.Fatalf("Restore = %d, %v; want 3 streams", n, err)
+	}
+	for _, s := range []struct {
+		id    byte
+		start uint64
+		class Class
+	}{{1, 103e9, ClassPeer}, {2, 200e9, ClassCopy}, {3, 305e9, ClassUndecided}} {
+		if j, ok := tr.Judgement(ID{s.id}, s.start); !ok || j.Class != s.class {
+			t.Errorf("stream %d: judgement %+v (%v), want %v", s.id, j, ok, s.class)
+		}
+	}
+	for _, s := range []struct {
+		id          byte
+		start, time float64
+		value       float64
+		want        string
+		hold        bool
+	}{
+		{1, 103, 131, 70, "label overlap", false},
+		{2, 200, 250.5, 345, "drop overlap", false},
+		{3, 305, 312, 5, "drop overlap", true},
+	} {
+		d := tr.ObserveFrom(ID{s.id}, 7, monoSum, Point{Start: secs(s.start), Time: secs(s.time), Value: s.value, Fingerprint: uint64(s.value)}, 2)
+		if d.String() != s.want || d.Hold != s.hold {
+			t.Errorf("stream %d at %g s: %v hold %v, want %s hold %v", s.id, s.time, d, d.Hold, s.want, s.hold)
+		}
+	}
+}
