@@ -111,6 +111,22 @@ func AssertEqualProcessorDedupEvictedEntries(t *testing.T, tt *componenttest.Tel
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualProcessorDedupHeldPoints(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_processor_dedup_held_points",
+		Description: "Newest dropped points of undecided second writers of metric streams (metrics.overlap auto), one per stream and writer: released (sent, the writer was found a peer), expired (the writer was forgotten before it was decided: if it was a peer, its counts since its last passing point are lost) or refused (metrics.max_held_bytes held already). [Alpha]",
+		Unit:        "{point}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_processor_dedup_held_points")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualProcessorDedupInvalidIDItems(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_dedup_invalid_id_items",
