@@ -8,7 +8,7 @@
 #   bench/ab.sh -pair default -dups 0 -loads fixed -rate 40000
 #       # the embedded default (--upstream) against a stock durable collector
 #
-# Extra arguments go to `doubletake-load ab` (doubletake-load ab -h lists
+# Extra arguments go to the driver, bench/ab (go run ./bench/ab -h lists
 # them). PIN=1 (with taskset and at least 2 CPUs) pins the driver (load
 # generator + counting sink) to CPU $DRIVER_CPUS (default 0) and the gateway
 # to $GATEWAY_CPUS (default: every other CPU); by default nothing is pinned
@@ -24,7 +24,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 go build -o "$tmp/doubletake" ./cmd/doubletake
-go build -o "$tmp/doubletake-load" ./cmd/doubletake-load
+go build -o "$tmp/ab" ./bench/ab
 
 ncpu=$(nproc)
 pin=()
@@ -38,7 +38,7 @@ if [ "${PIN:-0}" = 1 ] && command -v taskset >/dev/null && [ "$ncpu" -ge 2 ]; th
 	echo "pinning: driver on CPU $driver_cpus, gateway on CPU $gateway_cpus" >&2
 fi
 
-"${pin[@]}" "$tmp/doubletake-load" ab \
+"${pin[@]}" "$tmp/ab" \
 	-bin "$tmp/doubletake" "${gateway[@]}" \
 	-out "$out_dir/ab-$stamp.md" -json "$out_dir/ab-$stamp.json" \
 	"$@"

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/doubletake/doubletake/internal/loadgen"
 )
 
 // The two variants of the A/B: the same pipeline, without and with dedup.
@@ -35,7 +37,7 @@ type abConfig struct {
 	dups         []float64 // duplicate shares
 	rate         float64   // the fixed rate; 0: half the median saturation throughput
 	order        string    // abab or abba
-	gen          genConfig
+	gen          loadgen.Config
 	pair         string // "dedup": the pipeline without and with dedup; "default": a stock durable collector and the embedded default
 	nested       bool   // -pair default: keep the default's nested-duplicate detection on
 	gatewayCPUs  string // taskset -c list for the gateway; empty: not pinned
@@ -93,7 +95,7 @@ func abMain(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs := flag.NewFlagSet("ab", flag.ContinueOnError)
 	fs.SetOutput(errOut)
 	var c abConfig
-	genFlags(fs, &c.gen, true)
+	loadgen.RegisterFlags(fs, &c.gen, true)
 	fs.StringVar(&c.bin, "bin", "", "the doubletake binary (empty: go build ./cmd/doubletake into the work directory)")
 	fs.IntVar(&c.rounds, "rounds", 5, "rounds; each runs the without and with variant once per scenario")
 	fs.DurationVar(&c.warmup, "warmup", 2*time.Second, "load before each measured window")
@@ -103,7 +105,7 @@ func abMain(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs.StringVar(&c.pair, "pair", "dedup", "dedup: one pipeline without and with dedup; default: a stock durable collector (otlp, memory_limiter, batch, otlp_grpc with a file_storage sending queue) as \"without\" against `doubletake run --upstream` with its embedded default as \"with\"")
 	fs.BoolVar(&c.nested, "default-nested", true, "-pair default: keep the embedded default's nested-duplicate detection (traces.nested.detect) on; false turns it off, to take its cost apart")
 	fs.StringVar(&c.order, "order", "abab", "abab: without first in every round; abba: the first variant alternates by round")
-	fs.StringVar(&c.gatewayCPUs, "gateway-cpus", "", "pin the gateway with taskset -c LIST (pin this driver yourself: taskset -c 0 doubletake-load ab ...)")
+	fs.StringVar(&c.gatewayCPUs, "gateway-cpus", "", "pin the gateway with taskset -c LIST (pin this driver yourself: taskset -c 0 ab ...)")
 	fs.IntVar(&c.maxSpans, "max-spans", 2_000_000, "dedup traces.max_spans")
 	fs.IntVar(&c.prefill, "prefill", -1, "new spans sent as fast as possible before each run's warmup, so that the window is full and every new span evicts one (the steady state); -1: max-spans, 0: none")
 	fs.IntVar(&c.queueSize, "queue-size", 20, "the exporter's sending_queue size, in requests of up to 8192 spans (the batch processor's), blocking when full; 0 disables the queue (exports then block the batch processor)")
@@ -209,7 +211,7 @@ func (c *abConfig) parse(loads, dups string) error {
 	}
 	g := c.gen
 	g.Dup = 0
-	errs = append(errs, g.validate())
+	errs = append(errs, g.Validate())
 	return errors.Join(errs...)
 }
 
@@ -245,7 +247,7 @@ func (c *abConfig) gatewayConfig(variant, grpcAddr, httpAddr, healthAddr, sinkAd
       queue_size: %d
       num_consumers: %d`, c.queueSize, c.consumers)
 	}
-	return fmt.Sprintf(`# doubletake-load ab: variant %q
+	return fmt.Sprintf(`# bench/ab: variant %q
 extensions:
   health_check:
     endpoint: %s
@@ -297,7 +299,7 @@ service:
 func (c *abConfig) defaultPairConfig(ctx context.Context, variant string, addrs []string, sinkAddr, dataDir string) (string, error) {
 	tel, telPort, _ := net.SplitHostPort(addrs[3])
 	if variant == without {
-		return fmt.Sprintf(`# doubletake-load ab -pair default: a stock durable collector
+		return fmt.Sprintf(`# bench/ab -pair default: a stock durable collector
 extensions:
   health_check:
     endpoint: %s
@@ -464,30 +466,30 @@ func tail(path string) string {
 }
 
 type probe struct {
-	gen     genSnapshot
-	sink    sinkCounts
+	gen     loadgen.Snapshot
+	sink    loadgen.Counts
 	gwCPU   float64
 	selfCPU float64
 	busy    float64
 }
 
-func takeProbe(g *generator, sk *sink, pid string) probe {
-	p := probe{gen: g.Stats.snapshot(), sink: sk.counts()}
-	p.gwCPU, _ = procCPU(pid)
-	p.selfCPU, _ = procCPU("self")
-	p.busy, _ = systemBusy()
+func takeProbe(g *loadgen.Generator, sk *loadgen.Sink, pid string) probe {
+	p := probe{gen: g.Stats.Snapshot(), sink: sk.Counts()}
+	p.gwCPU, _ = loadgen.ProcCPU(pid)
+	p.selfCPU, _ = loadgen.ProcCPU("self")
+	p.busy, _ = loadgen.SystemBusy()
 	return p
 }
 
 // runOne runs one gateway variant under one load and measures it.
 func (c *abConfig) runOne(ctx context.Context, n int, load string, dup, rate float64, variant string, round int) (runResult, error) {
 	r := runResult{Load: load, Dup: dup, Variant: variant, Round: round, Rate: rate}
-	nonce := newNonce()
-	sk, err := startSink("127.0.0.1:0", nonce)
+	nonce := loadgen.NewNonce()
+	sk, err := loadgen.StartSink("127.0.0.1:0", nonce)
 	if err != nil {
 		return r, err
 	}
-	defer sk.close()
+	defer sk.Close()
 	addrs, err := freeAddrs(5)
 	if err != nil {
 		return r, err
@@ -497,9 +499,9 @@ func (c *abConfig) runOne(ctx context.Context, n int, load string, dup, rate flo
 	logPath := filepath.Join(c.workdir, fmt.Sprintf("run-%03d-%s.log", n, variant))
 	dataDir := filepath.Join(c.workdir, fmt.Sprintf("run-%03d-%s-data", n, variant))
 	defer os.RemoveAll(dataDir)
-	cfg := c.gatewayConfig(variant, grpcAddr, httpAddr, health, sk.srv.Addr())
+	cfg := c.gatewayConfig(variant, grpcAddr, httpAddr, health, sk.Addr())
 	if c.pair == "default" {
-		cfg, err = c.defaultPairConfig(ctx, variant, addrs, sk.srv.Addr(), dataDir)
+		cfg, err = c.defaultPairConfig(ctx, variant, addrs, sk.Addr(), dataDir)
 		if err != nil {
 			return r, err
 		}
@@ -517,23 +519,23 @@ func (c *abConfig) runOne(ctx context.Context, n int, load string, dup, rate flo
 	if gc.Protocol == "http" {
 		gc.Target = httpAddr
 	}
-	g, err := newGenerator(gc, nonce)
+	g, err := loadgen.NewGenerator(gc, nonce)
 	if err != nil {
 		return r, err
 	}
 	if c.prefill > 0 && gc.Concurrency > 0 {
 		t0 := time.Now()
-		if err := g.prefill(ctx, uint64(c.prefill), t0.Add(3*time.Minute)); err != nil {
+		if err := g.Prefill(ctx, uint64(c.prefill), t0.Add(3*time.Minute)); err != nil {
 			return r, err
 		}
 		// A gateway with a queue may still be exporting the prefill: let it
 		// drain, so that the window measures the load alone.
-		waitDrain(sk, g.Stats.snapshot().Spans, 3*time.Minute)
+		loadgen.WaitDrain(sk, g.Stats.Snapshot().Spans, 3*time.Minute)
 		r.Prefill = time.Since(t0).Seconds()
 	}
 	start := time.Now()
 	done := make(chan struct{})
-	go func() { _ = g.run(ctx, start.Add(c.warmup+c.duration)); close(done) }()
+	go func() { _ = g.Run(ctx, start.Add(c.warmup+c.duration)); close(done) }()
 	wait := func(d time.Duration) {
 		select {
 		case <-time.After(d):
@@ -545,11 +547,11 @@ func (c *abConfig) runOne(ctx context.Context, n int, load string, dup, rate flo
 	p0 := takeProbe(g, sk, gw.pid)
 	wait(c.duration)
 	p1 := takeProbe(g, sk, gw.pid)
-	if rss, err := procStatusKB(gw.pid, "VmRSS"); err == nil {
+	if rss, err := loadgen.ProcStatusKB(gw.pid, "VmRSS"); err == nil {
 		r.EndRSSMB = float64(rss) / 1024
 	}
 	<-done
-	end := g.Stats.snapshot()
+	end := g.Stats.Snapshot()
 	select {
 	case <-gw.done:
 		return r, fmt.Errorf("the gateway exited during the run: %w\n%s", gw.err, tail(logPath))
@@ -559,8 +561,8 @@ func (c *abConfig) runOne(ctx context.Context, n int, load string, dup, rate flo
 	if variant == with && dup > 0 {
 		want = end.Fresh
 	}
-	k := waitDrain(sk, want, 10*time.Second)
-	if hwm, err := procStatusKB(gw.pid, "VmHWM"); err == nil {
+	k := loadgen.WaitDrain(sk, want, 10*time.Second)
+	if hwm, err := loadgen.ProcStatusKB(gw.pid, "VmHWM"); err == nil {
 		r.PeakRSSMB = float64(hwm) / 1024
 	}
 	gw.stop()
@@ -577,14 +579,14 @@ func (c *abConfig) runOne(ctx context.Context, n int, load string, dup, rate flo
 		r.CPUPerM = gwCPU / spans * 1e6
 	}
 	r.GatewayCores = gwCPU / win
-	if q, n := latQuantiles(p0.gen.SpanLat, p1.gen.SpanLat, 0.5, 0.99); n > 0 {
+	if q, n := loadgen.LatQuantiles(p0.gen.SpanLat, p1.gen.SpanLat, 0.5, 0.99); n > 0 {
 		r.LatP50Ms, r.LatP99Ms = float64(q[0])/1e6, float64(q[1])/1e6
 	}
 	r.DriverCores = (p1.selfCPU - p0.selfCPU) / win
 	r.OtherCores = max(0, (p1.busy-p0.busy)/win-r.GatewayCores-r.DriverCores)
 	r.SentSpans, r.SentFresh, r.FailedReqs = end.Spans, end.Fresh, end.FailedReqs
 	r.SinkSpans, r.SinkUnique = k.Spans, k.Distinct
-	if err := g.Stats.err(); err != nil {
+	if err := g.Stats.Err(); err != nil {
 		r.FirstError = err.Error()
 	}
 	r.Check = check(r, variant)
@@ -627,32 +629,32 @@ type ceilingResult struct {
 
 func (c *abConfig) runCeiling(ctx context.Context, dup float64) (ceilingResult, error) {
 	r := ceilingResult{Dup: dup}
-	nonce := newNonce()
-	sk, err := startSink("127.0.0.1:0", nonce)
+	nonce := loadgen.NewNonce()
+	sk, err := loadgen.StartSink("127.0.0.1:0", nonce)
 	if err != nil {
 		return r, err
 	}
-	defer sk.close()
+	defer sk.Close()
 	gc := c.gen
-	gc.Dup, gc.Rate, gc.Target = dup, 0, sk.srv.Addr()
+	gc.Dup, gc.Rate, gc.Target = dup, 0, sk.Addr()
 	gc.MetricStreams = 0
-	g, err := newGenerator(gc, nonce)
+	g, err := loadgen.NewGenerator(gc, nonce)
 	if err != nil {
 		return r, err
 	}
 	start := time.Now()
 	done := make(chan struct{})
-	go func() { _ = g.run(ctx, start.Add(c.warmup+c.duration)); close(done) }()
+	go func() { _ = g.Run(ctx, start.Add(c.warmup+c.duration)); close(done) }()
 	select {
 	case <-time.After(c.warmup):
 	case <-done:
 	}
-	s0, cpu0 := g.Stats.snapshot(), must(procCPU("self"))
+	s0, cpu0 := g.Stats.Snapshot(), must(loadgen.ProcCPU("self"))
 	select {
 	case <-time.After(c.duration):
 	case <-done:
 	}
-	s1, cpu1 := g.Stats.snapshot(), must(procCPU("self"))
+	s1, cpu1 := g.Stats.Snapshot(), must(loadgen.ProcCPU("self"))
 	<-done
 	win := s1.At.Sub(s0.At).Seconds()
 	spans := float64(s1.Spans - s0.Spans)
@@ -661,7 +663,7 @@ func (c *abConfig) runCeiling(ctx context.Context, dup float64) (ceilingResult, 
 	if spans > 0 {
 		r.CPUPerM = (cpu1 - cpu0) / spans * 1e6
 	}
-	return r, g.Stats.err()
+	return r, g.Stats.Err()
 }
 
 func must(v float64, _ error) float64 { return v }
@@ -672,14 +674,14 @@ func must(v float64, _ error) float64 { return v }
 func waitQuiet(ctx context.Context, below float64, limit time.Duration) float64 {
 	deadline := time.Now().Add(limit)
 	for {
-		b0, s0, t0 := must(systemBusy()), must(procCPU("self")), time.Now()
+		b0, s0, t0 := must(loadgen.SystemBusy()), must(loadgen.ProcCPU("self")), time.Now()
 		select {
 		case <-ctx.Done():
 			return 0
 		case <-time.After(500 * time.Millisecond):
 		}
 		secs := time.Since(t0).Seconds()
-		other := (must(systemBusy()) - b0 - (must(procCPU("self")) - s0)) / secs
+		other := (must(loadgen.SystemBusy()) - b0 - (must(loadgen.ProcCPU("self")) - s0)) / secs
 		if other < below || time.Now().After(deadline) {
 			return other
 		}
@@ -882,14 +884,14 @@ func (c *abConfig) report(results, discarded []runResult, ceilings []ceilingResu
 	var b strings.Builder
 	host, _ := os.Hostname()
 	mem, _ := procStatusKBFile("/proc/meminfo", "MemTotal")
-	fmt.Fprintf(&b, "doubletake-load ab: %d rounds (%s), prefill %d spans + warmup %s + window %s per run, %s, batch %d, concurrency %d, dup mode %s, max_spans %d, exporter queue %d, took %s\n",
+	fmt.Fprintf(&b, "bench/ab: %d rounds (%s), prefill %d spans + warmup %s + window %s per run, %s, batch %d, concurrency %d, dup mode %s, max_spans %d, exporter queue %d, took %s\n",
 		c.rounds, c.order, c.prefill, c.warmup, c.duration, c.gen.Protocol, c.gen.Batch, c.gen.Concurrency, c.gen.DupMode, c.maxSpans, c.queueSize, took.Round(time.Second))
 	pin := "not pinned"
 	if c.gatewayCPUs != "" {
 		pin = "gateway pinned to CPU " + c.gatewayCPUs
 	}
 	fmt.Fprintf(&b, "machine: %s, %d CPUs (%s), %.1f GiB; driver on %d of them, GOMAXPROCS %d; %s\n\n",
-		host, onlineCPUs(), cpuModel(), float64(mem)/1024/1024, runtime.NumCPU(), runtime.GOMAXPROCS(0), pin)
+		host, loadgen.OnlineCPUs(), loadgen.CPUModel(), float64(mem)/1024/1024, runtime.NumCPU(), runtime.GOMAXPROCS(0), pin)
 	if c.pair == "default" {
 		b.WriteString("Pair: **without** = a stock durable collector (otlp → memory_limiter → batch → otlp_grpc with a file_storage sending queue); **with** = `doubletake run --upstream` with its embedded default (memory_limiter → dedup, journaled, nested detection on → dedup_otlp_grpc with a persistent bytes-sized queue). The exporter-queue and max_spans figures above apply to -pair dedup only; the default's window is its own (2M spans).\n\n")
 		if !c.nested {
