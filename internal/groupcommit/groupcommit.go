@@ -199,6 +199,13 @@ func (g *Group[T]) fits(sum, calls int) (int, int) {
 	return n, sum
 }
 
+// Waiting is how many calls wait for a commit now.
+func (g *Group[T]) Waiting() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.waiting)
+}
+
 // Stats returns what the Group has done so far.
 func (g *Group[T]) Stats() Stats {
 	g.mu.Lock()
