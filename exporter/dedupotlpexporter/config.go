@@ -21,9 +21,10 @@ const DefaultMaxRequestBytes = 4<<20 - 64<<10
 // DefaultGroupCommitMaxItems matches the batch processor's default batch.
 const DefaultGroupCommitMaxItems = 8192
 
-// DefaultDirectTimeout is how long a direct send may take before what it
-// holds goes to the sending queue instead.
-const DefaultDirectTimeout = 2 * time.Second
+// DefaultDirectSlowAfter is how long a direct send may run before the
+// requests that arrive meanwhile go to the sending queue instead of
+// waiting for it.
+const DefaultDirectSlowAfter = time.Second
 
 // Config is the inner exporter's config plus what the wrapper adds.
 type Config struct {
@@ -45,17 +46,18 @@ type Config struct {
 // its sender with the upstream's answer, while the sending queue is empty:
 // then nothing is written to the queue's storage. Requests that arrive
 // while a direct send is under way wait for it and are sent together (at
-// most max_request_bytes, encoded). What the upstream does not take within
-// Timeout, or refuses with a retryable error, goes to the sending queue,
-// and while the queue holds anything every request goes there, so that
-// nothing overtakes a backlog. Items the upstream refuses for good are
-// handed back to dedup, as from the queue. Requests carrying client
-// metadata or authentication data are sent alone. It needs sending_queue
-// and reads the queue's size from its metrics (off when the service's
-// metrics are).
+// most max_request_bytes, encoded), unless it has run longer than
+// SlowAfter: then they go to the sending queue. A direct send is bounded
+// by the exporter's timeout only; what it fails to deliver with a
+// retryable error (a timeout included) goes to the queue, and while the
+// queue holds anything every request goes there, so that nothing
+// overtakes a backlog. Items the upstream refuses for good are handed
+// back to dedup, as from the queue. Requests carrying client metadata or
+// authentication data are sent alone. It needs sending_queue and reads
+// the queue's size from its metrics (off when the service's metrics are).
 type DirectConfig struct {
-	Enabled bool          `mapstructure:"enabled"`
-	Timeout time.Duration `mapstructure:"timeout"`
+	Enabled   bool          `mapstructure:"enabled"`
+	SlowAfter time.Duration `mapstructure:"slow_after"`
 }
 
 // GroupCommitConfig bounds the requests written to the sending queue as
@@ -121,8 +123,8 @@ func (c *Config) Validate() error {
 	}
 	q, _ := queueAndRetry(c.Exporter)
 	if c.Direct.Enabled {
-		if c.Direct.Timeout <= 0 || c.Direct.Timeout > time.Minute {
-			return fmt.Errorf("direct::timeout must be between 1ns and 1m, got %s", c.Direct.Timeout)
+		if c.Direct.SlowAfter <= 0 || c.Direct.SlowAfter > time.Minute {
+			return fmt.Errorf("direct::slow_after must be between 1ns and 1m, got %s", c.Direct.SlowAfter)
 		}
 		if !q.HasValue() {
 			return errors.New("direct::enabled needs sending_queue: what the upstream does not take goes there")

@@ -2,6 +2,7 @@ package dedupotlpexporter
 
 import (
 	"context"
+	"time"
 
 	"go.opentelemetry.io/collector/consumer/consumererror"
 )
@@ -33,25 +34,33 @@ func (w *wrapped[T]) forwardGroup(ctx context.Context, first sized[T], rest []si
 	for _, r := range rest {
 		w.sig.ops.moveTo(r.data, first.data)
 	}
+	w.sendingSince.Store(time.Now().UnixNano())
+	defer w.sendingSince.Store(0)
 	return w.forward(ctx, first.data)
+}
+
+// slow says whether the direct send under way has run longer than
+// direct::slow_after: the requests that arrive now go to the queue rather
+// than wait for it.
+func (w *wrapped[T]) slow() bool {
+	since := w.sendingSince.Load()
+	return since != 0 && time.Since(time.Unix(0, since)) > w.up.cfg.Direct.SlowAfter
 }
 
 // forward sends data straight to the upstream, through the same send as
 // the queue's (split around permanent refusals, the refused items handed
-// back to dedup), and returns once the upstream has answered. What the
-// upstream did not take in time, or refused with a retryable error, goes
-// to the queue, and so does everything once the queue holds anything
-// (a group that waited behind a direct send that failed). The callers'
-// contexts only carry values here: once merged, a request is answered
-// with its group.
+// back to dedup), and returns once the upstream has answered, within the
+// exporter's timeout. What the upstream did not take, refused with a
+// retryable error or did not answer in time, goes to the queue, and so
+// does everything once the queue holds anything (a group that waited
+// behind a direct send that failed). The callers' contexts only carry
+// values here: once merged, a request is answered with its group.
 func (w *wrapped[T]) forward(ctx context.Context, data T) error {
 	ctx = context.WithoutCancel(ctx)
 	if !w.up.queueEmpty() {
 		return w.enqueue(ctx, data)
 	}
-	sctx, cancel := context.WithTimeout(ctx, w.up.cfg.Direct.Timeout)
-	err := w.push(sctx, data)
-	cancel()
+	err := w.push(ctx, data)
 	if err == nil || consumererror.IsPermanent(err) {
 		// Delivered; or what the upstream refused for good was handed
 		// back to dedup (counted, logged) and the rest delivered.

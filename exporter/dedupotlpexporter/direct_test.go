@@ -257,7 +257,9 @@ func TestDirectAnswersOnceTheUpstreamHasIt(t *testing.T) {
 // send is under way wait, unanswered, and are sent together as one upstream
 // request when it is done; each is answered once it is delivered.
 func TestDirectMergesRequestsThatWait(t *testing.T) {
-	r := startDirect(t, nil)
+	// However long the test takes to send them, the requests wait for the
+	// held send rather than go to the queue.
+	r := startDirect(t, map[string]any{"direct": map[string]any{"enabled": true, "slow_after": "1m"}})
 	hold := make(chan struct{})
 	r.up.set(func(u *directUpstream) { u.hold = hold })
 	first := r.request("first", 10)
@@ -346,16 +348,61 @@ func TestDirectFallsBackToTheQueueAndBack(t *testing.T) {
 	}
 }
 
-// TestDirectSlowUpstreamMovesToTheQueue: a direct send the upstream does
-// not answer within direct::timeout is given up, and the request is
-// stored in the queue and answered while the upstream still holds it; the
-// queue delivers it once the upstream answers again (the upstream may
-// then have it twice: the send it held had arrived).
+// TestDirectSlowUpstreamMovesToTheQueue: while a direct send has run
+// longer than direct::slow_after, the requests that arrive go to the
+// queue and are answered once stored there, while the upstream still
+// holds the direct send, which goes on and is delivered once the upstream
+// answers: nothing is sent twice.
 func TestDirectSlowUpstreamMovesToTheQueue(t *testing.T) {
-	r := startDirect(t, map[string]any{"direct": map[string]any{"enabled": true, "timeout": "100ms"}})
+	r := startDirect(t, map[string]any{"direct": map[string]any{"enabled": true, "slow_after": "50ms"}, "timeout": "1h"})
 	hold := make(chan struct{})
 	r.up.set(func(u *directUpstream) { u.hold = hold })
-	td := r.request("slow", 10)
+	a := r.request("slow", 10)
+	aWant := cloneTraces(a)
+	done := make(chan error, 1)
+	go func() { done <- r.proc.ConsumeTraces(context.Background(), a) }()
+	<-r.up.entered
+	waitUntil(t, "the direct send to count as slow", r.exp.slow)
+	b := r.request("after", 10)
+	bWant := cloneTraces(b)
+	if err := r.proc.ConsumeTraces(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the held direct send was answered (%v) before the upstream answered", err)
+	default:
+	}
+	if r.queueSize() == 0 {
+		t.Fatal("the request that arrived during a slow direct send is not in the queue")
+	}
+	if st := r.exp.direct.Stats(); st.Calls != 1 {
+		t.Fatalf("direct sends %+v, want only the held one", st)
+	}
+	r.up.set(func(u *directUpstream) { u.hold = nil })
+	close(hold)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := r.up.has(aWant); !ok {
+		t.Fatal("the direct send was answered before the upstream had it")
+	}
+	waitUntil(t, "the queue to deliver", func() bool { ok, _ := r.up.has(bWant); return ok && r.queueSize() == 0 })
+	if c := r.up.copies(); c != 0 {
+		t.Fatalf("%d copies upstream", c)
+	}
+}
+
+// TestDirectTimeoutMovesToTheQueue: a direct send the upstream does not
+// answer within the exporter's timeout goes to the queue, and is answered
+// once stored there while the upstream still holds it; the queue delivers
+// it once the upstream answers again (the upstream may then have it
+// twice: the send it held had arrived).
+func TestDirectTimeoutMovesToTheQueue(t *testing.T) {
+	r := startDirect(t, map[string]any{"timeout": "100ms"})
+	hold := make(chan struct{})
+	r.up.set(func(u *directUpstream) { u.hold = hold })
+	td := r.request("timeout", 10)
 	want := cloneTraces(td)
 	if err := r.proc.ConsumeTraces(context.Background(), td); err != nil {
 		t.Fatal(err)
@@ -431,7 +478,7 @@ func TestDirectPermanentRefusalHandsBackOnlyTheRefused(t *testing.T) {
 }
 
 // TestDirectConfig: direct sends need a sending queue (what the upstream
-// does not take goes there) and a timeout within bounds.
+// does not take goes there) and slow_after within bounds.
 func TestDirectConfig(t *testing.T) {
 	f := NewGRPCFactory(nil)
 	for _, tc := range []struct {
@@ -439,10 +486,10 @@ func TestDirectConfig(t *testing.T) {
 		want string
 	}{
 		{map[string]any{"sending_queue": map[string]any{"enabled": false}, "direct": map[string]any{"enabled": true}}, "direct::enabled needs sending_queue"},
-		{map[string]any{"sending_queue": map[string]any{"enabled": true}, "direct": map[string]any{"enabled": true, "timeout": "0s"}}, "direct::timeout must be between"},
-		{map[string]any{"sending_queue": map[string]any{"enabled": true}, "direct": map[string]any{"enabled": true, "timeout": "2m"}}, "direct::timeout must be between"},
+		{map[string]any{"sending_queue": map[string]any{"enabled": true}, "direct": map[string]any{"enabled": true, "slow_after": "0s"}}, "direct::slow_after must be between"},
+		{map[string]any{"sending_queue": map[string]any{"enabled": true}, "direct": map[string]any{"enabled": true, "slow_after": "2m"}}, "direct::slow_after must be between"},
 		{map[string]any{"sending_queue": map[string]any{"enabled": true}, "direct": map[string]any{"enabled": true}}, ""},
-		{map[string]any{"direct": map[string]any{"enabled": false, "timeout": "0s"}}, ""},
+		{map[string]any{"direct": map[string]any{"enabled": false, "slow_after": "0s"}}, ""},
 	} {
 		cfg := f.CreateDefaultConfig().(*Config)
 		if err := confmap.NewFromStringMap(tc.raw).Unmarshal(cfg); err != nil {

@@ -60,7 +60,7 @@ func newFactory(typ component.Type, inner exporter.Factory, tb *dedupprocessor.T
 				Dedup:           component.NewID(dedupprocessor.Type),
 				MaxRequestBytes: DefaultMaxRequestBytes,
 				GroupCommit:     GroupCommitConfig{MaxItems: DefaultGroupCommitMaxItems},
-				Direct:          DirectConfig{Timeout: DefaultDirectTimeout},
+				Direct:          DirectConfig{SlowAfter: DefaultDirectSlowAfter},
 			}
 		},
 		exporter.WithTraces(f.createTraces, metadata.TracesStability),

@@ -2,6 +2,7 @@ package dedupotlpexporter
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/collector/client"
@@ -112,6 +113,9 @@ type wrapped[T any] struct {
 	// use too; direct merges the requests that wait for one.
 	push   func(context.Context, T) error
 	direct *groupcommit.Group[sized[T]]
+	// sendingSince is when the direct group's send under way began (Unix
+	// nanoseconds), 0 while none is.
+	sendingSince atomic.Int64
 }
 
 func newWrapped[T any](up *upstream, sig *signal[T], consume, push func(context.Context, T) error) *wrapped[T] {
@@ -127,7 +131,7 @@ func (w *wrapped[T]) send(ctx context.Context, data T) error {
 	if err != nil {
 		return err
 	}
-	if w.direct != nil && size <= w.up.cfg.MaxRequestBytes-envelope && w.direct.Waiting() < maxDirectCalls && w.up.queueEmpty() {
+	if w.direct != nil && size <= w.up.cfg.MaxRequestBytes-envelope && w.direct.Waiting() < maxDirectCalls && !w.slow() && w.up.queueEmpty() {
 		if mergeable(ctx) {
 			return w.direct.Do(ctx, sized[T]{data, size})
 		}
