@@ -7,6 +7,10 @@
 #   bench/ab.sh -rounds 2 -duration 3s -warmup 1s   # a quick look
 #   bench/ab.sh -pair default -dups 0 -loads fixed -rate 40000
 #       # the embedded default (--upstream) against a stock durable collector
+#   bench/ab.sh -matrix full         # that pair in every cell of senders 1,2,16,64 ×
+#                                    # spans per request 64,512,8192 × saturation,
+#                                    # 10k and 40k spans/s: 5 rounds (hours)
+#   bench/ab.sh -matrix quick        # the same cells, one short round each (~30 min)
 #
 # Extra arguments go to the driver, bench/ab (go run ./bench/ab -h lists
 # them). PIN=1 (with taskset and at least 2 CPUs) pins the driver (load

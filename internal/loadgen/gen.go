@@ -174,7 +174,7 @@ func (g *Generator) Run(ctx context.Context, until time.Time) error {
 	defer cancel()
 	var wg sync.WaitGroup
 	for i := range g.cfg.Concurrency {
-		wg.Go(func() { g.spanWorker(ctx, senders[i]) })
+		wg.Go(func() { g.spanWorker(ctx, senders[i], i) })
 	}
 	for w := range g.metrics {
 		wg.Go(func() { g.metricWriter(ctx, senders[g.cfg.Concurrency+w], w) })
@@ -211,28 +211,33 @@ func (p *pacer) wait(ctx context.Context) bool {
 	return ctx.Err() == nil
 }
 
-func (g *Generator) spanWorker(ctx context.Context, s sender) {
+// spanWorker is sender i. At a fixed rate the senders' first requests are
+// spread over one interval, so that requests arrive evenly, not in bursts
+// of one per sender.
+func (g *Generator) spanWorker(ctx context.Context, s sender, i int) {
 	pl := g.newPlanner()
 	var buf []byte
 	pc := pacer{next: time.Now()}
 	if g.cfg.Rate > 0 {
 		perSender := g.cfg.Rate / float64(g.cfg.Concurrency)
 		pc.interval = time.Duration(float64(time.Second) * float64(g.cfg.Batch) / perSender)
+		pc.next = pc.next.Add(pc.interval * time.Duration(i) / time.Duration(g.cfg.Concurrency))
 	}
 	for pc.wait(ctx) {
-		buf = g.sendSpans(s, pl.next(), buf)
+		buf = g.sendSpans(s, g.spans, pl.next(), buf)
 	}
 }
 
-// sendSpans builds and sends the request of plan p and counts the answer.
-func (g *Generator) sendSpans(s sender, p plan, buf []byte) []byte {
-	buf = g.spans.build(buf, p, g.nonce)
+// sendSpans builds the request of plan p from tmpl, sends it and counts
+// the answer.
+func (g *Generator) sendSpans(s sender, tmpl *spanTemplate, p plan, buf []byte) []byte {
+	buf = tmpl.build(buf, p, g.nonce)
 	rctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	t0 := time.Now()
 	err := s.send(rctx, capture.Traces, buf)
 	lat := time.Since(t0)
 	cancel()
-	n := uint64(g.cfg.Batch)
+	n := uint64(tmpl.Batch())
 	if err != nil {
 		g.Stats.failedReqs.Add(1)
 		g.Stats.failedSpans.Add(n)
@@ -249,14 +254,25 @@ func (g *Generator) sendSpans(s sender, p plan, buf []byte) []byte {
 
 // Prefill sends about n new spans (no copies) as fast as the target takes
 // them, before the load that is measured, so that the dedup window is full
-// and every new span evicts one, as in a gateway that has run for a while.
+// and every new span evicts one, as in a gateway that has run for a while:
+// senders senders with requests of batch spans, whatever the load's shape.
 // It gives up at until. The spans count in the totals like any others.
-func (g *Generator) Prefill(ctx context.Context, n uint64, until time.Time) error {
+func (g *Generator) Prefill(ctx context.Context, n uint64, until time.Time, senders, batch int) error {
+	if senders < 1 || batch < 1 || batch > 100_000 {
+		return fmt.Errorf("prefill: %d senders of %d spans: want at least 1 of 1 to 100000", senders, batch)
+	}
+	tmpl := g.spans
+	if tmpl == nil || tmpl.Batch() != batch {
+		var err error
+		if tmpl, err = newSpanTemplate(batch); err != nil {
+			return err
+		}
+	}
 	ctx, cancel := context.WithDeadline(ctx, until)
 	defer cancel()
 	var wg sync.WaitGroup
-	errs := make([]error, g.cfg.Concurrency)
-	for i := range g.cfg.Concurrency {
+	errs := make([]error, senders)
+	for i := range senders {
 		wg.Go(func() {
 			s, err := newSender(g.cfg.Protocol, g.cfg.Target)
 			if err != nil {
@@ -264,10 +280,10 @@ func (g *Generator) Prefill(ctx context.Context, n uint64, until time.Time) erro
 				return
 			}
 			defer s.close()
-			pl := &planner{batch: g.cfg.Batch, mode: DupBatch, alloc: g.alloc}
+			pl := &planner{batch: batch, mode: DupBatch, alloc: g.alloc}
 			var buf []byte
 			for ctx.Err() == nil && g.seq.Load() < n {
-				buf = g.sendSpans(s, pl.next(), buf)
+				buf = g.sendSpans(s, tmpl, pl.next(), buf)
 			}
 		})
 	}
