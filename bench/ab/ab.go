@@ -375,7 +375,8 @@ service:
 // otherwise; or (variant with) the embedded default of `doubletake run
 // --upstream`, rendered by the binary itself. Both serve their own
 // metrics for scraping (never scraped) and send gzip, the OTLP exporter's
-// default. addrs: gRPC, HTTP, health, telemetry, local metrics.
+// default. addrs: gRPC, HTTP, health, telemetry, local metrics, status
+// page.
 func (c *abConfig) defaultPairConfig(ctx context.Context, variant string, addrs []string, sinkAddr, dataDir string) (string, error) {
 	tel, telPort, _ := net.SplitHostPort(addrs[3])
 	if variant == without {
@@ -429,7 +430,7 @@ service:
 	}
 	cmd := exec.CommandContext(ctx, c.bin, "run", "default-config", "--upstream", "http://"+sinkAddr,
 		"--grpc-endpoint", addrs[0], "--http-endpoint", addrs[1], "--health-endpoint", addrs[2],
-		"--telemetry-endpoint", addrs[3], "--metrics-endpoint", addrs[4], "--data-dir", dataDir)
+		"--telemetry-endpoint", addrs[3], "--metrics-endpoint", addrs[4], "--status-endpoint", addrs[5], "--data-dir", dataDir)
 	out, err := cmd.Output()
 	if err != nil {
 		return "", fmt.Errorf("rendering the embedded default: %w", err)
@@ -571,7 +572,7 @@ func (c *abConfig) runOne(ctx context.Context, n int, sc scenario, variant strin
 		return r, err
 	}
 	defer sk.Close()
-	addrs, err := freeAddrs(5)
+	addrs, err := freeAddrs(6)
 	if err != nil {
 		return r, err
 	}
