@@ -5,8 +5,11 @@ import (
 	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func gitOutput(t *testing.T, dir string, args ...string) string {
@@ -40,7 +44,8 @@ func TestReleaseArchive(t *testing.T) {
 		t.Fatal(err)
 	}
 	// What the script sees: its checks come first.
-	commit := gitOutput(t, root, "rev-parse", "HEAD")[:12]
+	head := gitOutput(t, root, "rev-parse", "HEAD")
+	commit := head[:12]
 	local := ""
 	if gitOutput(t, root, "status", "--porcelain", "--untracked-files=no") != "" {
 		local = " with local changes"
@@ -109,6 +114,11 @@ func TestReleaseArchive(t *testing.T) {
 	if w := fmt.Sprintf("doubletake v0.0.0-test (commit %s%s, collector v0.161.0)\n", commit, local); string(got) != w {
 		t.Errorf("version says %q, want %q", got, w)
 	}
+	// Its gateway's status page names the same version and commit.
+	h := statusHeader(t, bin)
+	if h.Version != "v0.0.0-test" || h.Commit != head || h.Modified != (local != "") {
+		t.Errorf("status.json header %+v, want version v0.0.0-test, commit %s, modified %v", h, head, local != "")
+	}
 
 	// A version that is not semantic is refused before anything is built.
 	bad := exec.Command(filepath.Join(root, "scripts", "release.sh"), "1.0", out)
@@ -168,5 +178,67 @@ func TestVersionNamesTheCommit(t *testing.T) {
 	f.Close()
 	if got := build(); !line(" with local changes").MatchString(got) {
 		t.Errorf("checkout with a local change: %q, want it to match %s", got, line(" with local changes"))
+	}
+}
+
+// pageHeader is the build /status.json names.
+type pageHeader struct {
+	Version  string `json:"version"`
+	Commit   string `json:"commit"`
+	Modified bool   `json:"modified"`
+}
+
+// statusHeader runs bin's gateway (the embedded default, every address a
+// free loopback port) until its /status.json answers, and returns the
+// page's header.
+func statusHeader(t *testing.T, bin string) pageHeader {
+	t.Helper()
+	free := func() string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		return l.Addr().String()
+	}
+	status := free()
+	cmd := exec.Command(bin, "run", "--grpc-endpoint", free(), "--http-endpoint", free(), "--metrics-endpoint", free(),
+		"--telemetry-endpoint", free(), "--health-endpoint", free(), "--status-endpoint", status, "--data-dir", t.TempDir())
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var waitErr error
+	exited := make(chan struct{})
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	defer func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	}()
+	deadline := time.Now().Add(5 * time.Minute) // a bound on a start, never reached unless it hangs
+	for {
+		select {
+		case <-exited:
+			t.Fatalf("the gateway exited before its status page answered: %v\n%s", waitErr, stderr.String())
+		default:
+		}
+		if resp, err := http.Get("http://" + status + "/status.json"); err == nil {
+			var s struct {
+				Header pageHeader `json:"header"`
+			}
+			err := json.NewDecoder(resp.Body).Decode(&s)
+			resp.Body.Close()
+			if err != nil {
+				t.Fatalf("status.json: %v", err)
+			}
+			return s.Header
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			<-exited // its stderr is whole once it has exited
+			t.Fatalf("no status page on %s after 5 minutes:\n%s", status, stderr.String())
+		}
+		time.Sleep(100 * time.Millisecond) // a poll interval, not a synchronization
 	}
 }

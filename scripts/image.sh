@@ -26,7 +26,7 @@ if [ ! -f "$certs" ]; then
   exit 1
 fi
 cp "$certs" "$ctx/rootfs/etc/ssl/certs/ca-certificates.crt"
-pkg=github.com/doubletake/doubletake/internal/cli
+pkg=github.com/doubletake/doubletake/internal/buildinfo
 commit=$(git rev-parse HEAD 2>/dev/null || true)
 modified=
 [ -n "$commit" ] && [ -n "$(git status --porcelain --untracked-files=no)" ] && modified=true

@@ -37,7 +37,7 @@ epoch=$(git log -1 --format=%ct)
 mkdir -p "$out"
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
-pkg=github.com/doubletake/doubletake/internal/cli
+pkg=github.com/doubletake/doubletake/internal/buildinfo
 archives=()
 for target in $targets; do
   os=${target%/*}

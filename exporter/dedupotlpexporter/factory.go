@@ -146,6 +146,8 @@ func (f *factory) prepare(set exporter.Settings, cfg component.Config) (*upstrea
 		grouped: q.HasValue() && c.GroupCommit.MaxItems > 0,
 		direct:  q.HasValue() && c.Direct.Enabled,
 		health:  f.tracker(set.ID, c.Exporter, set.Logger),
+		// The upstream's state is observed with the exporter's telemetry.
+		telemetry: set.TelemetrySettings,
 	}
 	if q.HasValue() {
 		up.sizer = q.Get().Sizer.String()

@@ -2,6 +2,7 @@ package dedupotlpexporter
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"time"
 
@@ -27,6 +28,8 @@ type upstream struct {
 	tb     *dedupprocessor.TakeBack
 	logger *zap.Logger
 	health *upstreamhealth.Tracker
+	// telemetry is the exporter's, for its upstream's state.
+	telemetry component.TelemetrySettings
 	// splits says whether the queue's batcher splits requests to
 	// MaxRequestBytes: then only a single item must fit, else the request.
 	splits bool
@@ -216,13 +219,18 @@ func mergeable(ctx context.Context) bool {
 }
 
 // lifecycle starts and shuts down the inner exporter, and while it runs
-// has dedup's status page show the sending queue of signal.
+// has dedup's status page show the sending queue of signal and observes
+// the upstream's state (upstream_state.go).
 func (up *upstream) lifecycle(c component.Component, signal string) []exporterhelper.Option {
-	var unwatch func()
+	var unwatch, unobserve func()
 	return []exporterhelper.Option{
 		exporterhelper.WithStart(func(ctx context.Context, host component.Host) error {
 			if err := c.Start(ctx, host); err != nil {
 				return err
+			}
+			var err error
+			if unobserve, err = observeUpstream(up.telemetry, up.id, signal, up.health); err != nil {
+				return errors.Join(err, c.Shutdown(ctx))
 			}
 			if up.sizer != "" && up.queue.readable() {
 				unwatch = up.tb.WatchUpstream(up.cfg.Dedup, up.id, signal, up.sizer, up.queue.read, up.health.Snapshot)
@@ -232,6 +240,9 @@ func (up *upstream) lifecycle(c component.Component, signal string) []exporterhe
 		exporterhelper.WithShutdown(func(ctx context.Context) error {
 			if unwatch != nil {
 				unwatch()
+			}
+			if unobserve != nil {
+				unobserve()
 			}
 			return c.Shutdown(ctx)
 		}),

@@ -35,9 +35,9 @@ type LogGroup struct {
 	Unique      int          `json:"unique"`
 	Duplicated  int          `json:"duplicated"`
 	ExtraCopies int          `json:"extra_copies"`
-	Copies      []CopyCount  `json:"copies,omitempty"`
+	Copies      []CopyCount  `json:"copies"`
 	Delays      *Delays      `json:"delays,omitempty"`
-	Examples    []LogExample `json:"examples,omitempty"`
+	Examples    []LogExample `json:"examples"`
 }
 
 // LogExample is one duplicated record.

@@ -247,6 +247,9 @@ func (a *Analyzer) AddMetrics(at Arrival, md pmetric.Metrics) {
 		s.points++
 		p := v.Point
 		s.promAdd(p)
+		if v.NewScope {
+			x.tracker.NewScope()
+		}
 		d := x.tracker.ObserveFrom(v.ID, v.Origin, v.Shape, p, now)
 		if d.Reason == streams.ReasonUnjudged {
 			x.unjudged++

@@ -34,10 +34,10 @@ type SpanGroup struct {
 	ExtraCopies int    `json:"extra_copies"`
 	Conflicting int    `json:"conflicting"`
 	// Copies tells how many ids arrived how many times (2 or more).
-	Copies []CopyCount `json:"copies,omitempty"`
+	Copies []CopyCount `json:"copies"`
 	// Delays between the first copy of an id and each later copy.
 	Delays   *Delays       `json:"delays,omitempty"`
-	Examples []SpanExample `json:"examples,omitempty"`
+	Examples []SpanExample `json:"examples"`
 }
 
 // CopyCount says that IDs items arrived Copies times each.

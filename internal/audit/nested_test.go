@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/doubletake/doubletake/internal/nested"
+	"github.com/doubletake/doubletake/internal/reportjson"
 )
 
 // wrappedTwice builds one trace of service as a handler wrapped twice with
@@ -95,7 +96,7 @@ func TestAuditTracesNested(t *testing.T) {
 		}
 	}
 	var js bytes.Buffer
-	if err := WriteJSON(&js, rep); err != nil {
+	if err := reportjson.Write(&js, rep); err != nil {
 		t.Fatal(err)
 	}
 	var back struct {

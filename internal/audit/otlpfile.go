@@ -251,7 +251,7 @@ type OTLPReport struct {
 	Files    []OTLPFileStat  `json:"files"`
 	Analysis *analyze.Report `json:"analysis"`
 	Series   []*SeriesResult `json:"series"`
-	Problems []string        `json:"problems,omitempty"`
+	Problems []string        `json:"problems"`
 	Charts   []*Chart        `json:"-"`
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,8 @@ import (
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 
+	"github.com/doubletake/doubletake/internal/reportjson"
+	"github.com/doubletake/doubletake/internal/reportjson/reportjsontest"
 	"github.com/doubletake/doubletake/internal/streams"
 )
 
@@ -317,10 +320,45 @@ func TestExactSelector(t *testing.T) {
 
 func TestFloatJSON(t *testing.T) {
 	var buf bytes.Buffer
-	if err := WriteJSON(&buf, []Float{1.5, Float(math.NaN()), Float(math.Inf(1))}); err != nil {
+	if err := reportjson.Write(&buf, []Float{1.5, Float(math.NaN()), Float(math.Inf(1))}); err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Join(strings.Fields(buf.String()), ""); got != "[1.5,null,null]" {
 		t.Errorf("got %s", got)
+	}
+}
+
+// TestPromReportJSONListsAreLists: a Prometheus audit's JSON report, as
+// the reports are written, holds every list as an array on every path:
+// series with resets, only clean series, and series that could not be
+// read.
+func TestPromReportJSONListsAreLists(t *testing.T) {
+	clean := func(i int) float64 { return float64(i) }
+	for name, f := range map[string]*fakeProm{
+		"resets": {series: []fakeSeries{
+			{ls("rollouts_total", "job", "twice"), every(60, 10*time.Second, interleavedValues)},
+			{ls("rollouts_total", "job", "restart"), every(60, 10*time.Second, restartValues)},
+		}},
+		"clean": {series: []fakeSeries{{ls("rollouts_total", "job", "clean"), every(60, 10*time.Second, clean)}}},
+		"unreadable series": {
+			series:   manySeries(1, 3),
+			queryErr: func(string) error { return &promv1.Error{Type: promv1.ErrServer, Msg: "query timed out"} },
+		},
+	} {
+		rep, err := AuditPrometheus(context.Background(), f, PromOptions{End: testEnd, Range: time.Hour})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var b bytes.Buffer
+		if err := reportjson.Write(&b, rep); err != nil {
+			t.Fatal(err)
+		}
+		problems, err := reportjsontest.ListProblems(reflect.TypeFor[PromReport](), b.Bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range problems {
+			t.Errorf("%s: %s", name, p)
+		}
 	}
 }

@@ -1,7 +1,6 @@
 package audit
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -9,13 +8,6 @@ import (
 	"text/tabwriter"
 	"time"
 )
-
-// WriteJSON writes v as indented JSON.
-func WriteJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
 
 // WritePromText writes a Prometheus audit as a summary and a table of the
 // affected series, worst first; top > 0 lists only the first top.

@@ -28,8 +28,8 @@ type PromReport struct {
 	// Failed counts series or metric names that could not be read;
 	// Problems says why (the first few).
 	Failed   int      `json:"failed"`
-	Problems []string `json:"problems,omitempty"`
-	Warnings []string `json:"warnings,omitempty"`
+	Problems []string `json:"problems"`
+	Warnings []string `json:"warnings"`
 	// Affected lists the series with resets, worst first.
 	Affected []*SeriesResult `json:"affected"`
 	// Charts are drawn for the worst affected series (PromOptions.MaxCharts).

@@ -65,6 +65,11 @@ const (
 	DefaultMaxChains = 16
 )
 
+// AmbiguousRatio: a sample that another chain fits (does not decrease,
+// and lies off its extrapolation) by less than this many times the
+// distance from the chain it joined, plus one count, is ambiguous.
+const AmbiguousRatio = 3
+
 // candidateChains bounds the chains a sample is compared with: the ones
 // created last. Older chains keep their samples but take no more.
 const candidateChains = 64
@@ -109,6 +114,10 @@ type Deinterleaved struct {
 	// Assign gives each sample's chain index; -1 for NaN samples, which
 	// belong to no chain.
 	Assign []int32
+	// Ambiguous marks the samples that another open chain fits almost as
+	// well as the one they joined (AmbiguousRatio): their chain is a
+	// guess, and JudgeChains does not take them for evidence.
+	Ambiguous []bool
 	// Returns counts samples that went back to a chain after a sample of
 	// another chain: the signature of interleaved writers.
 	Returns int
@@ -128,13 +137,14 @@ type Deinterleaved struct {
 func Deinterleave(samples []Sample, opts DeinterleaveOptions) Deinterleaved {
 	opts = opts.withDefaults()
 	stale := opts.StaleAfter.Milliseconds()
-	d := Deinterleaved{Assign: make([]int32, len(samples)), Dominant: -1}
+	d := Deinterleaved{Assign: make([]int32, len(samples)), Ambiguous: make([]bool, len(samples)), Dominant: -1}
 	prev := int32(-1)
 	open := 0
 	// pick returns the nearest chain among the open (or the closed) ones
-	// that s does not decrease, closing open chains that went stale.
-	pick := func(s Sample, wantOpen bool) int {
-		best, bestErr := -1, math.Inf(1)
+	// that s does not decrease, closing open chains that went stale, and
+	// how many there were.
+	pick := func(s Sample, wantOpen bool) (int, bool) {
+		best, bestErr, secondErr := -1, math.Inf(1), math.Inf(1)
 		for ci := max(0, len(d.Chains)-candidateChains); ci < len(d.Chains); ci++ {
 			c := &d.Chains[ci]
 			if c.open && s.T-c.Last.T > stale {
@@ -152,10 +162,12 @@ func Deinterleave(samples []Sample, opts DeinterleaveOptions) Deinterleaved {
 				e = math.Abs(s.V - c.predict(s.T))
 			}
 			if best < 0 || e < bestErr || (e == bestErr && c.Last.T > d.Chains[best].Last.T) {
-				best, bestErr = ci, e
+				best, bestErr, secondErr = ci, e, bestErr
+			} else if e < secondErr {
+				secondErr = e
 			}
 		}
-		return best
+		return best, best >= 0 && !math.IsInf(secondErr, 1) && secondErr <= AmbiguousRatio*bestErr+1
 	}
 	// makeRoom closes the open chain written longest ago when MaxChains
 	// are open.
@@ -177,10 +189,12 @@ func Deinterleave(samples []Sample, opts DeinterleaveOptions) Deinterleaved {
 			d.Assign[i] = -1
 			continue
 		}
-		best := pick(s, true)
+		best, ambiguous := pick(s, true)
+		d.Ambiguous[i] = ambiguous
 		if best < 0 {
 			// After a gap: a closed chain the sample continues.
-			if best = pick(s, false); best >= 0 {
+			if best, ambiguous = pick(s, false); best >= 0 {
+				d.Ambiguous[i] = ambiguous
 				makeRoom()
 				d.Chains[best].open = true
 				open++
@@ -362,6 +376,48 @@ func Increase(samples []Sample, start, end int64) float64 {
 	return result * (interval / sampled)
 }
 
+// judgeStretch judges the samples at idx (of chains x and y) with a Pair:
+// start 1 is the earlier writer, the chain whose last sample there is
+// higher (a copy's values are below its original's), 2 the later.
+func judgeStretch(samples []Sample, d Deinterleaved, idx []int, x, y int32) streams.Pair {
+	var p streams.Pair
+	var lastX, lastY float64
+	for _, i := range idx {
+		if d.Assign[i] == x {
+			lastX = samples[i].V
+		} else {
+			lastY = samples[i].V
+		}
+	}
+	hi := x
+	if lastY > lastX {
+		hi = y
+	}
+	for _, i := range idx {
+		start := uint64(2)
+		if d.Assign[i] == hi {
+			start = 1
+		}
+		p.Add(counterShape, streams.Point{Start: start, Time: uint64(samples[i].T) * uint64(time.Millisecond), Value: samples[i].V})
+	}
+	return p
+}
+
+// stronger is the pair with the stronger verdict: a peer over a copy over
+// an undecided one; of two undecided, the one with more tests.
+func stronger(a, b streams.Pair) streams.Pair {
+	switch {
+	case a.Class() != b.Class():
+		if a.Class() == streams.ClassPeer || a.Class() == streams.ClassCopy && b.Class() != streams.ClassPeer {
+			return a
+		}
+		return b
+	case a.Evidence().Tests >= b.Evidence().Tests:
+		return a
+	}
+	return b
+}
+
 // counterShape is the shape of a counter series, for the classifier.
 var counterShape = streams.NewShape(streams.KindSum, true, true)
 
@@ -371,7 +427,10 @@ var counterShape = streams.NewShape(streams.KindSum, true, true)
 // second reader in one process), or not (a peer: another process writing
 // the same series)? Of each two chains the one that ends higher is taken
 // as the earlier writer, whose values a copy's are below. Prometheus keeps
-// no start times, so the writers are only the chains the values form.
+// no start times, so the writers are only the chains the values form; a
+// sample that could have joined more than one chain (Ambiguous) is not
+// taken for evidence, since its chain is a guess and a copy's sample put
+// in the original's chain would make it look like a peer.
 func JudgeChains(samples []Sample, d Deinterleaved) (streams.Class, string) {
 	if d.Dominant < 0 || len(d.Chains) < 2 {
 		return streams.ClassUndecided, ""
@@ -383,24 +442,29 @@ func JudgeChains(samples []Sample, d Deinterleaved) (streams.Class, string) {
 			continue
 		}
 		judged++
-		// Start 1 is the earlier writer (the higher chain), 2 the later.
-		hi, lo := int32(d.Dominant), int32(ci)
-		if d.Chains[ci].Last.V > d.Chains[d.Dominant].Last.V {
-			hi, lo = lo, hi
+		x, y := int32(d.Dominant), int32(ci)
+		// The evidence runs over stretches in which each chain is one
+		// writer for certain: an ambiguous sample may have swapped them,
+		// so each stretch between two is judged on its own, with the chain
+		// that ends higher in it as the earlier writer, and the series
+		// takes the strongest verdict of its stretches.
+		var best streams.Pair
+		var stretch []int // sample indexes
+		end := func() {
+			best = stronger(best, judgeStretch(samples, d, stretch, x, y))
+			stretch = stretch[:0]
 		}
-		var p streams.Pair
-		for i, s := range samples {
-			var start uint64
-			switch d.Assign[i] {
-			case hi:
-				start = 1
-			case lo:
-				start = 2
+		for i := range samples {
+			switch {
+			case d.Assign[i] != x && d.Assign[i] != y:
+			case d.Ambiguous[i]:
+				end()
 			default:
-				continue
+				stretch = append(stretch, i)
 			}
-			p.Add(counterShape, streams.Point{Start: start, Time: uint64(s.T) * uint64(time.Millisecond), Value: s.V})
 		}
+		end()
+		p := best
 		e := p.Evidence()
 		e.Earlier, e.Later = 0, 0
 		switch p.Class() {

@@ -2,7 +2,9 @@ package audit
 
 import (
 	"math"
+	"math/rand/v2"
 	"slices"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -390,5 +392,75 @@ func TestJudgeChains(t *testing.T) {
 	// A restart is not judged.
 	if a := Analyze(at(1000, 10, 20, 30, 2, 12, 22), 0, 7000, DeinterleaveOptions{}); a.Evidence != "" {
 		t.Errorf("a restart judged: %s", a.Evidence)
+	}
+}
+
+// TestJudgeChainsSparse: a copy or a peer whose counter moves in sparse
+// steps (a histogram bucket most measurements miss) comes close to the
+// other writer's, so that a sample's chain can be a guess. A copy is
+// never judged a peer, nor a peer a copy: samples another chain fits
+// almost as well are no evidence, and each stretch between them is judged
+// on its own, its higher chain the earlier writer (undecided otherwise).
+// Logs how many of each are decided.
+func TestJudgeChainsSparse(t *testing.T) {
+	for _, peer := range []bool{false, true} {
+		for _, p := range []float64{0.9, 0.5, 0.3, 0.15} {
+			decided := 0
+			for run := range 300 {
+				r := rand.New(rand.NewPCG(uint64(run), 3))
+				// The first writer's events every 100 ms, each counted with
+				// probability p; a copy counts the same ones from its join,
+				// a peer its own, every 130 ms.
+				var ev, evPeer []float64
+				for tm := 0.1; tm < 15; tm += 0.1 {
+					if r.Float64() < p {
+						ev = append(ev, tm+r.Float64()*0.02)
+					}
+				}
+				join := 1.5 + r.Float64()*0.3
+				for tm := join + 0.05; tm < 15; tm += 0.13 {
+					if r.Float64() < p {
+						evPeer = append(evPeer, tm+r.Float64()*0.02)
+					}
+				}
+				count := func(ev []float64, from, to float64) float64 {
+					n := 0.0
+					for _, e := range ev {
+						if e > from && e <= to {
+							n++
+						}
+					}
+					return n
+				}
+				// Both export every 250 ms, in random phases.
+				var s []Sample
+				for tm := r.Float64() * 0.25; tm < 15; tm += 0.25 {
+					s = append(s, Sample{T: int64(tm * 1000), V: count(ev, 0, tm)})
+				}
+				for tm := join + r.Float64()*0.25; tm < 15; tm += 0.25 {
+					v := count(ev, join, tm)
+					if peer {
+						v = count(evPeer, 0, tm)
+					}
+					s = append(s, Sample{T: int64(tm * 1000), V: v})
+				}
+				sort.SliceStable(s, func(i, j int) bool { return s[i].T < s[j].T })
+				a := Analyze(s, 0, 15000, DeinterleaveOptions{})
+				if a.Class != ClassInterleaved {
+					continue
+				}
+				wrong := streams.ClassPeer
+				if peer {
+					wrong = streams.ClassCopy
+				}
+				if a.Writers == wrong {
+					t.Errorf("peer %v, p %.2f, run %d: judged %s (%s)", peer, p, run, a.Writers, a.Evidence)
+				}
+				if a.Writers != streams.ClassUndecided {
+					decided++
+				}
+			}
+			t.Logf("peer %v, events counted with p %.2f: %d of 300 decided", peer, p, decided)
+		}
 	}
 }

@@ -82,7 +82,7 @@ type TraceReport struct {
 	Requests int       `json:"requests"`
 	// Truncated lists windows that held more traces than Limit even at
 	// MinWindow: some of their traces were not read.
-	Truncated []string `json:"truncated,omitempty"`
+	Truncated []string `json:"truncated"`
 	// Spans counts spans and duplicate span ids per service and span name
 	// (internal/analyze, the analysis verify uses).
 	Spans analyze.SpanReport `json:"spans"`

@@ -314,11 +314,31 @@ func TestAuditOTLPCommand(t *testing.T) {
 	expect(t, "unwritable output", code, ExitInternal, stderr, "writing the report")
 }
 
-// nestedTraceJSON is helperNestedSpans (one request of three recorded
-// twice by one instrumentation) as OTLP JSON, of service svc.
+// nestedTraceJSON is one request of three recorded twice by one
+// instrumentation (a handler wrapped twice), as OTLP JSON, of service svc.
 func nestedTraceJSON() string {
-	td := helperNestedSpans()
-	td.ResourceSpans().At(0).Resource().Attributes().PutStr("service.name", "svc")
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("service.name", "svc")
+	ss := rs.ScopeSpans().AppendEmpty()
+	ss.Scope().SetName("otelhttp")
+	ss.Scope().SetVersion("0.1.0")
+	add := func(trace, id, parent byte, start, end uint64) {
+		sp := ss.Spans().AppendEmpty()
+		sp.SetTraceID(pcommon.TraceID{trace})
+		sp.SetSpanID(pcommon.SpanID{id})
+		if parent != 0 {
+			sp.SetParentSpanID(pcommon.SpanID{parent})
+		}
+		sp.SetKind(ptrace.SpanKindServer)
+		sp.SetName("GET /x")
+		sp.SetStartTimestamp(pcommon.Timestamp(start))
+		sp.SetEndTimestamp(pcommon.Timestamp(end))
+	}
+	add(1, 1, 0, 1e9, 1.1e9)
+	add(1, 2, 1, 1e9+1e5, 1.1e9-1e5)
+	add(2, 1, 0, 2e9, 2.1e9)
+	add(3, 1, 0, 3e9, 3.1e9)
 	b, _ := (&ptrace.JSONMarshaler{}).MarshalTraces(td)
 	return string(b)
 }

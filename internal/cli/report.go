@@ -7,7 +7,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/doubletake/doubletake/internal/audit"
+	"github.com/doubletake/doubletake/internal/reportjson"
 	"github.com/doubletake/doubletake/internal/termsafe"
 )
 
@@ -50,7 +50,7 @@ func (o *reportOutput) write(out io.Writer, r renderings) error {
 	var buf bytes.Buffer
 	var err error
 	if o.format == "json" {
-		err = audit.WriteJSON(&buf, r.value)
+		err = reportjson.Write(&buf, r.value)
 	} else {
 		// Names in a report come from telemetry: escape what could drive
 		// the terminal.

@@ -81,11 +81,11 @@ func TestReportOutputFailures(t *testing.T) {
 // be written are verify's failure (exit 4), named.
 func TestVerifyUnwritableReports(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "no", "such")
-	r := verify(t, "", "--allow-empty", "--output", filepath.Join(missing, "r.txt"), "--", "true")
+	r := verifyMain(t, "", "--allow-empty", "--output", filepath.Join(missing, "r.txt"), "--", "true")
 	if r.code != ExitInternal || !strings.Contains(r.stderr, "doubletake: verify: writing the report: open "+missing) {
 		t.Errorf("--output: exit %d, stderr %q", r.code, r.stderr)
 	}
-	r = verify(t, "", "--allow-empty", "--junit", filepath.Join(missing, "r.xml"), "--", "true")
+	r = verifyMain(t, "", "--allow-empty", "--junit", filepath.Join(missing, "r.xml"), "--", "true")
 	if r.code != ExitInternal || !strings.Contains(r.stderr, "doubletake: verify: writing --junit "+filepath.Join(missing, "r.xml")+": open ") {
 		t.Errorf("--junit: exit %d, stderr %q", r.code, r.stderr)
 	}

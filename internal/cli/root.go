@@ -1,9 +1,10 @@
 // Package cli holds doubletake's command tree: one file per subcommand
 // (run.go, verify.go, audit.go and audit_<name>.go for each of its own,
-// scan.go, version.go); verify's parts by concern in verify_*.go; what
-// several commands share in root.go (exit codes, typed errors), report.go
-// (the one report writer) and flagvalues.go. Constructors take their
-// dependencies (the I/O streams); there are no globals.
+// scan.go, version.go), each parsing its flags and calling its engine
+// (internal/verify, internal/audit, internal/scan); what several commands
+// share in root.go (exit codes, typed errors), report.go (the one report
+// writer) and flagvalues.go. Constructors take their dependencies (the I/O
+// streams); there are no globals.
 package cli
 
 import (

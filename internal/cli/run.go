@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/collector/otelcol"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/doubletake/doubletake/internal/buildinfo"
 	"github.com/doubletake/doubletake/internal/distro"
 	"github.com/doubletake/doubletake/internal/termsafe"
 )
@@ -37,7 +38,7 @@ func collectorSettings() otelcol.CollectorSettings {
 		BuildInfo: component.BuildInfo{
 			Command:     "doubletake",
 			Description: "doubletake gateway: an OpenTelemetry Collector that drops duplicate telemetry",
-			Version:     Version,
+			Version:     buildinfo.Read().Version,
 		},
 		Factories: distro.Components,
 		ConfigProviderSettings: otelcol.ConfigProviderSettings{
@@ -107,7 +108,7 @@ checks one. The collector's --feature-gates flag works too (not listed).`
 		fl.Usage = "set the config property `KEY=VALUE` over the config (processors.batch.timeout=2s); repeatable"
 	}
 	// --version prints doubletake's version, as 'doubletake version' does.
-	cmd.Version = versionLine()
+	cmd.Version = versionLine(buildinfo.Read())
 	cmd.SetVersionTemplate("{{.Version}}\n")
 	cmd.Flags().BoolP("version", "v", false, "print doubletake's version and exit")
 

@@ -72,7 +72,7 @@ type Finding struct {
 	KindSpans     int       `json:"kind_spans"`
 	Share         float64   `json:"share"`
 	Diagnosis     string    `json:"diagnosis"`
-	Examples      []Example `json:"examples,omitempty"`
+	Examples      []Example `json:"examples"`
 }
 
 // Stats says what a Detector saw and what it had to forget.

@@ -54,8 +54,13 @@ func (s *scanner) uvLock(path string, data []byte, uv bool) {
 			continue
 		}
 		for _, h := range hazards {
-			if h.affected.Contains(v, true) {
+			if !h.affected.Contains(v, true) {
+				continue
+			}
+			if uv {
 				s.add(h.lockedInUV(path, p.Line, p.Version))
+			} else {
+				s.add(h.lockedInPoetry(path, p.Line, p.Version))
 			}
 		}
 	}

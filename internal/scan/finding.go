@@ -41,12 +41,17 @@ type Finding struct {
 	Effect    string `json:"effect"`
 	Reference string `json:"reference"`
 	// Exclusion is the hazard's exclusion with the package's name (e.g.
-	// fastapi!=0.142.*); Summary its optional short effect.
+	// fastapi!=0.142.*); Summary its optional short effect; Fixed its
+	// first good release, if there is one.
 	Exclusion string `json:"exclusion"`
 	Summary   string `json:"summary,omitempty"`
+	Fixed     string `json:"fixed,omitempty"`
 
 	// Suggest is the requirement to use instead (e.g.
-	// fastapi>=0.135,!=0.142.*), Fix says what to do.
+	// fastapi>=0.135,!=0.142.*), Fix says what to do in this place. Both
+	// come from the hazard entry alone (hazards.yaml): the fixed release
+	// to upgrade to, the exclusion that keeps the affected ones out. scan
+	// prints Fix under the finding and verify at the end of its line.
 	Suggest string `json:"suggest,omitempty"`
 	Fix     string `json:"fix"`
 }
@@ -135,28 +140,48 @@ func (h *Hazard) finding(kind Kind, path string, line int) Finding {
 		Reference: h.Reference,
 		Exclusion: h.Package + h.Exclusion,
 		Summary:   h.Summary,
+		Fixed:     h.Fixed,
 	}
 }
 
-// installed returns the finding for an installed distribution.
+// The advice, for every kind of finding: upgrade to the fixed release
+// where one is known, and keep the affected releases out of what is
+// resolved (the exclusion), so that no later resolve brings them back. An
+// environment already built exports twice until it is upgraded, whatever
+// its manifests say.
+
+// installed returns the finding for an installed distribution: upgrade
+// it in place.
 func (h *Hazard) installed(path string, line int, version string) Finding {
 	f := h.finding(KindInstalled, path, line)
 	f.Version = version
 	if h.fixed != nil {
 		f.Suggest = fmt.Sprintf("%s>=%s", h.Package, h.Fixed)
+		f.Fix = fmt.Sprintf("upgrade to %s (pip install '%s') and restart what runs from this environment", f.Suggest, f.Suggest)
 	} else {
 		f.Suggest = h.Package + h.Exclusion
+		f.Fix = fmt.Sprintf("install a release that satisfies %s (pip install '%s') and restart what runs from this environment", f.Suggest, f.Suggest)
 	}
-	f.Fix = fmt.Sprintf("install %s into this environment (e.g. pip install '%s') and restart its processes; until then they export twice", f.Suggest, f.Suggest)
 	return f
 }
 
-// lockedInUV returns the finding for a uv.lock entry.
+// lockedInUV returns the finding for a uv.lock entry: exclude the
+// affected releases, then upgrade the locked one.
 func (h *Hazard) lockedInUV(path string, line int, version string) Finding {
 	f := h.finding(KindLocked, path, line)
 	f.Version = version
 	f.Suggest = h.Package + h.Exclusion
 	f.Fix = fmt.Sprintf("add %q to the project's dependencies (or [tool.uv] constraint-dependencies), run uv lock --upgrade-package %s, then uv sync", f.Suggest, h.Package)
+	return f
+}
+
+// lockedInPoetry returns the finding for a poetry.lock entry: the same
+// as uv.lock's, with Poetry's commands.
+func (h *Hazard) lockedInPoetry(path string, line int, version string) Finding {
+	f := h.finding(KindLocked, path, line)
+	f.Version = version
+	f.Suggest = h.Package + h.Exclusion
+	f.Fix = fmt.Sprintf("add %q to %s's constraint in pyproject.toml, then run poetry update %s", h.Exclusion, h.Package, h.Package)
 	return f
 }
 

@@ -8,22 +8,56 @@ import (
 	"strings"
 )
 
-// WriteText writes one block per finding:
+// WriteText writes the findings grouped by hazard: what the hazard is
+// known to do, once, then each finding and the fix for it there:
 //
-//	path:line: fastapi 0.142.4 is locked (affected >=0.142.0,<0.143.0)
+//	fastapi >=0.142.0,<0.143.0 (2 findings)
 //	  effect: FastAPI 0.142.0 to 0.142.4 configure ...
 //	  see:    fastapi/fastapi#16476
+//	  fixed:  0.143.0
+//
+//	path:line: fastapi 0.142.4 is locked
 //	  fix:    add "fastapi!=0.142.*" to the project's dependencies ...
+//	path:line: fastapi>=0.135 in project.dependencies admits fastapi 0.142.0
+//	  fix:    require fastapi>=0.135,!=0.142.*, then re-lock and reinstall
+//
+// Hazards come in the order of their first finding, findings in the order
+// given.
 func WriteText(w io.Writer, findings []Finding) error {
+	type group struct {
+		about    Finding // the first finding, for the hazard's fields
+		findings []Finding
+	}
+	type hazardKey struct{ pkg, affected, effect, reference string }
+	var groups []*group
+	byHazard := map[hazardKey]*group{}
+	for _, f := range findings {
+		k := hazardKey{f.Package, f.Affected, f.Effect, f.Reference}
+		g := byHazard[k]
+		if g == nil {
+			g = &group{about: f}
+			byHazard[k] = g
+			groups = append(groups, g)
+		}
+		g.findings = append(g.findings, f)
+	}
 	bw := bufio.NewWriter(w)
-	for i, f := range findings {
+	for i, g := range groups {
 		if i > 0 {
 			_ = bw.WriteByte('\n') // sticky; Flush reports it
 		}
-		fmt.Fprintf(bw, "%s: %s (affected %s)\n", location(f.Path, f.Line), safeText(headline(f), maxTextField), safeText(f.Affected, maxTextField))
-		writeWrapped(bw, "  effect: ", safeText(f.Effect, 4*maxTextField))
-		writeWrapped(bw, "  see:    ", safeText(f.Reference, maxTextField))
-		writeWrapped(bw, "  fix:    ", safeText(f.Fix, 2*maxTextField))
+		h := g.about
+		fmt.Fprintf(bw, "%s %s (%s)\n", safeText(h.Package, maxTextField), safeText(h.Affected, maxTextField), plural(len(g.findings), "finding"))
+		writeWrapped(bw, "  effect: ", safeText(h.Effect, 4*maxTextField))
+		writeWrapped(bw, "  see:    ", safeText(h.Reference, maxTextField))
+		if h.Fixed != "" {
+			writeWrapped(bw, "  fixed:  ", safeText(h.Fixed, maxTextField))
+		}
+		_ = bw.WriteByte('\n')
+		for _, f := range g.findings {
+			fmt.Fprintf(bw, "%s: %s\n", location(f.Path, f.Line), safeText(headline(f), maxTextField))
+			writeWrapped(bw, "  fix:    ", safeText(f.Fix, 2*maxTextField))
+		}
 	}
 	return bw.Flush()
 }

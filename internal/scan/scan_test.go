@@ -128,12 +128,13 @@ func TestWriteText(t *testing.T) {
 	}
 	text := out.String()
 	for _, want := range []string{
-		"testdata/tree/locked/uv.lock:12: fastapi 0.142.4 is locked (affected >=0.142.0,<0.143.0)\n",
-		"  effect: FastAPI 0.142.0 to 0.142.4 configure OpenTelemetry OTLP export by\n          themselves",
-		"  see:    fastapi/fastapi#16476\n",
-		`  fix:    add "fastapi!=0.142.*" to the project's dependencies`,
-		"testdata/tree/admits/pyproject.toml:5: fastapi>=0.135 in project.dependencies admits fastapi 0.142.0",
-		"  fix:    require fastapi>=0.135,!=0.142.*, then re-lock and reinstall\n",
+		"fastapi >=0.142.0,<0.143.0 (4 findings)\n" +
+			"  effect: FastAPI 0.142.0 to 0.142.4 configure OpenTelemetry OTLP export by\n          themselves",
+		"  see:    fastapi/fastapi#16476\n  fixed:  0.143.0\n\n",
+		"testdata/tree/locked/uv.lock:12: fastapi 0.142.4 is locked\n" +
+			`  fix:    add "fastapi!=0.142.*" to the project's dependencies`,
+		"testdata/tree/admits/pyproject.toml:5: fastapi>=0.135 in project.dependencies admits fastapi 0.142.0\n" +
+			"  fix:    require fastapi>=0.135,!=0.142.*, then re-lock and reinstall\n",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("text output lacks %q:\n%s", want, text)
@@ -150,6 +151,52 @@ func TestWriteText(t *testing.T) {
 	}
 	if probs.String() != "a/uv.lock: m\nb:3: n\n" {
 		t.Errorf("problems: %q", probs.String())
+	}
+}
+
+// TestWriteTextExplainsOnce: what a hazard is known to do is written
+// once, however many findings it has, and once for each hazard; each
+// finding has its own fix.
+func TestWriteTextExplainsOnce(t *testing.T) {
+	hazards, err := BuiltinHazards()
+	if err != nil {
+		t.Fatal(err)
+	}
+	extra, err := ParseHazards([]byte(`hazards:
+  - package: otelwrap
+    affected: ">=2.0,<2.2"
+    exclusion: "<2.0"
+    effect: otelwrap 2.0 and 2.1 add a span exporter of their own.
+    reference: example/otelwrap#1
+`), "extra.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for i := range 5 {
+		write(t, filepath.Join(dir, "svc"+itoa(i), "requirements.txt"), "fastapi==0.142.1\notelwrap==2.1.0\n")
+	}
+	r := Scan(context.Background(), NewDB(append(hazards, extra...)...), dir)
+	if len(r.Findings) != 10 {
+		t.Fatalf("%d findings, want 10: %+v", len(r.Findings), r.Findings)
+	}
+	var out bytes.Buffer
+	if err := WriteText(&out, r.Findings); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	for what, n := range map[string]int{
+		"  effect: FastAPI 0.142.0 to 0.142.4":               1,
+		"  effect: otelwrap 2.0 and 2.1 add a span exporter": 1,
+		"  see:    ": 2,
+		"fastapi >=0.142.0,<0.143.0 (5 findings)\n":                 1,
+		"otelwrap >=2.0,<2.2 (5 findings)\n":                        1,
+		"  fix:    pin fastapi==0.143.0 and reinstall\n":            5,
+		"  fix:    pin a release that satisfies <2.0 and reinstall": 5,
+	} {
+		if got := strings.Count(text, what); got != n {
+			t.Errorf("%q %d times, want %d:\n%s", what, got, n, text)
+		}
 	}
 }
 
@@ -323,5 +370,25 @@ func TestScanCancelled(t *testing.T) {
 	r := Scan(ctx, builtinDB(t), "testdata/tree")
 	if r.FilesRead != 0 || len(r.Problems) != 0 {
 		t.Errorf("a cancelled scan read %d files, problems %+v", r.FilesRead, r.Problems)
+	}
+}
+
+// TestPoetryLockAdvice: a poetry.lock is fixed with Poetry's commands, a
+// uv.lock with uv's.
+func TestPoetryLockAdvice(t *testing.T) {
+	dir := t.TempDir()
+	lock := "[[package]]\nname = \"fastapi\"\nversion = \"0.142.1\"\n"
+	write(t, filepath.Join(dir, "p", "poetry.lock"), lock)
+	write(t, filepath.Join(dir, "u", "uv.lock"), "version = 1\n\n"+lock)
+	r := Scan(context.Background(), builtinDB(t), dir)
+	fixes := map[string]string{}
+	for _, f := range r.Findings {
+		fixes[filepath.Base(f.Path)] = f.Fix
+	}
+	if want := `add "!=0.142.*" to fastapi's constraint in pyproject.toml, then run poetry update fastapi`; fixes["poetry.lock"] != want {
+		t.Errorf("poetry.lock: fix %q, want %q", fixes["poetry.lock"], want)
+	}
+	if !strings.Contains(fixes["uv.lock"], "uv lock --upgrade-package fastapi") {
+		t.Errorf("uv.lock: fix %q", fixes["uv.lock"])
 	}
 }

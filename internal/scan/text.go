@@ -67,10 +67,13 @@ func safeText(s string, max int) string {
 
 // Brief is f in one line, for a report that names the release behind a
 // symptom (verify): what the file at where installs, locks or admits, what
-// the hazard is known to do, and the requirement that keeps it out, e.g.
+// the hazard is known to do, and f.Fix, the advice scan prints under the
+// same finding, e.g.
 //
 //	fastapi 0.142.2 is installed in .venv (known to attach a second
-//	exporter when OTEL_EXPORTER_OTLP_ENDPOINT is set): pin fastapi!=0.142.*
+//	exporter when OTEL_EXPORTER_OTLP_ENDPOINT is set): upgrade to
+//	fastapi>=0.143.0 (pip install 'fastapi>=0.143.0') and restart what
+//	runs from this environment
 //
 // where names the file or environment; every part is escaped and cut as
 // the text output's are.
@@ -96,11 +99,7 @@ func (f Finding) Brief(where string) string {
 	if f.Summary != "" {
 		known = "known to " + f.Summary
 	}
-	fix := "pin " + f.Exclusion
-	if f.Kind == KindAdmits && f.Suggest != "" {
-		fix = "require " + f.Suggest
-	}
-	return fmt.Sprintf("%s (%s): %s", safeText(what, 2*maxTextField), safeText(known, maxTextField), safeText(fix, maxTextField))
+	return fmt.Sprintf("%s (%s): %s", safeText(what, 2*maxTextField), safeText(known, maxTextField), safeText(f.Fix, 2*maxTextField))
 }
 
 // String is p in one line, "path[:line]: message", escaped as WriteProblems

@@ -94,6 +94,7 @@ type Pair struct {
 	shape   Shape
 	class   Class
 	pooled  bool  // class set by SetClass, not by this pair's evidence
+	noMM    bool  // a writer's min or max moved back: not cumulative, not compared
 	part    uint8 // peer: the value whose bounds crossed
 	tests   uint32
 	moves   uint32
@@ -106,10 +107,19 @@ type Pair struct {
 
 // sample is one retained point of a writer.
 type sample struct {
-	time uint64
-	n    uint8
-	v    [MaxParts]float64
+	time   uint64
+	n      uint8
+	mm     bool // mn and mx hold a histogram's min and max
+	v      [MaxParts]float64
+	mn, mx float64
 }
+
+// The parts that a Pair's peer decision can name beyond the values of
+// partsOf: a histogram's max and min.
+const (
+	partMax = MaxParts + iota
+	partMin
+)
 
 // Evidence is a Pair's state, for reports and the status page.
 type Evidence struct {
@@ -148,11 +158,14 @@ func (e Evidence) String() string {
 		return fmt.Sprintf("%s: decided on another stream of the same writer; here %s: c in [%s, %s] over %d tests, %d with both moving",
 			e.Class, e.Part, num(e.Lo), num(e.Hi), e.Tests, e.Moves)
 	}
-	switch e.Class {
-	case ClassPeer:
+	switch {
+	case e.Class == ClassPeer && (e.Part == "max" || e.Part == "min"):
+		return fmt.Sprintf("peer: the later writer's %s %s lies outside the earlier writer's %s recorded after it: it measured what the earlier one did not (%d tests%s)",
+			e.Part, num(e.Lo), num(e.Hi), e.Tests, after)
+	case e.Class == ClassPeer:
 		return fmt.Sprintf("peer: %s of the later writer is not the earlier one's less a constant: needs c ≥ %s and c ≤ %s (%d tests%s)",
 			e.Part, num(e.Lo), num(e.Hi), e.Tests, after)
-	case ClassCopy:
+	case e.Class == ClassCopy:
 		return fmt.Sprintf("copy: %s = the earlier writer's − c, c in [%s, %s] over %d tests, %d with both moving%s",
 			e.Part, num(e.Lo), num(e.Hi), e.Tests, e.Moves, after)
 	}
@@ -194,6 +207,10 @@ func partName(s Shape, k int, n uint8) string {
 		return "count"
 	case k == 1:
 		return "sum"
+	case k == partMax:
+		return "max"
+	case k == partMin:
+		return "min"
 	}
 	return fmt.Sprintf("bucket group %d of %d", k-1, max(int(n)-2, 1))
 }
@@ -264,8 +281,16 @@ func (p *Pair) Add(shape Shape, pt Point) (moves int, ok bool) {
 		return 0, false
 	}
 	p.points++
-	cur := sample{time: pt.Time}
+	cur := sample{time: pt.Time, mm: pt.HasMinMax, mn: pt.Min, mx: pt.Max}
 	cur.n = partsOf(shape, &pt, &cur.v)
+	if cur.mm && !p.noMM {
+		// A cumulative min never rises and a max never falls within one
+		// start; an SDK that reports them per interval would make a copy
+		// look like a peer, so such a pair's extremes are not compared.
+		if prev := p.newest(w); prev.mm && prev.time < cur.time && (cur.mx < prev.mx || cur.mn > prev.mn) {
+			p.noMM = true
+		}
+	}
 	if cur.n > 2 {
 		if p.layout == 0 {
 			p.layout = pt.Layout | 1
@@ -325,6 +350,21 @@ func (p *Pair) bound(x, y *sample) {
 		p.first = max(x.time, y.time)
 	}
 	p.tests++
+	// A copy's measurements are some of the earlier writer's: what it had
+	// recorded by ty lies within the earlier writer's min and max at a
+	// later tx. Exact values, no tolerance: min and max are measurements.
+	if upper && x.mm && y.mm && !p.noMM {
+		switch {
+		case y.mx > x.mx:
+			p.class, p.part, p.pooled = ClassPeer, partMax, false
+			p.crossLo, p.crossHi = y.mx, x.mx
+			return
+		case y.mn < x.mn:
+			p.class, p.part, p.pooled = ClassPeer, partMin, false
+			p.crossLo, p.crossHi = y.mn, x.mn
+			return
+		}
+	}
 	for k := range min(x.n, y.n) {
 		d := x.v[k] - y.v[k]
 		p.scale[k] = max(p.scale[k], math.Abs(x.v[k]), math.Abs(y.v[k]))

@@ -56,6 +56,8 @@ type reader struct {
 	skew            float64
 	drop            map[int]bool
 	dips            bool
+	noMinMax        bool // histograms without min and max
+	intervalMinMax  bool // min and max of each interval only (not cumulative)
 }
 
 // simPoint is one export.
@@ -71,6 +73,7 @@ func (rd reader) points(until float64, hist bool) []simPoint {
 	i := sort.SearchFloat64s(rd.src.times, rd.join)
 	var count uint64
 	var sum float64
+	lo, hi := math.Inf(1), math.Inf(-1)
 	buckets := make([]uint64, len(simBounds)+1)
 	for k := 0; ; k++ {
 		t := rd.first + float64(k)*rd.iv
@@ -81,6 +84,7 @@ func (rd reader) points(until float64, hist bool) []simPoint {
 			v := rd.src.vals[i]
 			count++
 			sum += v
+			lo, hi = min(lo, v), max(hi, v)
 			buckets[sort.SearchFloat64s(simBounds, v)]++
 			i++
 		}
@@ -98,6 +102,12 @@ func (rd reader) points(until float64, hist bool) []simPoint {
 			bc := pcommon.NewUInt64Slice()
 			bc.FromRaw(slices.Clone(buckets))
 			p.Buckets, p.HasBuckets, p.Layout = bc, true, 42
+			if count > 0 && !rd.noMinMax && !math.IsInf(lo, 1) {
+				p.Min, p.Max, p.HasMinMax = lo, hi, true
+			}
+			if rd.intervalMinMax {
+				lo, hi = math.Inf(1), math.Inf(-1)
+			}
 		}
 		p.Fingerprint = uint64(k)
 		out = append(out, simPoint{at: t, p: p})
@@ -186,6 +196,9 @@ func TestPairCopyNeverPeer(t *testing.T) {
 		{name: "sum/copy_drops_one_interval", rate: 10, mut: func(_, l *reader) { l.drop = map[int]bool{3: true} }},
 		{name: "sum/first_drops_one_interval", rate: 10, mut: func(e, _ *reader) { e.drop = map[int]bool{8: true} }},
 		{name: "histogram/same_phase", hist: true, rate: 10, mut: func(e, l *reader) { l.first = e.first + math.Ceil(l.join-e.first) }},
+		// An SDK that reports each interval's min and max on a cumulative
+		// histogram: the extremes are not evidence then.
+		{name: "histogram/interval_minmax", hist: true, rate: 10, mut: func(e, l *reader) { e.intervalMinMax, l.intervalMinMax = true, true }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			shape := monoSum
@@ -364,4 +377,58 @@ func TestEvidenceString(t *testing.T) {
 		t.Errorf("got  %q\nwant %q", got, want)
 	}
 	_ = time.Second
+}
+
+// metronome makes one event every every seconds from from to to, each
+// value 20 ms and a jitter of 0.5 ms on average: the end-to-end clients'
+// 20 ms sleeps, all in one bucket.
+func metronome(r *rand.Rand, every, from, to float64) *source {
+	s := &source{}
+	for t := from + every; t < to; t += every {
+		s.times = append(s.times, t)
+		s.vals = append(s.vals, 0.02+r.ExpFloat64()/2000)
+	}
+	return s
+}
+
+// TestPairLockstepPeers: processes forked together that record the same
+// number of events on the same beat, in one bucket, and export in the same
+// phase (the end-to-end TestDefaultSharedIdentity): their counters are the
+// same at every export and their sums stay within the bracketing bounds,
+// so only the histograms' min and max tell them apart. Without them no
+// such peer is decided; with them, nearly every one by its last point.
+func TestPairLockstepPeers(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		noMinMax bool
+		life     float64
+		least    int // peers decided of simRuns, at least
+	}{
+		{"minmax/6s", false, 6, simRuns * 9 / 10}, {"no_minmax/6s", true, 6, 0},
+		{"minmax/15s", false, 15, simRuns * 97 / 100}, {"no_minmax/15s", true, 15, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			decided, calledCopy := 0, 0
+			var secsToPeer []float64
+			for run := range simRuns {
+				r := rand.New(rand.NewPCG(uint64(run), 13))
+				startL := 0.001 + 0.03*r.Float64()
+				e := reader{src: metronome(r, 0.1, 0, tc.life), join: 0, first: 0.5, iv: 0.5, noMinMax: tc.noMinMax}
+				l := reader{src: metronome(r, 0.1, startL, tc.life+startL), join: startL, first: startL + 0.5, iv: 0.5, noMinMax: tc.noMinMax}
+				o := judgePair(histogram, merge(e.points(tc.life, true), l.points(tc.life+startL, true)))
+				if o.class == ClassCopy {
+					calledCopy++ // 30 tests passed, none tight enough to fail
+				}
+				if o.everPeer {
+					decided++
+					secsToPeer = append(secsToPeer, o.seconds)
+				}
+			}
+			m, w := stats(secsToPeer)
+			t.Logf("decided %d/%d by the last points; seconds median %.1f worst %.1f; called a copy first: %d", decided, simRuns, m, w, calledCopy)
+			if decided < tc.least {
+				t.Errorf("%d of %d peers decided, want at least %d", decided, simRuns, tc.least)
+			}
+		})
+	}
 }

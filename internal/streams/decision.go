@@ -109,6 +109,9 @@ type Decision struct {
 	// Class is, with Policy.Auto, the class of the point's writer when it
 	// is not the elected one (ClassUndecided otherwise).
 	Class Class
+	// Hold: the point is dropped as an undecided writer's, and may be held
+	// until the writer is decided (Tracker.Hold; Policy.MaxHeldBytes).
+	Hold bool
 }
 
 // Shift is the rewrite of a writer's points after an interpolated

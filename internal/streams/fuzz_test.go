@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
 )
 
 // FuzzTracker feeds the Tracker arbitrary point sequences over a few streams
@@ -16,7 +17,9 @@ import (
 //   - within one (non-zero) start, a monotonic stream's passed values never
 //     decrease, so a decrease in the output always comes with a start change;
 //   - Label only with Split, and never for the elected writer;
-//   - Undo of a recorded stretch restores the streams exactly.
+//   - Undo of a recorded stretch restores the streams exactly;
+//   - with Auto, the held points' bookkeeping adds up and stays within
+//     MaxHeldBytes, and only a peer's held points are released.
 //
 // The first byte picks the policy; every op is 4 bytes: stream and shape,
 // start, time step, value.
@@ -36,6 +39,9 @@ func FuzzTracker(f *testing.F) {
 			p.FailoverAfter = 20 * 1e9
 		}
 		p.MaxStreams = 3 // 4 stream ids: one is left unjudged at times
+		if p.Auto {
+			p.MaxHeldBytes = 100 // room for two or three held points
+		}
 		tr, err := NewTracker(p)
 		if err != nil {
 			t.Fatal(err)
@@ -74,6 +80,21 @@ func FuzzTracker(f *testing.F) {
 				shape = tr.at(s).shape // a stream keeps the shape it was made with
 			}
 			d := tr.ObserveFrom(id, 9, shape, pt, 0)
+			if d.Hold {
+				if d.Verdict != Drop || !p.Auto {
+					t.Fatalf("op %d: %v asks to be held", i/4, d)
+				}
+				tr.Hold(id, d.Writer, pmetric.NewMetrics(), 10+int(ops[i+3]%50))
+			}
+			tr.TakeReleased(func(rid ID, w uint64, _ pmetric.Metrics, _ int) {
+				k, ok := tr.judge.byKey[pairKey{rid, w}]
+				if !ok || tr.judge.classOf(k) != ClassPeer {
+					t.Fatalf("op %d: released a held point of writer %d of stream %d, not a peer", i/4, w, rid[0])
+				}
+			})
+			if err := tr.judge.checkHeld(); err != nil {
+				t.Fatalf("op %d: %v", i/4, err)
+			}
 			if d.Verdict == Label && !p.Split && !p.Auto {
 				t.Fatalf("op %d: Label without Split or Auto", i/4)
 			}

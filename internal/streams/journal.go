@@ -12,6 +12,12 @@ type journalEntry struct {
 	after   uint32 // the stream's version after the change
 	created bool
 	before  stream
+	// A labelled writer's own newest point (a pair's), instead of a
+	// stream: what it was before, and the point that replaced it.
+	pair       bool
+	key        pairKey
+	pairBefore ownPoint
+	pairAfter  ownPoint
 }
 
 // Len returns the number of changes recorded.
@@ -31,6 +37,12 @@ func (t *Tracker) Undo(j *Journal) int {
 	n := 0
 	for k := len(j.entries) - 1; k >= 0; k-- {
 		e := &j.entries[k]
+		if e.pair {
+			if t.judge.undoOwn(e.key, e.pairBefore, e.pairAfter) {
+				n++
+			}
+			continue
+		}
 		if e.idx >= t.used {
 			continue
 		}

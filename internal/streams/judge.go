@@ -20,9 +20,21 @@ type judge struct {
 	byStream map[ID]uint32      // first slot of the stream's pairs, plus one
 	writers  map[writerKey]pooled
 	cursor   uint32
-	lastPass int64           // the cutoff of the last pass over the writers
-	counts   [NumClasses]int // pooled writers by class
-	stats    JudgeStats
+	lastPass int64 // the cutoff of the last pass over the writers
+	// anchor is the pooled writer of the first second writer's point met
+	// in the current ScopeMetrics, while anchored; scoped: the caller
+	// marks ScopeMetrics (Tracker.NewScope), so anchoring applies.
+	anchor           writerKey
+	anchored, scoped bool
+	counts           [NumClasses]int // pooled writers by class
+	stats            JudgeStats
+
+	// Held points (held.go): the pairs that hold one, their bytes, and
+	// whether a class was decided since the last TakeReleased.
+	maxHeld   int
+	heldBytes int
+	holders   []uint32
+	scan      bool
 }
 
 // JudgeStats counts what the classifier did.
@@ -35,6 +47,11 @@ type JudgeStats struct {
 	ByClass [NumClasses]int // writers under judgement by class
 	Limit   int
 	Streams int // streams with at least one pair
+	// Held counts what became of the held points (held.go), by outcome;
+	// HeldPoints and HeldBytes are what is held now.
+	Held       [NumHeldOutcomes]uint64
+	HeldPoints int
+	HeldBytes  int
 }
 
 type pairKey struct {
@@ -76,6 +93,30 @@ type pooled struct {
 	seen    int64
 }
 
+// ownPoint is a second writer's newest point: time, value, sum (NaN:
+// none) and fingerprint.
+type ownPoint struct {
+	time       uint64
+	value, sum float64
+	fp         uint64
+}
+
+// undoOwn takes back a second writer's newest point set by a request that
+// could not be delivered, unless a later one replaced it since: the
+// sender's retry of a labelled point then passes again.
+func (j *judge) undoOwn(k pairKey, before, after ownPoint) bool {
+	i, ok := j.byKey[k]
+	if !ok {
+		return false
+	}
+	jp := &j.pairs[i]
+	if jp.own.time != after.time || jp.own.fp != after.fp {
+		return false
+	}
+	jp.own = before
+	return true
+}
+
 // judged is one second writer of one stream.
 type judged struct {
 	Pair
@@ -87,16 +128,14 @@ type judged struct {
 	next   uint32    // the stream's next pair, plus one
 	seen   int64     // the caller's clock at this writer's newest point
 	skip   uint8     // points since the last fed, while a copy (CopySample)
-	// this writer's newest point, for its own order while it is labelled
-	otime        uint64
-	ovalue, osum float64
-	ofp          uint64
-	live         bool
+	own    ownPoint  // this writer's newest point, for its own order while it is labelled
+	live   bool
+	held   held // its newest dropped point, while undecided (held.go)
 }
 
-func newJudge(max int) *judge {
+func newJudge(max, maxHeld int) *judge {
 	return &judge{
-		max: max, byKey: map[pairKey]uint32{}, byStream: map[ID]uint32{}, writers: map[writerKey]pooled{},
+		max: max, maxHeld: maxHeld, byKey: map[pairKey]uint32{}, byStream: map[ID]uint32{}, writers: map[writerKey]pooled{},
 	}
 }
 
@@ -104,6 +143,7 @@ func (j *judge) setClass(w *pooled, c Class) {
 	if c <= w.class {
 		return
 	}
+	j.scan = true
 	j.counts[w.class]--
 	j.counts[c]++
 	j.stats.Decided[c]++
@@ -151,20 +191,26 @@ func rebase(jp *judged, s *stream) {
 	jp.Pair = Pair{}
 	jp.class, jp.decided = cls, decided
 	jp.ref = s.cur.start
-	jp.Add(s.shape, Point{Start: jp.other, Time: jp.otime, Value: jp.ovalue, Sum: jp.osum, HasSum: !math.IsNaN(jp.osum)})
+	jp.Add(s.shape, Point{Start: jp.other, Time: jp.own.time, Value: jp.own.value, Sum: jp.own.sum, HasSum: !math.IsNaN(jp.own.sum)})
 	seed(jp, s)
 }
 
 // other judges a point of a writer that is not the stream's elected one:
 // its class, and a reason when the point breaks its own order (which
 // matters while it is labelled). refused: there was no room to judge it.
-func (j *judge) other(s *stream, origin uint64, p Point, now int64) (cls Class, r Reason, refused bool) {
+func (j *judge) other(s *stream, origin uint64, p Point, now int64, journal *Journal) (cls Class, r Reason, refused bool) {
 	key := pairKey{s.id, p.Start}
 	i, ok := j.byKey[key]
 	var wk writerKey
 	switch {
 	case ok:
 		wk = j.pairs[i].wk
+	case origin != 0 && j.anchored && j.anchor.origin == origin:
+		// One export's points are one writer's: a new second writer met
+		// in the ScopeMetrics of another is that writer's other
+		// instrument (SDKs stamp a start per instrument, and under load
+		// further apart than PoolWindow).
+		wk = j.anchor
 	case origin != 0:
 		wk = j.resolve(origin, p.Start)
 	}
@@ -174,6 +220,9 @@ func (j *judge) other(s *stream, origin uint64, p Point, now int64) (cls Class, 
 	// writer was told when it became one.
 	if wk.origin != 0 && (!ok || j.pairs[i].class != ClassPeer) {
 		w, pooledOK = j.pool(wk, p.Start, now)
+	}
+	if wk.origin != 0 && j.scoped && !j.anchored {
+		j.anchor, j.anchored = wk, true
 	}
 	if !ok {
 		if len(j.byKey) >= j.max {
@@ -185,7 +234,7 @@ func (j *judge) other(s *stream, origin uint64, p Point, now int64) (cls Class, 
 		}
 		i = j.alloc()
 		jp := &j.pairs[i]
-		*jp = judged{id: s.id, ref: s.cur.start, other: p.Start, origin: origin, wk: wk, live: true, osum: math.NaN()}
+		*jp = judged{id: s.id, ref: s.cur.start, other: p.Start, origin: origin, wk: wk, live: true, own: ownPoint{sum: math.NaN()}}
 		if !pooledOK {
 			jp.wk = writerKey{}
 		}
@@ -204,38 +253,49 @@ func (j *judge) other(s *stream, origin uint64, p Point, now int64) (cls Class, 
 		jp.seen = now
 	}
 	rebase(jp, s)
-	if jp.otime != 0 {
+	if jp.own.time != 0 {
 		switch {
-		case p.Time == jp.otime && p.Fingerprint == jp.ofp:
+		case p.Time == jp.own.time && p.Fingerprint == jp.own.fp:
 			r = ReasonDuplicate
-		case p.Time <= jp.otime:
+		case p.Time <= jp.own.time:
 			r = ReasonOutOfOrder
-		case s.shape.Monotonic() && !p.NoValue && (p.Value < jp.ovalue || p.HasSum && p.Sum < jp.osum):
+		case s.shape.Monotonic() && !p.NoValue && (p.Value < jp.own.value || p.HasSum && p.Sum < jp.own.sum):
 			r = ReasonDecrease
 		}
 	}
+	before := jp.class
 	if r == ReasonNone {
-		jp.otime, jp.ofp = p.Time, p.Fingerprint
+		old := jp.own
+		jp.own.time, jp.own.fp = p.Time, p.Fingerprint
 		if !p.NoValue {
-			jp.ovalue, jp.osum = p.Value, math.NaN()
+			jp.own.value, jp.own.sum = p.Value, math.NaN()
 			if p.HasSum {
-				jp.osum = p.Sum
+				jp.own.sum = p.Sum
 			}
+		}
+		if journal != nil {
+			journal.entries = append(journal.entries, journalEntry{pair: true, key: key, pairBefore: old, pairAfter: jp.own})
 		}
 		if feed(jp) {
 			jp.Add(s.shape, p)
 		}
 	}
 	if pooledOK {
-		before := w
+		wasPooled := w
 		switch jp.class {
 		case ClassPeer, ClassCopy:
 			j.setClass(&w, jp.class)
 		}
 		jp.SetClass(w.class, p.Time)
-		if w != before || !ok {
+		if w != wasPooled || !ok {
 			j.writers[wk] = w
 		}
+	}
+	if jp.class != before {
+		j.scan = true
+	}
+	if jp.class == ClassPeer && r == ReasonNone {
+		j.unhold(i, NumHeldOutcomes) // this newer point passes, labelled
 	}
 	return jp.class, r, false
 }
@@ -264,6 +324,7 @@ func (j *judge) elected(s *stream, p Point) {
 		if jp.class == before {
 			continue
 		}
+		j.scan = true
 		wk := jp.wk
 		if w, ok := j.writers[wk]; ok && wk.origin != 0 {
 			switch jp.class {
@@ -272,6 +333,16 @@ func (j *judge) elected(s *stream, p Point) {
 			}
 			j.writers[wk] = w
 		}
+	}
+}
+
+// NewScope says that the next points come from a new ScopeMetrics: the
+// second writers met in one ScopeMetrics are pooled as one writer (see
+// judge.other). Walk's callers call it at Visit.NewScope; the processor at
+// each ScopeMetrics.
+func (t *Tracker) NewScope() {
+	if t.judge != nil {
+		t.judge.anchored, t.judge.scoped = false, true
 	}
 }
 
@@ -299,17 +370,23 @@ func (j *judge) alloc() uint32 {
 	return uint32(len(j.pairs) - 1)
 }
 
-// drop forgets the pair of (id, other): the writer was elected.
+// drop forgets the pair of (id, other): the writer was elected (its point
+// passes, so a held one is superseded).
 func (j *judge) drop(id ID, other uint64) {
 	i, ok := j.byKey[pairKey{id, other}]
 	if !ok {
 		return
 	}
-	j.unlink(i)
+	j.unlink(i, NumHeldOutcomes)
 }
 
-// unlink removes pair slot i from its stream's list and the index.
-func (j *judge) unlink(i uint32) {
+// unlink removes pair slot i from its stream's list and the index; a point
+// it holds goes with it, counted as o (unless NumHeldOutcomes).
+func (j *judge) unlink(i uint32, o HeldOutcome) {
+	if o == HeldExpired && j.classOf(i) != ClassUndecided {
+		o = NumHeldOutcomes // decided since: released or discarded at the next TakeReleased
+	}
+	j.unhold(i, o)
 	jp := &j.pairs[i]
 	if head, ok := j.byStream[jp.id]; ok {
 		if head == i+1 {
@@ -351,7 +428,7 @@ func (j *judge) dropStream(id ID) {
 		if !ok {
 			return
 		}
-		j.unlink(head - 1)
+		j.unlink(head-1, HeldExpired)
 	}
 }
 
@@ -365,7 +442,7 @@ func (j *judge) sweep(cutoff int64, budget int) {
 			j.cursor = 0
 		}
 		if jp := &j.pairs[j.cursor]; jp.live && jp.seen < cutoff {
-			j.unlink(j.cursor)
+			j.unlink(j.cursor, HeldExpired)
 			j.stats.Expired++
 		}
 		j.cursor++
@@ -439,5 +516,6 @@ func (t *Tracker) JudgeStats() JudgeStats {
 	}
 	s := t.judge.stats
 	s.Pairs, s.Writers, s.ByClass, s.Limit, s.Streams = len(t.judge.byKey), len(t.judge.writers), t.judge.counts, t.judge.max, len(t.judge.byStream)
+	s.HeldPoints, s.HeldBytes = len(t.judge.holders), t.judge.heldBytes
 	return s
 }

@@ -7,7 +7,9 @@ import (
 )
 
 // The classifier's part of a snapshot (format 3): its pairs, then its
-// pooled writers, each a fixed-size record of little-endian words.
+// pooled writers, each a fixed-size record of little-endian words. The
+// retained points' histogram min and max are not stored (a restored pair
+// compares them again from its next points), nor are held points.
 const (
 	pairWords   = 4 + 8 + 2 + 2*History*(2+MaxParts) + 4 + 3*MaxParts + 6 + 4
 	writerWords = 6
@@ -46,10 +48,10 @@ func (j *judge) appendSnapshot(b []byte) []byte {
 		e.u(jp.other)
 		e.u(jp.origin)
 		e.u(uint64(jp.seen))
-		e.u(jp.otime)
-		e.f(jp.ovalue)
-		e.f(jp.osum)
-		e.u(jp.ofp)
+		e.u(jp.own.time)
+		e.f(jp.own.value)
+		e.f(jp.own.sum)
+		e.u(jp.own.fp)
 		e.u(jp.wk.origin)
 		e.u(jp.wk.start)
 		p := &jp.Pair
@@ -74,11 +76,14 @@ func (j *judge) appendSnapshot(b []byte) []byte {
 			e.f(p.hi[k])
 			e.f(p.scale[k])
 		}
-		pooled := uint64(0)
+		pooled, noMM := uint64(0), uint64(0)
 		if p.pooled {
 			pooled = 1
 		}
-		e.u(uint64(p.bounded) | uint64(p.shape)<<8 | uint64(p.class)<<16 | uint64(p.part)<<24 | pooled<<32)
+		if p.noMM {
+			noMM = 1
+		}
+		e.u(uint64(p.bounded) | uint64(p.shape)<<8 | uint64(p.class)<<16 | uint64(p.part)<<24 | pooled<<32 | noMM<<33)
 		e.u(p.layout)
 		e.u(uint64(p.tests) | uint64(p.moves)<<32)
 		e.u(uint64(p.points))
@@ -137,7 +142,7 @@ func (j *judge) restore(b []byte, t *Tracker) {
 		binary.LittleEndian.PutUint64(jp.id[8:], d.u())
 		jp.ref, jp.other, jp.origin = d.u(), d.u(), d.u()
 		jp.seen = int64(d.u())
-		jp.otime, jp.ovalue, jp.osum, jp.ofp = d.u(), d.f(), d.f(), d.u()
+		jp.own.time, jp.own.value, jp.own.sum, jp.own.fp = d.u(), d.f(), d.f(), d.u()
 		jp.wk = writerKey{d.u(), d.u()}
 		p := &jp.Pair
 		p.start[0], p.start[1] = d.u(), d.u()
@@ -156,8 +161,9 @@ func (j *judge) restore(b []byte, t *Tracker) {
 			p.lo[k], p.hi[k], p.scale[k] = d.f(), d.f(), d.f()
 		}
 		flags := d.u()
-		p.bounded, p.shape, p.class, p.part = uint8(flags), Shape(flags>>8), Class(min(flags>>16&0xff, NumClasses-1)), uint8(min(flags>>24&0xff, MaxParts-1))
+		p.bounded, p.shape, p.class, p.part = uint8(flags), Shape(flags>>8), Class(min(flags>>16&0xff, NumClasses-1)), uint8(min(flags>>24&0xff, partMin))
 		p.pooled = flags>>32&1 != 0
+		p.noMM = flags>>33&1 != 0
 		p.layout = d.u()
 		tm := d.u()
 		p.tests, p.moves = uint32(tm), uint32(tm>>32)

@@ -139,6 +139,11 @@ type Point struct {
 	Buckets    pcommon.UInt64Slice
 	Layout     uint64
 	HasBuckets bool
+	// Min and Max are a histogram's smallest and largest measurement since
+	// its start, when HasMinMax (both set, and a count above zero): the
+	// classifier compares them (classify.go).
+	Min, Max  float64
+	HasMinMax bool
 }
 
 // Fingerprint constants: odd 64-bit numbers with well mixed bits.
@@ -212,7 +217,17 @@ func HistogramPoint(dp pmetric.HistogramDataPoint) Point {
 	}
 	p.Fingerprint = uint64(f)
 	p.Buckets, p.Layout, p.HasBuckets = bc, uint64(layout), bc.Len() > 0
+	p.Min, p.Max, p.HasMinMax = minMax(dp.Count(), dp.HasMin(), dp.Min(), dp.HasMax(), dp.Max())
 	return p
+}
+
+// minMax returns a histogram's min and max when it has both, over at least
+// one measurement, and neither is NaN.
+func minMax(count uint64, hasMin bool, lo float64, hasMax bool, hi float64) (float64, float64, bool) {
+	if count == 0 || !hasMin || !hasMax || math.IsNaN(lo) || math.IsNaN(hi) {
+		return 0, 0, false
+	}
+	return lo, hi, true
 }
 
 // ExponentialHistogramPoint reads an ExponentialHistogram point.
@@ -235,6 +250,7 @@ func ExponentialHistogramPoint(dp pmetric.ExponentialHistogramDataPoint) Point {
 		}
 	}
 	p.Fingerprint = uint64(f)
+	p.Min, p.Max, p.HasMinMax = minMax(dp.Count(), dp.HasMin(), dp.Min(), dp.HasMax(), dp.Max())
 	return p
 }
 

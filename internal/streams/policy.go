@@ -42,6 +42,10 @@ type Policy struct {
 	// pairs, and the most writers, under judgement. Zero means
 	// DefaultMaxJudged.
 	MaxJudged int
+	// MaxHeldBytes bounds the newest dropped points of undecided writers
+	// held until they are decided (held.go), as the caller sizes them.
+	// Zero holds none.
+	MaxHeldBytes int
 }
 
 // Defaults and limits.
@@ -56,6 +60,8 @@ const (
 	MaxStreamsLimit = 1 << 26
 	// DefaultMaxJudged is the default MaxJudged.
 	DefaultMaxJudged = 10_000
+	// MaxHeldBytesLimit is the largest MaxHeldBytes accepted (1 TiB).
+	MaxHeldBytesLimit = 1 << 40
 )
 
 // DefaultPolicy returns the defaults: keep one writer per stream, and
@@ -71,6 +77,7 @@ var (
 	errFloor      = errors.New("failover floor must not be negative")
 	errMaxJudged  = fmt.Errorf("max_judged_writers must be between 0 and %d", MaxStreamsLimit)
 	errAutoSplit  = errors.New("auto and split exclude each other")
+	errMaxHeld    = fmt.Errorf("max_held_bytes must be between 0 and %d", MaxHeldBytesLimit)
 )
 
 // Validate checks a Policy.
@@ -90,6 +97,9 @@ func (p Policy) Validate() error {
 	}
 	if p.MaxJudged < 0 || p.MaxJudged > MaxStreamsLimit {
 		errs = append(errs, fmt.Errorf("%w, got %d", errMaxJudged, p.MaxJudged))
+	}
+	if p.MaxHeldBytes < 0 || p.MaxHeldBytes > MaxHeldBytesLimit {
+		errs = append(errs, fmt.Errorf("%w, got %d", errMaxHeld, p.MaxHeldBytes))
 	}
 	if p.Auto && p.Split {
 		errs = append(errs, errAutoSplit)

@@ -29,9 +29,10 @@ func (t *Tracker) cumulative(s *stream, p Point) Decision {
 	// an undecided one does not take the stream over from a live writer
 	// by its earlier start (it may be a peer, and a writer moved from the
 	// unlabelled series into a labelled one is counted twice).
-	takeOver := true
+	takeOver, hold := true, false
 	if t.judge != nil && p.Start != 0 {
-		cls, r, refused := t.judge.other(s, t.origin, p, t.now)
+		cls, r, refused := t.judge.other(s, t.origin, p, t.now, t.journal)
+		hold = cls == ClassUndecided && !refused && r == ReasonNone && t.judge.holding()
 		d.Class = cls
 		if cls == ClassPeer {
 			s.flags |= flagAlt
@@ -101,7 +102,9 @@ func (t *Tracker) cumulative(s *stream, p Point) Decision {
 		s.flags |= flagAlt
 		s.flags &^= flagWasElected
 	}
-	return t.loser(d)
+	d = t.loser(d)
+	d.Hold = hold && !t.split
+	return d
 }
 
 // quiet says whether w has sent nothing for its failover time before t.

@@ -65,7 +65,7 @@ func NewTracker(p Policy) (*Tracker, error) {
 		if mj == 0 {
 			mj = DefaultMaxJudged
 		}
-		t.judge = newJudge(mj)
+		t.judge = newJudge(mj, p.MaxHeldBytes)
 	}
 	return t, nil
 }

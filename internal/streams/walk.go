@@ -17,6 +17,9 @@ type Visit struct {
 	// Origin is the Hasher's Origin for the point's resource and scope:
 	// pass it to Tracker.ObserveFrom.
 	Origin uint64
+	// NewScope marks the first point of a ScopeMetrics: call
+	// Tracker.NewScope before observing it.
+	NewScope bool
 }
 
 // Walk calls fn for every data point of md that a Tracker can judge, in
@@ -36,6 +39,7 @@ func Walk(md pmetric.Metrics, h *Hasher, fn func(v *Visit)) {
 			v.Scope = sm.Scope()
 			h.Scope(v.Scope)
 			v.Origin = h.Origin()
+			v.NewScope = true
 			ms := sm.Metrics()
 			for k := 0; k < ms.Len(); k++ {
 				m := ms.At(k)
@@ -48,6 +52,7 @@ func Walk(md pmetric.Metrics, h *Hasher, fn func(v *Visit)) {
 					v.Attrs, v.Point = attrs, p
 					v.ID = h.Point(attrs)
 					fn(&v)
+					v.NewScope = false
 				}
 				switch m.Type() {
 				case pmetric.MetricTypeGauge:

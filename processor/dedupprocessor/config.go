@@ -66,6 +66,10 @@ const (
 	defaultMaxStreams     = streams.DefaultMaxStreams // about 15 MB at 150 bytes per tracked stream
 	defaultMaxStale       = streams.DefaultMaxStale
 	defaultSplitAttribute = "service.instance.id"
+	// defaultMaxHeldBytes: a held point is its resource, scope, metric and
+	// one point, usually under 1 KiB: room for every pair at the default
+	// max_judged_writers.
+	defaultMaxHeldBytes = 16 << 20
 )
 
 var (
@@ -166,6 +170,11 @@ type MetricsConfig struct {
 	// streams); past it a second writer is judged as with keep_one,
 	// counted.
 	MaxJudgedWriters int `mapstructure:"max_judged_writers"`
+	// MaxHeldBytes bounds overlap: auto's held points: the newest dropped
+	// point of each undecided second writer of a stream, kept (encoded
+	// size) until the writer is decided and sent if it is a peer, so that
+	// a peer decided after its last point loses nothing. 0 holds none.
+	MaxHeldBytes int `mapstructure:"max_held_bytes"`
 	// SplitAttribute is the point attribute that tells the writers apart
 	// with overlap: split.
 	SplitAttribute string `mapstructure:"split_attribute"`
@@ -186,6 +195,7 @@ func (c MetricsConfig) policy() streams.Policy {
 	p.Split = c.Overlap == OverlapSplit
 	p.Auto = c.Overlap == OverlapAuto
 	p.MaxJudged = c.MaxJudgedWriters
+	p.MaxHeldBytes = c.MaxHeldBytes
 	p.Interpolate = c.InterpolateChangeover
 	return p
 }
@@ -197,7 +207,7 @@ type TelemetryConfig struct {
 	// WarnInterval is the least time between two warnings for one service.
 	WarnInterval time.Duration `mapstructure:"warn_interval"`
 	// SummaryInterval, when positive, logs what was received and dropped
-	// every interval.
+	// every interval, or that nothing was.
 	SummaryInterval time.Duration `mapstructure:"summary_interval"`
 }
 
@@ -226,6 +236,7 @@ func createDefaultConfig() *Config {
 			FailoverAfter:         0, // derived per stream
 			Overlap:               OverlapAuto,
 			MaxJudgedWriters:      streams.DefaultMaxJudged,
+			MaxHeldBytes:          defaultMaxHeldBytes,
 			SplitAttribute:        defaultSplitAttribute,
 			InterpolateChangeover: true,
 		},

@@ -58,6 +58,8 @@ func TestConfigValidate(t *testing.T) {
 		{"bad overlap", func(c *Config) { c.Metrics.Overlap = "merge" }, `metrics: overlap must be "auto", "keep_one" or "split", got "merge"`},
 		{"keep_one", func(c *Config) { c.Metrics.Overlap = OverlapKeepOne }, ""},
 		{"no judged writers", func(c *Config) { c.Metrics.MaxJudgedWriters = 0 }, "metrics: max_judged_writers must be between 1 and 67108864, got 0"},
+		{"zero max_held_bytes holds none", func(c *Config) { c.Metrics.MaxHeldBytes = 0 }, ""},
+		{"negative max_held_bytes", func(c *Config) { c.Metrics.MaxHeldBytes = -1 }, "metrics: max_held_bytes must be between 0 and 1099511627776, got -1"},
 		{"empty split_attribute", func(c *Config) { c.Metrics.SplitAttribute = "" }, "metrics: split_attribute must not be empty"},
 		{"negative memory limit", func(c *Config) { c.MemorySoftLimitMiB = -1 }, "memory_soft_limit_mib must not be negative, got -1"},
 		{"zero checkpoint", func(c *Config) { c.CheckpointInterval = 0 }, "checkpoint_interval must be positive, got 0s"},
@@ -154,7 +156,7 @@ func TestConfigMetricsFromYAML(t *testing.T) {
 	if err := confmap.Validate(cfg); err != nil {
 		t.Fatal(err)
 	}
-	want := MetricsConfig{MaxStreams: 5000, MaxStale: 10 * time.Minute, FailoverAfter: 90 * time.Second, Overlap: OverlapSplit, MaxJudgedWriters: 10000, SplitAttribute: "writer", InterpolateChangeover: false}
+	want := MetricsConfig{MaxStreams: 5000, MaxStale: 10 * time.Minute, FailoverAfter: 90 * time.Second, Overlap: OverlapSplit, MaxJudgedWriters: 10000, MaxHeldBytes: 16 << 20, SplitAttribute: "writer", InterpolateChangeover: false}
 	if cfg.Metrics != want {
 		t.Fatalf("metrics config %+v, want %+v", cfg.Metrics, want)
 	}
@@ -163,7 +165,7 @@ func TestConfigMetricsFromYAML(t *testing.T) {
 		t.Fatalf("policy %+v", p)
 	}
 	def := createDefaultConfig().Metrics
-	if def.MaxStreams != 100_000 || def.MaxStale != 5*time.Minute || def.FailoverAfter != 0 || def.Overlap != OverlapAuto || def.MaxJudgedWriters != 10000 || !def.policy().Auto || def.SplitAttribute != "service.instance.id" || !def.InterpolateChangeover || !def.policy().Interpolate {
+	if def.MaxStreams != 100_000 || def.MaxStale != 5*time.Minute || def.FailoverAfter != 0 || def.Overlap != OverlapAuto || def.MaxJudgedWriters != 10000 || def.MaxHeldBytes != 16<<20 || def.policy().MaxHeldBytes != 16<<20 || !def.policy().Auto || def.SplitAttribute != "service.instance.id" || !def.InterpolateChangeover || !def.policy().Interpolate {
 		t.Fatalf("defaults %+v", def)
 	}
 }

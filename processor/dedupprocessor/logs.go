@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/zeebo/xxh3"
 	"go.opentelemetry.io/collector/extension/xextension/storage"
@@ -21,16 +20,13 @@ import (
 type logUnit struct {
 	signalWindow
 	records *window.Set[[16]byte, struct{}]
-	max     int           // logs.max_records
-	length  time.Duration // logs.window
-	seed    uint64        // keys the digest, so that no client can aim a collision; guarded by mu
+	max     int    // logs.max_records
+	seed    uint64 // keys the digest, so that no client can aim a collision; guarded by mu
 	svcs    *services
 	journal atomic.Pointer[journal.Journal] // nil unless storage is open
 	// unsettled holds the requests in the next consumer, so that a
 	// take-back is never journaled before their insertions.
 	unsettled unsettled[[16]byte]
-
-	now func() int64 // the clock, in Unix nanoseconds; tests replace it
 
 	scratch sync.Pool // *logScratch
 	bufs    sync.Pool // *[]byte, journal segments
@@ -52,9 +48,8 @@ func newLogUnit(cfg *Config, seed window.Seed, svcs *services) (*logUnit, error)
 	if err != nil {
 		return nil, err
 	}
-	u := &logUnit{signalWindow: *newSignalWindow("logs", set), records: set, seed: logSeed(seed), svcs: svcs,
-		max: cfg.Logs.MaxRecords, length: cfg.Logs.Window}
-	u.now = func() int64 { return time.Now().UnixNano() }
+	u := &logUnit{signalWindow: *newSignalWindow("logs", set, cfg.Logs.Window), records: set, seed: logSeed(seed), svcs: svcs,
+		max: cfg.Logs.MaxRecords}
 	u.scratch.New = func() any { return &logScratch{u: u, enc: pdataenc.Encoder{InOrder: true}} }
 	u.bufs.New = newSegmentBuf
 	return u, nil
@@ -317,7 +312,7 @@ func (u *logUnit) restore(ctx context.Context, client storage.Client, _ *zap.Log
 
 // checkpoint drops the journal's segments older than the window.
 func (u *logUnit) checkpoint(ctx context.Context, now int64, logger *zap.Logger) {
-	trimJournal(ctx, u.journal.Load(), now-int64(u.length), "log", logger)
+	trimJournal(ctx, u.journal.Load(), now-int64(u.configured), "log", logger)
 }
 
 func (u *logUnit) close(context.Context, *zap.Logger) []zap.Field {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"sync"
-	"time"
 
 	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -32,8 +31,6 @@ type metricUnit struct {
 	rec     metricRecorder   // enters requests in svcs' ledgers and the stream book (metrics_telemetry.go)
 	auto    bool             // metrics.overlap auto
 
-	now func() int64 // the clock, in Unix nanoseconds; tests replace it
-
 	scratch sync.Pool // *metricScratch
 	bufs    sync.Pool // *[]byte, snapshots
 
@@ -46,12 +43,13 @@ type metricUnit struct {
 // signal shares: entries are streams, the capacity is metrics.max_streams.
 type trackerSet struct{ t *streams.Tracker }
 
-func (s trackerSet) Len() int              { return s.t.Len() }
-func (s trackerSet) Capacity() int         { return s.t.Limit() }
-func (s trackerSet) Oldest() (int64, bool) { return 0, false } // streams have no window to report
-func (s trackerSet) Stats() window.Stats   { return window.Stats{Expired: s.t.Stats().Expired} }
-func (s trackerSet) Expire(now int64)      { s.t.Expire(now) }
-func (s trackerSet) Shrink(int) int        { return 0 } // state is bounded by max_streams alone
+func (s trackerSet) Len() int                   { return s.t.Len() }
+func (s trackerSet) Capacity() int              { return s.t.Limit() }
+func (s trackerSet) Oldest() (int64, bool)      { return 0, false } // streams have no window to report
+func (s trackerSet) LastEvicted() (int64, bool) { return 0, false } // past max_streams new streams pass unjudged; none is evicted
+func (s trackerSet) Stats() window.Stats        { return window.Stats{Expired: s.t.Stats().Expired} }
+func (s trackerSet) Expire(now int64)           { s.t.Expire(now) }
+func (s trackerSet) Shrink(int) int             { return 0 } // state is bounded by max_streams alone
 
 func newMetricUnit(cfg *Config, seed window.Seed, svcs *services) (*metricUnit, error) {
 	tr, err := streams.NewTracker(cfg.Metrics.policy())
@@ -59,7 +57,7 @@ func newMetricUnit(cfg *Config, seed window.Seed, svcs *services) (*metricUnit, 
 		return nil, err
 	}
 	u := &metricUnit{
-		signalWindow: *newSignalWindow("metrics", trackerSet{tr}),
+		signalWindow: *newSignalWindow("metrics", trackerSet{tr}, cfg.Metrics.MaxStale),
 		tracker:      tr,
 		// Keyed per process like the other windows: no client can aim a
 		// collision of stream IDs.
@@ -68,7 +66,6 @@ func newMetricUnit(cfg *Config, seed window.Seed, svcs *services) (*metricUnit, 
 		rec:    metricRecorder{svcs: svcs, maxStreams: cfg.Metrics.MaxStreams},
 		auto:   cfg.Metrics.Overlap == OverlapAuto,
 	}
-	u.now = func() int64 { return time.Now().UnixNano() }
 	u.scratch.New = func() any { return &metricScratch{u: u} }
 	u.bufs.New = newSegmentBuf
 	return u, nil
@@ -77,10 +74,19 @@ func newMetricUnit(cfg *Config, seed window.Seed, svcs *services) (*metricUnit, 
 // metricScratch is one request's working memory, pooled so that the steady
 // state allocates nothing, and its pending change of the unit.
 type metricScratch struct {
-	u       *metricUnit
-	journal streams.Journal // what the request changed, to take back on failure
-	counts  []metricCounts  // per resource
-	j       judging
+	u        *metricUnit
+	journal  streams.Journal // what the request changed, to take back on failure
+	counts   []metricCounts  // per resource
+	released []releasedPoint // held points the request carries, to hold again on failure
+	j        judging
+}
+
+// releasedPoint is a held point sent with a request (a copy of it).
+type releasedPoint struct {
+	id     streams.ID
+	writer uint64
+	md     pmetric.Metrics
+	size   int
 }
 
 // judging carries one request's context into the per-point closures.
@@ -99,6 +105,14 @@ type judging struct {
 	name      string
 	shift     streams.Shift // the last judged point's rewrite, if shifted
 	shifted   bool
+	// The point being judged: its stream, decision and place, so that a
+	// dropped point of an undecided writer can be held (Decision.Hold).
+	id    streams.ID
+	d     streams.Decision
+	rm    pmetric.ResourceMetrics
+	sm    pmetric.ScopeMetrics
+	m     pmetric.Metric
+	sizer pmetric.ProtoMarshaler
 }
 
 // shift rewrites a Sum point of a writer elected at an interpolated
@@ -126,6 +140,7 @@ func shift(dp pmetric.NumberDataPoint, sh streams.Shift) {
 func (j *judging) remove(attrs pcommon.Map, pt streams.Point) bool {
 	id := j.hasher.Point(attrs)
 	d := j.tracker.ObserveFrom(id, j.origin, j.shape, pt, j.now)
+	j.id, j.d = id, d
 	j.shift, j.shifted = d.Shift, d.Shifted
 	j.c.received++
 	if d.Reason != streams.ReasonNone || d.Election != streams.ElectionNone {
@@ -140,19 +155,135 @@ func (j *judging) remove(attrs pcommon.Map, pt streams.Point) bool {
 		return j.mutate
 	case streams.Label:
 		if j.mutate {
-			if d.Writer != j.named || j.name == "" {
-				j.named, j.name = d.Writer, streams.WriterName(d.Writer) // one string per run of a writer's points
-			}
-			attrs.PutStr(j.splitAttr, j.name)
+			j.label(attrs, d.Writer)
 		}
 	}
 	return false
+}
+
+// label adds the split attribute that names writer.
+func (j *judging) label(attrs pcommon.Map, writer uint64) {
+	if writer != j.named || j.name == "" {
+		j.named, j.name = writer, streams.WriterName(writer) // one string per run of a writer's points
+	}
+	attrs.PutStr(j.splitAttr, j.name)
+}
+
+// hold keeps a copy of the point just dropped, when the tracker asked for
+// it (Decision.Hold): the metric being judged with the one point that
+// put copies into it, in its resource and scope, labelled as its writer's
+// own series, to be sent if the writer is found a peer (streams/held.go).
+// A point held for the pair already is overwritten in place: its
+// resource, scope and metric are the stream's; it is sized again only
+// when put says the point's lists differ in length from the one before.
+func (j *judging) hold(put func(m pmetric.Metric, reuse bool) (pcommon.Map, bool)) {
+	if !j.d.Hold || !j.mutate {
+		return
+	}
+	if md, size, ok := j.tracker.Held(j.id, j.d.Writer); ok {
+		// The attributes are the stream's, labelled already.
+		_, same := put(md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0), true)
+		if !same {
+			size = j.sizer.MetricsSize(md)
+		}
+		j.tracker.Hold(j.id, j.d.Writer, md, size)
+		return
+	}
+	md := pmetric.NewMetrics()
+	rm := md.ResourceMetrics().AppendEmpty()
+	j.rm.Resource().CopyTo(rm.Resource())
+	rm.SetSchemaUrl(j.rm.SchemaUrl())
+	sm := rm.ScopeMetrics().AppendEmpty()
+	j.sm.Scope().CopyTo(sm.Scope())
+	sm.SetSchemaUrl(j.sm.SchemaUrl())
+	m := sm.Metrics().AppendEmpty()
+	m.SetName(j.m.Name())
+	m.SetDescription(j.m.Description())
+	m.SetUnit(j.m.Unit())
+	j.m.Metadata().CopyTo(m.Metadata())
+	attrs, _ := put(m, false)
+	j.label(attrs, j.d.Writer)
+	j.tracker.Hold(j.id, j.d.Writer, md, j.sizer.MetricsSize(md))
+}
+
+// The overwrite functions copy a newer point of a held point's stream into
+// it, all but the attributes (the stream's, and labelled), and say whether
+// its encoded size is the same (the lists it holds are as long).
+
+func overwriteNumber(c, dp pmetric.NumberDataPoint) bool {
+	same := c.Exemplars().Len() == dp.Exemplars().Len() && c.ValueType() == dp.ValueType() && dp.Exemplars().Len() == 0
+	c.SetStartTimestamp(dp.StartTimestamp())
+	c.SetTimestamp(dp.Timestamp())
+	c.SetFlags(dp.Flags())
+	switch dp.ValueType() {
+	case pmetric.NumberDataPointValueTypeInt:
+		c.SetIntValue(dp.IntValue())
+	case pmetric.NumberDataPointValueTypeDouble:
+		c.SetDoubleValue(dp.DoubleValue())
+	}
+	dp.Exemplars().CopyTo(c.Exemplars())
+	return same
+}
+
+func overwriteHistogram(c, dp pmetric.HistogramDataPoint) bool {
+	same := c.BucketCounts().Len() == dp.BucketCounts().Len() && c.ExplicitBounds().Len() == dp.ExplicitBounds().Len() &&
+		c.HasSum() == dp.HasSum() && c.HasMin() == dp.HasMin() && c.HasMax() == dp.HasMax() &&
+		c.Exemplars().Len() == 0 && dp.Exemplars().Len() == 0
+	c.SetStartTimestamp(dp.StartTimestamp())
+	c.SetTimestamp(dp.Timestamp())
+	c.SetFlags(dp.Flags())
+	c.SetCount(dp.Count())
+	c.RemoveSum()
+	if dp.HasSum() {
+		c.SetSum(dp.Sum())
+	}
+	c.RemoveMin()
+	if dp.HasMin() {
+		c.SetMin(dp.Min())
+	}
+	c.RemoveMax()
+	if dp.HasMax() {
+		c.SetMax(dp.Max())
+	}
+	dp.BucketCounts().CopyTo(c.BucketCounts())
+	dp.ExplicitBounds().CopyTo(c.ExplicitBounds())
+	dp.Exemplars().CopyTo(c.Exemplars())
+	return same
+}
+
+func overwriteExponential(c, dp pmetric.ExponentialHistogramDataPoint) {
+	attrs := pcommon.NewMap()
+	c.Attributes().MoveTo(attrs)
+	dp.CopyTo(c)
+	attrs.MoveTo(c.Attributes())
+}
+
+func overwriteSummary(c, dp pmetric.SummaryDataPoint) bool {
+	same := c.QuantileValues().Len() == dp.QuantileValues().Len()
+	c.SetStartTimestamp(dp.StartTimestamp())
+	c.SetTimestamp(dp.Timestamp())
+	c.SetFlags(dp.Flags())
+	c.SetCount(dp.Count())
+	c.SetSum(dp.Sum())
+	dp.QuantileValues().CopyTo(c.QuantileValues())
+	return same
 }
 
 func (j *judging) numbers(dps pmetric.NumberDataPointSlice) bool {
 	if j.mutate {
 		dps.RemoveIf(func(dp pmetric.NumberDataPoint) bool {
 			if j.remove(dp.Attributes(), streams.NumberPoint(dp)) {
+				j.hold(func(m pmetric.Metric, reuse bool) (pcommon.Map, bool) {
+					if reuse {
+						return pcommon.Map{}, overwriteNumber(m.Sum().DataPoints().At(0), dp)
+					}
+					sum := m.SetEmptySum()
+					sum.SetAggregationTemporality(j.m.Sum().AggregationTemporality())
+					sum.SetIsMonotonic(j.m.Sum().IsMonotonic())
+					c := sum.DataPoints().AppendEmpty()
+					dp.CopyTo(c)
+					return c.Attributes(), false
+				})
 				return true
 			}
 			if j.shifted {
@@ -172,7 +303,20 @@ func (j *judging) numbers(dps pmetric.NumberDataPointSlice) bool {
 func (j *judging) histograms(dps pmetric.HistogramDataPointSlice) bool {
 	if j.mutate {
 		dps.RemoveIf(func(dp pmetric.HistogramDataPoint) bool {
-			return j.remove(dp.Attributes(), streams.HistogramPoint(dp))
+			if !j.remove(dp.Attributes(), streams.HistogramPoint(dp)) {
+				return false
+			}
+			j.hold(func(m pmetric.Metric, reuse bool) (pcommon.Map, bool) {
+				if reuse {
+					return pcommon.Map{}, overwriteHistogram(m.Histogram().DataPoints().At(0), dp)
+				}
+				h := m.SetEmptyHistogram()
+				h.SetAggregationTemporality(j.m.Histogram().AggregationTemporality())
+				c := h.DataPoints().AppendEmpty()
+				dp.CopyTo(c)
+				return c.Attributes(), false
+			})
+			return true
 		})
 		return dps.Len() > 0
 	}
@@ -186,7 +330,21 @@ func (j *judging) histograms(dps pmetric.HistogramDataPointSlice) bool {
 func (j *judging) exponentialHistograms(dps pmetric.ExponentialHistogramDataPointSlice) bool {
 	if j.mutate {
 		dps.RemoveIf(func(dp pmetric.ExponentialHistogramDataPoint) bool {
-			return j.remove(dp.Attributes(), streams.ExponentialHistogramPoint(dp))
+			if !j.remove(dp.Attributes(), streams.ExponentialHistogramPoint(dp)) {
+				return false
+			}
+			j.hold(func(m pmetric.Metric, reuse bool) (pcommon.Map, bool) {
+				if reuse {
+					overwriteExponential(m.ExponentialHistogram().DataPoints().At(0), dp)
+					return pcommon.Map{}, false // its buckets vary: sized again
+				}
+				h := m.SetEmptyExponentialHistogram()
+				h.SetAggregationTemporality(j.m.ExponentialHistogram().AggregationTemporality())
+				c := h.DataPoints().AppendEmpty()
+				dp.CopyTo(c)
+				return c.Attributes(), false
+			})
+			return true
 		})
 		return dps.Len() > 0
 	}
@@ -199,7 +357,20 @@ func (j *judging) exponentialHistograms(dps pmetric.ExponentialHistogramDataPoin
 
 func (j *judging) summaries(dps pmetric.SummaryDataPointSlice) bool {
 	if j.mutate {
-		dps.RemoveIf(func(dp pmetric.SummaryDataPoint) bool { return j.remove(dp.Attributes(), streams.SummaryPoint(dp)) })
+		dps.RemoveIf(func(dp pmetric.SummaryDataPoint) bool {
+			if !j.remove(dp.Attributes(), streams.SummaryPoint(dp)) {
+				return false
+			}
+			j.hold(func(m pmetric.Metric, reuse bool) (pcommon.Map, bool) {
+				if reuse {
+					return pcommon.Map{}, overwriteSummary(m.Summary().DataPoints().At(0), dp)
+				}
+				c := m.SetEmptySummary().DataPoints().AppendEmpty()
+				dp.CopyTo(c)
+				return c.Attributes(), false
+			})
+			return true
+		})
 		return dps.Len() > 0
 	}
 	for i := 0; i < dps.Len(); i++ {
@@ -217,7 +388,7 @@ func (j *judging) keepMetric(m pmetric.Metric) bool {
 	if !ok {
 		return true
 	}
-	j.shape, j.metric = shape, m.Name()
+	j.shape, j.metric, j.m = shape, m.Name(), m
 	switch m.Type() {
 	case pmetric.MetricTypeGauge:
 		return j.numbers(m.Gauge().DataPoints())
@@ -237,6 +408,7 @@ func (j *judging) keepMetric(m pmetric.Metric) bool {
 func (u *metricUnit) begin() *metricScratch {
 	sc := u.scratch.Get().(*metricScratch)
 	sc.counts = sc.counts[:0]
+	sc.released = sc.released[:0]
 	sc.journal.Reset()
 	return sc
 }
@@ -261,8 +433,11 @@ func (u *metricUnit) judge(md pmetric.Metrics, sc *metricScratch, drop bool, spl
 		sc.counts = append(sc.counts, metricCounts{svc: u.svcs.get(rm.Resource())})
 		j.c = &sc.counts[len(sc.counts)-1]
 		j.hasher.Resource(rm.Resource())
+		j.rm = rm
 		if drop {
 			rm.ScopeMetrics().RemoveIf(func(sm pmetric.ScopeMetrics) bool {
+				j.sm = sm
+				u.tracker.NewScope()
 				j.hasher.Scope(sm.Scope())
 				j.origin = j.hasher.Origin()
 				sm.Metrics().RemoveIf(func(m pmetric.Metric) bool { return !j.keepMetric(m) })
@@ -273,6 +448,8 @@ func (u *metricUnit) judge(md pmetric.Metrics, sc *metricScratch, drop bool, spl
 		sms := rm.ScopeMetrics()
 		for k := 0; k < sms.Len(); k++ {
 			sm := sms.At(k)
+			j.sm = sm
+			u.tracker.NewScope()
 			j.hasher.Scope(sm.Scope())
 			j.origin = j.hasher.Origin()
 			ms := sm.Metrics()
@@ -283,12 +460,21 @@ func (u *metricUnit) judge(md pmetric.Metrics, sc *metricScratch, drop bool, spl
 	}
 	if drop {
 		rms.RemoveIf(func(rm pmetric.ResourceMetrics) bool { return rm.ScopeMetrics().Len() == 0 })
+		// The held points of writers this request decided peers: sent with
+		// it (a copy kept to hold again if it fails downstream).
+		u.tracker.TakeReleased(func(id streams.ID, writer uint64, h pmetric.Metrics, size int) {
+			c := pmetric.NewMetrics()
+			h.CopyTo(c)
+			sc.released = append(sc.released, releasedPoint{id: id, writer: writer, md: c, size: size})
+			h.ResourceMetrics().MoveAndAppendTo(rms)
+		})
 	}
 	u.tracker.Record(nil)
+	expired := u.tracker.HeldExpired()
 	u.mu.Unlock()
-	j.c = nil
+	*j = judging{}
 
-	u.rec.record(sc.counts)
+	u.rec.record(sc.counts, expired)
 	// Nothing left: every point was a repeat or another writer's.
 	return !drop || rms.Len() > 0
 }
@@ -301,12 +487,15 @@ func (sc *metricScratch) commit(context.Context) {}
 // afresh instead of as an exact repeat, and an election the backend never
 // saw is not kept.
 func (sc *metricScratch) rollback(ctx context.Context, tel *telemetry) {
-	if sc.journal.Len() == 0 {
+	if sc.journal.Len() == 0 && len(sc.released) == 0 {
 		return
 	}
 	u := sc.u
 	u.mu.Lock()
 	n := u.tracker.Undo(&sc.journal)
+	for _, r := range sc.released {
+		u.tracker.Rehold(r.id, r.writer, r.md, r.size)
+	}
 	u.mu.Unlock()
 	if n > 0 {
 		tel.rolledBack.Add(ctx, int64(n), u.signalOpt)

@@ -73,18 +73,33 @@ func stamp(md pmetric.Metrics, start, ts uint64, v int64) {
 //
 // With the default overlap, auto, the second writer's values are the
 // first's (a copy: dropped) or, in writers=2/peers, twice them (a peer:
-// labelled and forwarded); writers=2/keep_one is the election alone.
+// labelled and forwarded); writers=2/keep_one is the election alone. In
+// writers=2/undecided both writers' values stay put: the second is never
+// decided, and every point of it is dropped and held
+// (writers=2/undecided/no_hold: metrics.max_held_bytes 0).
 func BenchmarkMetrics(b *testing.B) {
 	for _, bc := range []struct {
 		writers int
 		suffix  string
 		overlap OverlapPolicy
 		peers   bool
-	}{{1, "", OverlapAuto, false}, {2, "", OverlapAuto, false}, {2, "/peers", OverlapAuto, true}, {2, "/keep_one", OverlapKeepOne, false}} {
+		idle    bool
+		noHold  bool
+	}{
+		{writers: 1, overlap: OverlapAuto},
+		{writers: 2, overlap: OverlapAuto},
+		{writers: 2, suffix: "/peers", overlap: OverlapAuto, peers: true},
+		{writers: 2, suffix: "/undecided", overlap: OverlapAuto, idle: true},
+		{writers: 2, suffix: "/undecided/no_hold", overlap: OverlapAuto, idle: true, noHold: true},
+		{writers: 2, suffix: "/keep_one", overlap: OverlapKeepOne},
+	} {
 		writers := bc.writers
 		b.Run(fmt.Sprintf("streams=10k/writers=%d%s", writers, bc.suffix), func(b *testing.B) {
 			cfg := createDefaultConfig()
 			cfg.Metrics.Overlap = bc.overlap
+			if bc.noHold {
+				cfg.Metrics.MaxHeldBytes = 0
+			}
 			p, err := NewFactory().CreateMetrics(context.Background(), processortest.NewNopSettings(Type), cfg, consumertest.NewNop())
 			if err != nil {
 				b.Fatal(err)
@@ -103,8 +118,11 @@ func BenchmarkMetrics(b *testing.B) {
 				round := uint64(i / (len(tmpl) * writers))
 				tmpl[k].CopyTo(md)
 				v := int64(round)
-				if bc.peers {
+				switch {
+				case bc.peers:
 					v *= int64(w + 1)
+				case bc.idle:
+					v = 1
 				}
 				stamp(md, (100+5*uint64(w))*1e9, (110+10*round+uint64(w))*1e9, v)
 			}

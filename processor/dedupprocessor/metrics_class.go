@@ -31,8 +31,9 @@ func classify(e *metricEvent, tracker *streams.Tracker, shape streams.Shape, id 
 	}
 }
 
-// observeWriters reports the writers under judgement by class and the
-// writers refused at metrics.max_judged_writers, as stats reads them;
+// observeWriters reports the writers under judgement by class, the
+// writers refused at metrics.max_judged_writers and what became of the
+// held points, as stats reads them;
 // nothing unless auto (metrics.overlap auto).
 func observeWriters(tb *metadata.TelemetryBuilder, auto bool, stats func() streams.JudgeStats) error {
 	var byClass [streams.NumClasses]metric.ObserveOption
@@ -40,7 +41,20 @@ func observeWriters(tb *metadata.TelemetryBuilder, auto bool, stats func() strea
 		byClass[c] = metric.WithAttributeSet(attribute.NewSet(attribute.String("signal", "metrics"), attribute.String("class", c.String())))
 	}
 	signal := metric.WithAttributeSet(attribute.NewSet(attribute.String("signal", "metrics")))
+	var byOutcome [streams.NumHeldOutcomes]metric.ObserveOption
+	for o := range streams.HeldOutcome(streams.NumHeldOutcomes) {
+		byOutcome[o] = metric.WithAttributeSet(attribute.NewSet(attribute.String("signal", "metrics"), attribute.String("outcome", o.String())))
+	}
 	return errors.Join(
+		tb.RegisterProcessorDedupHeldPointsCallback(func(_ context.Context, o metric.Int64Observer) error {
+			if !auto {
+				return nil
+			}
+			for k, n := range stats().Held {
+				o.Observe(int64(n), byOutcome[k])
+			}
+			return nil
+		}),
 		tb.RegisterProcessorDedupWritersCallback(func(_ context.Context, o metric.Int64Observer) error {
 			if !auto {
 				return nil

@@ -449,6 +449,12 @@ func parsePoint(t *testing.T, line string, m pmetric.Metric, start, ts pcommon.T
 		if _, ok := kv["sum"]; ok {
 			dp.SetSum(num("sum"))
 		}
+		if _, ok := kv["min"]; ok {
+			dp.SetMin(num("min"))
+		}
+		if _, ok := kv["max"]; ok {
+			dp.SetMax(num("max"))
+		}
 		dp.ExplicitBounds().FromRaw(parseFloats(t, kv["bounds"]))
 		dp.BucketCounts().FromRaw(parseUints(t, kv["buckets"]))
 		putAttrs(t, dp.Attributes(), attrs)
@@ -619,6 +625,12 @@ func printMetricsText(md pmetric.Metrics) string {
 						if dp.HasSum() {
 							v = append(v, "sum="+fmtFloat(dp.Sum()))
 						}
+						if dp.HasMin() {
+							v = append(v, "min="+fmtFloat(dp.Min()))
+						}
+						if dp.HasMax() {
+							v = append(v, "max="+fmtFloat(dp.Max()))
+						}
 						if dp.ExplicitBounds().Len() > 0 {
 							v = append(v, "bounds="+joinFloats(dp.ExplicitBounds()))
 						}
@@ -732,7 +744,7 @@ func logsText(logs *observer.ObservedLogs) string {
 		}
 		b.WriteString("warn " + strings.ReplaceAll(e.Message, " ", "_"))
 		fields := e.ContextMap()
-		for _, k := range []string{"service.name", "metric", "reason", "elected_start", "other_start", "points", "action", "class", "max_streams", "unjudged_points"} {
+		for _, k := range []string{"service.name", "metric", "reason", "elected_start", "other_start", "points", "action", "class", "max_streams", "unjudged_points", "held_points_expired"} {
 			v, ok := fields[k]
 			if !ok {
 				continue

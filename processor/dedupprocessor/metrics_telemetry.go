@@ -50,12 +50,18 @@ type metricRecorder struct {
 	maxStreams int         // metrics.max_streams, for the warning that it is reached
 
 	lastFull time.Time // the last warning that max_streams was reached; guarded by svcs.mu
+	// The held points expired by the last warning about them, and when it
+	// was; guarded by svcs.mu.
+	expiredWarned uint64
+	lastExpired   time.Time
 }
 
 // record enters one request's counts in the services' ledgers and, at
 // most once per service per telemetry.warn_interval, warns naming the
-// stream and both writers' start times.
-func (w *metricRecorder) record(counts []metricCounts) {
+// stream and both writers' start times. expired is the tracker's count of
+// held points expired so far: it warns, at most once per interval, when
+// it grew.
+func (w *metricRecorder) record(counts []metricCounts, expired uint64) {
 	var unjudged int64
 	for i := range counts {
 		for a := range numActions {
@@ -70,6 +76,12 @@ func (w *metricRecorder) record(counts []metricCounts) {
 		s.logger.Warn("metric stream limit reached, new streams pass unjudged",
 			zap.Int("max_streams", w.maxStreams), zap.Int64("unjudged_points", unjudged))
 		w.lastFull = now
+	}
+	if expired > w.expiredWarned && now.Sub(w.lastExpired) >= s.every {
+		s.logger.Warn("second writers of metric streams stopped undecided",
+			zap.Uint64("held_points_expired", expired-w.expiredWarned),
+			zap.String("suggests", "they were not told copies or peers before they stopped, and their newest points, held, are dropped: if they were processes that share one identity, what they counted since their last passing point is lost; give each process a service.instance.id"))
+		w.expiredWarned, w.lastExpired = expired, now
 	}
 	for i := range counts {
 		c := &counts[i]

@@ -216,7 +216,7 @@ func TestTrackerSetAdapter(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := w.snapshot(0)
-	if s.entries != 2 || s.limit != 7 || s.effective != 0 {
+	if s.entries != 2 || s.limit != 7 || s.effective != streams.DefaultMaxStale {
 		t.Fatalf("snapshot %+v", s)
 	}
 	w.mu.Lock()

@@ -1,11 +1,11 @@
 package dedupprocessor
 
 import (
-	"runtime/debug"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
 
+	"github.com/doubletake/doubletake/internal/buildinfo"
 	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/statuspage"
 )
 
@@ -16,7 +16,8 @@ func (s *state) serveStatus(set component.TelemetrySettings, version string) err
 	if !s.cfg.Status.Enabled() {
 		return nil
 	}
-	s.header = statuspage.Header{Version: buildVersion(version), Started: time.Now(), Endpoint: s.cfg.Status.HTTP.NetAddr.Endpoint}
+	b := pageBuild(version)
+	s.header = statuspage.Header{Version: b.Version, Commit: b.Commit, Modified: b.Modified, Started: time.Now(), Endpoint: s.cfg.Status.HTTP.NetAddr.Endpoint}
 	s.streams = newStreamBook(s.cfg.Status.MaxStreams, s.tel.statusRefused)
 	s.metrics.rec.book = s.streams
 	var err error
@@ -43,9 +44,9 @@ func (s *state) statusSnapshot(now time.Time) statuspage.Status {
 	out.Nested = s.nested.statusRows()
 	nowNs := now.UnixNano()
 	out.Windows = []statuspage.WindowStatus{
-		s.traces.status(nowNs, s.cfg.Traces.Window),
-		s.logs.status(nowNs, s.cfg.Logs.Window),
-		s.metrics.status(nowNs, s.cfg.Metrics.MaxStale),
+		s.traces.status(nowNs),
+		s.logs.status(nowNs),
+		s.metrics.status(nowNs),
 	}
 	out.Memory = memoryStatus(s.cfg.MemorySoftLimitMiB)
 	if js, ok := journalStatus("traces", s.traces.journal.Load()); ok {
@@ -66,32 +67,14 @@ func (s *state) statusSnapshot(now time.Time) statuspage.Status {
 	return out
 }
 
-// buildVersion is the collector's build version with the commit the Go
-// toolchain recorded, when it recorded one.
-func buildVersion(version string) string {
-	if version == "" {
-		version = "unknown"
+// pageBuild is the build the page names: the collector's version (what
+// doubletake's run sets from internal/buildinfo, or the version of a
+// collector built with this processor) and the commit buildinfo knows.
+func pageBuild(version string) buildinfo.Info {
+	b := buildinfo.Read()
+	b.Version = version
+	if b.Version == "" {
+		b.Version = "unknown"
 	}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return version
-	}
-	var commit, modified string
-	for _, st := range bi.Settings {
-		switch st.Key {
-		case "vcs.revision":
-			commit = st.Value
-		case "vcs.modified":
-			if st.Value == "true" {
-				modified = ", with local changes"
-			}
-		}
-	}
-	if len(commit) > 12 {
-		commit = commit[:12]
-	}
-	if commit == "" {
-		return version
-	}
-	return version + " (commit " + commit + modified + ")"
+	return b
 }

@@ -23,6 +23,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/processor/processortest"
 
+	"github.com/doubletake/doubletake/internal/buildinfo"
 	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/statuspage"
 )
 
@@ -428,9 +429,14 @@ func TestStatusPageCopiesTableOnlyCopies(t *testing.T) {
 	}
 }
 
-// TestStatusPageHeader: the page and its JSON say which build serves them,
-// since when, and on which endpoint.
+// TestStatusPageHeader: the page and its JSON say which build serves them
+// (the collector's version and the commit internal/buildinfo knows, here
+// one linked in as scripts/release.sh links it), since when, and on which
+// endpoint.
 func TestStatusPageHeader(t *testing.T) {
+	defer func(c, m string) { buildinfo.Commit, buildinfo.Modified = c, m }(buildinfo.Commit, buildinfo.Modified)
+	const commit = "0123456789abcdef0123456789abcdef01234567"
+	buildinfo.Commit, buildinfo.Modified = commit, "true"
 	h := newHarness(t, statusOn)
 	st := h.traces.(*tracesProcessor).st
 	want := component.NewDefaultBuildInfo().Version
@@ -439,12 +445,14 @@ func TestStatusPageHeader(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &s); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(s.Header.Version, want) || s.Header.Started.IsZero() || s.Header.Started.After(s.Generated) ||
+	if s.Header.Version != want || s.Header.Commit != commit || !s.Header.Modified ||
+		s.Header.Started.IsZero() || s.Header.Started.After(s.Generated) ||
 		s.Header.UptimeSeconds < 0 || s.Header.Endpoint != "127.0.0.1:0" {
-		t.Errorf("header %+v, want version %q, a start before %v, endpoint 127.0.0.1:0", s.Header, want, s.Generated)
+		t.Errorf("header %+v, want version %q, commit %s with local changes, a start before %v, endpoint 127.0.0.1:0", s.Header, want, commit, s.Generated)
 	}
 	_, _, page := getStatus(t, st.status.Handler(), "/")
-	if !strings.Contains(page, `<p id="header">Version `+want) || !strings.Contains(page, "status page on 127.0.0.1:0; upstream not reported.") {
+	if !strings.Contains(page, `<p id="header">Version `+want+` (commit 0123456789ab with local changes);`) ||
+		!strings.Contains(page, "status page on 127.0.0.1:0; upstream not reported.") {
 		t.Errorf("page header:\n%.1500s", page)
 	}
 }

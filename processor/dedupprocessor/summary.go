@@ -10,7 +10,7 @@ import (
 )
 
 // summary logs, every telemetry.summary_interval, what the signals'
-// services' ledgers say came in since the last line.
+// services' ledgers say came in since the last line, nothing included.
 type summary struct {
 	traces, logs, metrics *services
 	windows               [3]*signalWindow // traces, logs, metrics
@@ -26,8 +26,16 @@ func (s summary) sums() signalSums {
 	return signalSums{s.traces.sum(), s.logs.sum(), s.metrics.sum()}
 }
 
-// loop logs, every interval in which anything arrived, what came in and
-// what dedup found, from the services' ledgers.
+// Summary lines: one every interval, so that the log shows the gateway
+// alive when nothing arrives too; an interval without items says so in its
+// message, with the same fields (all the received counts 0).
+const (
+	summaryMessage     = "dedup summary"
+	summaryIdleMessage = "dedup summary: nothing received"
+)
+
+// loop logs, every interval, what came in and what dedup found, from the
+// services' ledgers, or that nothing came in.
 func (s summary) loop(ctx context.Context, every time.Duration) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
@@ -41,10 +49,11 @@ func (s summary) loop(ctx context.Context, every time.Duration) {
 		cur := s.sums()
 		d := signalSums{cur.spans.minus(prev.spans), cur.logs.minus(prev.logs), cur.metrics.minus(prev.metrics)}
 		prev = cur
+		msg := summaryMessage
 		if d.spans.received == 0 && d.logs.received == 0 && d.metrics.received == 0 {
-			continue // quiet: nothing to say
+			msg = summaryIdleMessage
 		}
-		s.logger.Info("dedup summary", s.fields(every, d, time.Now().UnixNano())...)
+		s.logger.Info(msg, s.fields(every, d, time.Now().UnixNano())...)
 	}
 }
 
@@ -65,6 +74,7 @@ func (s summary) fields(every time.Duration, d signalSums, now int64) []zap.Fiel
 		zap.Duration("span_window_effective", ts.effective.Round(time.Second)),
 		zap.Uint64("span_entries_evicted", ts.stats.Evicted),
 		zap.Int("log_entries", ls.entries),
+		zap.Duration("log_window_effective", ls.effective.Round(time.Second)),
 		zap.Uint64("log_entries_evicted", ls.stats.Evicted),
 		zap.Int64("metric_points_received", d.metrics.received),
 	}

@@ -6,7 +6,6 @@ import (
 	"math/bits"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/zeebo/xxh3"
 	"go.opentelemetry.io/collector/extension/xextension/storage"
@@ -22,15 +21,12 @@ import (
 type spanUnit struct {
 	signalWindow
 	spans   *window.Set[[24]byte, uint64]
-	max     int           // traces.max_spans
-	length  time.Duration // traces.window
+	max     int // traces.max_spans
 	svcs    *services
 	journal atomic.Pointer[journal.Journal] // nil unless storage is open
 	// unsettled holds the requests in the next consumer, so that a
 	// take-back is never journaled before their insertions.
 	unsettled unsettled[[24]byte]
-
-	now func() int64 // the clock, in Unix nanoseconds; tests replace it
 
 	scratch sync.Pool // *spanScratch
 	bufs    sync.Pool // *[]byte, journal segments
@@ -55,9 +51,8 @@ func newSpanUnit(cfg *Config, seed window.Seed, svcs *services) (*spanUnit, erro
 	if err != nil {
 		return nil, err
 	}
-	u := &spanUnit{signalWindow: *newSignalWindow("traces", set), spans: set, svcs: svcs,
-		max: cfg.Traces.MaxSpans, length: cfg.Traces.Window}
-	u.now = func() int64 { return time.Now().UnixNano() }
+	u := &spanUnit{signalWindow: *newSignalWindow("traces", set, cfg.Traces.Window), spans: set, svcs: svcs,
+		max: cfg.Traces.MaxSpans}
 	u.scratch.New = func() any { return &spanScratch{u: u} }
 	u.bufs.New = newSegmentBuf
 	return u, nil
@@ -350,7 +345,7 @@ func (u *spanUnit) restore(ctx context.Context, client storage.Client, _ *zap.Lo
 
 // checkpoint drops the journal's segments older than the window.
 func (u *spanUnit) checkpoint(ctx context.Context, now int64, logger *zap.Logger) {
-	trimJournal(ctx, u.journal.Load(), now-int64(u.length), "span", logger)
+	trimJournal(ctx, u.journal.Load(), now-int64(u.configured), "span", logger)
 }
 
 func (u *spanUnit) close(context.Context, *zap.Logger) []zap.Field {

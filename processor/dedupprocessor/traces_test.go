@@ -157,10 +157,11 @@ func TestTracesReceivedAndGauges(t *testing.T) {
 	if got := h.gauge("otelcol_processor_dedup_entries_limit", sigTraces); got != 1000 {
 		t.Errorf("entries_limit = %v, want 1000", got)
 	}
-	// The gauge reads the real clock; the fake one is far in the future,
-	// so only its presence is checked here and its value in the window
-	// package's Oldest tests.
-	_ = h.gauge("otelcol_processor_dedup_effective_window", sigTraces)
+	// Nothing evicted: the window reaches back as far as configured, 30 s
+	// after its first span.
+	if got := h.gauge("otelcol_processor_dedup_effective_window", sigTraces); got != (5 * time.Minute).Seconds() {
+		t.Errorf("effective_window = %v, want 300", got)
+	}
 }
 
 func TestServiceLabelIsCapped(t *testing.T) {

@@ -26,6 +26,9 @@ type windowSet interface {
 	Len() int
 	Capacity() int
 	Oldest() (int64, bool)
+	// LastEvicted is no earlier than the arrival of the newest entry
+	// evicted or shrunk before its window ended (false: none was).
+	LastEvicted() (int64, bool)
 	Stats() window.Stats
 	Expire(now int64)
 	Shrink(n int) int
@@ -39,13 +42,18 @@ type signalWindow struct {
 	signalOpt   metric.MeasurementOption
 	capacityOpt metric.MeasurementOption
 	shrinkOpt   metric.MeasurementOption
+	// configured is how far back the window is to reach: traces.window,
+	// logs.window, metrics.max_stale.
+	configured time.Duration
+
+	now func() int64 // the clock, in Unix nanoseconds; tests replace it
 
 	mu       sync.Mutex
 	set      windowSet
 	reported window.Stats // counted into telemetry already; guarded by mu
 }
 
-func newSignalWindow(signal string, set windowSet) *signalWindow {
+func newSignalWindow(signal string, set windowSet, configured time.Duration) *signalWindow {
 	sig := attribute.String("signal", signal)
 	return &signalWindow{
 		signal:      signal,
@@ -53,14 +61,22 @@ func newSignalWindow(signal string, set windowSet) *signalWindow {
 		signalOpt:   metric.WithAttributeSet(attribute.NewSet(sig)),
 		capacityOpt: metric.WithAttributeSet(attribute.NewSet(sig, attribute.String("reason", "capacity"))),
 		shrinkOpt:   metric.WithAttributeSet(attribute.NewSet(sig, attribute.String("reason", "shrink"))),
+		configured:  configured,
+		now:         func() int64 { return time.Now().UnixNano() },
 		set:         set,
 	}
 }
 
+// windowSnapshot is a window at one moment, as the gauges, the status page
+// and the summary line all read it.
 type windowSnapshot struct {
 	entries, limit int
-	effective      time.Duration
-	stats          window.Stats
+	// effective is how far back the window reaches (reach); short says
+	// that is less than configured.
+	effective time.Duration
+	short     bool
+	oldestAge time.Duration // the age of the oldest entry held; 0 when empty
+	stats     window.Stats
 }
 
 func (w *signalWindow) snapshot(now int64) windowSnapshot {
@@ -68,32 +84,40 @@ func (w *signalWindow) snapshot(now int64) windowSnapshot {
 	defer w.mu.Unlock()
 	s := windowSnapshot{entries: w.set.Len(), limit: w.set.Capacity(), stats: w.set.Stats()}
 	if oldest, ok := w.set.Oldest(); ok && now > oldest {
-		s.effective = time.Duration(now - oldest)
+		s.oldestAge = time.Duration(now - oldest)
 	}
+	at, evicted := w.set.LastEvicted()
+	s.effective, s.short = reach(now, w.configured, at, evicted)
 	return s
 }
 
-// status is the window as the status page shows it; configured is how far
-// back it is to reach (the window, or metrics.max_stale).
-func (w *signalWindow) status(now int64, configured time.Duration) statuspage.WindowStatus {
+// reach is how far back a window reaches at now: every key that arrived
+// since then is held. That is the configured window unless an entry that
+// arrived within it was evicted (the window full) or shrunk (memory
+// pressure): then it reaches back to just after that entry. A window that
+// has evicted nothing reaches back as far as configured however young it
+// is (its oldest entry's age is how long it has been filling, not a limit
+// on what it compares).
+// lastEvicted (when evicted) is no earlier than that entry's arrival.
+func reach(now int64, configured time.Duration, lastEvicted int64, evicted bool) (effective time.Duration, short bool) {
+	if !evicted || now-lastEvicted >= int64(configured) {
+		return configured, false
+	}
+	return time.Duration(max(now-lastEvicted, 0)), true
+}
+
+// status is the window as the status page shows it.
+func (w *signalWindow) status(now int64) statuspage.WindowStatus {
 	snap := w.snapshot(now)
 	ws := statuspage.WindowStatus{
 		Signal: w.signal, Entries: snap.entries, Limit: snap.limit,
-		Configured: configured.Seconds(), OldestAge: snap.effective.Seconds(),
-		Evicted: snap.stats.Evicted, Shrunk: snap.stats.Shrunk, Expired: snap.stats.Expired,
+		Effective: snap.effective.Seconds(), Configured: w.configured.Seconds(), Short: snap.short,
+		NotFull:   snap.stats.Evicted+snap.stats.Shrunk == 0,
+		OldestAge: snap.oldestAge.Seconds(),
+		Evicted:   snap.stats.Evicted, Shrunk: snap.stats.Shrunk, Expired: snap.stats.Expired,
 	}
 	if snap.limit > 0 {
 		ws.Fill = float64(snap.entries) / float64(snap.limit)
-	}
-	// The window reaches back less far than configured only when it has
-	// had to evict: otherwise it is young, not short.
-	// A young window holds entries only as old as the process: that is its
-	// age, and it is not limiting what is compared.
-	ws.NotFull = snap.stats.Evicted+snap.stats.Shrunk == 0
-	ws.Short = !ws.NotFull && snap.effective < configured
-	ws.Effective = configured.Seconds()
-	if ws.Short {
-		ws.Effective = snap.effective.Seconds()
 	}
 	return ws
 }
@@ -101,9 +125,8 @@ func (w *signalWindow) status(now int64, configured time.Duration) statuspage.Wi
 // observe registers the gauges, read from the windows at collection time.
 func observeWindows(t *telemetry, windows []*signalWindow) error {
 	snapshots := func(f func(s windowSnapshot, attrs metric.ObserveOption)) {
-		now := time.Now().UnixNano()
 		for _, w := range windows {
-			f(w.snapshot(now), metric.WithAttributeSet(w.signalAttrs))
+			f(w.snapshot(w.now()), metric.WithAttributeSet(w.signalAttrs))
 		}
 	}
 	return errors.Join(

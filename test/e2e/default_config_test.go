@@ -41,6 +41,14 @@ func startDefault(t *testing.T, extra ...string) *defaultGateway {
 	return d
 }
 
+// summaryLine is in the log line that sums up an interval in which items
+// arrived; an interval without items logs summaryIdleLine (the embedded
+// default logs one or the other every --summary-interval).
+const (
+	summaryLine     = "\tdedup summary\t"
+	summaryIdleLine = "\tdedup summary: nothing received\t"
+)
+
 // restart starts the same gateway again: same addresses, same data dir.
 func (d *defaultGateway) restart(t *testing.T) {
 	t.Helper()
@@ -132,8 +140,8 @@ func TestDefaultConfigLocalFiles(t *testing.T) {
 	if !strings.Contains(self, `otelcol_processor_dedup_duplicate_items{action="dropped",`) {
 		t.Errorf("own metrics lack dropped duplicates:\n%s", grepLines(self, "dedup"))
 	}
-	waitFor(t, 30*time.Second, "a dedup summary in the log", func() bool {
-		return strings.Contains(d.g.stderr.String(), "dedup summary")
+	waitFor(t, 30*time.Second, "a dedup summary of the traffic in the log", func() bool {
+		return strings.Contains(d.g.stderr.String(), summaryLine)
 	})
 	d.g.stop(t)
 

@@ -228,13 +228,18 @@ func TestCredentialsNeverPrinted(t *testing.T) {
 }
 
 // TestDefaultConfigLogsNoWarning: the embedded default starts, takes
-// telemetry, summarises and stops without one warn line in its log.
+// telemetry, summarises it, says in the next summary that nothing more
+// arrived, and stops without one warn line in its log.
 func TestDefaultConfigLogsNoWarning(t *testing.T) {
 	d := startDefault(t)
 	if code, body := post(t, "http://"+d.http+"/v1/traces", "application/json", string(otlpLine(t, "shop", "checkout", 1, 3))); code != 200 {
 		t.Fatalf("export: %d %s", code, body)
 	}
-	waitFor(t, 30*time.Second, "a summary line", func() bool { return strings.Contains(d.g.stderr.String(), "dedup summary") })
+	waitFor(t, 30*time.Second, "a summary line of the traffic, then an idle one", func() bool {
+		log := d.g.stderr.String()
+		i := strings.Index(log, summaryLine)
+		return i >= 0 && strings.Contains(log[i:], summaryIdleLine)
+	})
 	d.g.stop(t)
 	log := d.g.stderr.String()
 	if w := grepLines(log, "\twarn\t"); w != "" {
@@ -267,7 +272,7 @@ func TestWarningsCarryTheirPipeline(t *testing.T) {
 	sendDoubled(t, d.http, 20)
 	waitFor(t, 30*time.Second, "a duplicate-span warning and a summary", func() bool {
 		log := d.g.stderr.String()
-		return strings.Contains(log, "duplicate spans received") && strings.Contains(log, "dedup summary")
+		return strings.Contains(log, "duplicate spans received") && strings.Contains(log, summaryLine)
 	})
 	d.g.stop(t)
 	log := d.g.stderr.String()

@@ -81,6 +81,8 @@ func (p *prometheus) mustScalar(t *testing.T, q string) float64 {
 
 // metricsSideBySideConfig sends the same metrics to Prometheus through a
 // pipeline without dedup and one with it, told apart by an external label.
+// The exporters make no target_info series, which processes sharing one
+// resource would write in turns (see peersConfig).
 func metricsSideBySideConfig(health, grpcAddr, httpAddr, writeURL, dedupYAML string) string {
 	return fmt.Sprintf(`
 extensions:
@@ -101,10 +103,12 @@ exporters:
     endpoint: %s
     external_labels: {pipeline: plain}
     tls: {insecure: true}
+    target_info: {enabled: false}
   prometheusremotewrite/dedup:
     endpoint: %s
     external_labels: {pipeline: dedup}
     tls: {insecure: true}
+    target_info: {enabled: false}
 service:
   extensions: [health_check]
   telemetry:

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"html"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,9 +14,10 @@ import (
 // client exports every span twice (two BatchSpanProcessors, the FastAPI
 // 0.142 failure) under verify, run from a working directory built here.
 
-// releaseKnown ends the line verify adds for a release, in the hazard
-// database's wording.
-const releaseKnown = " (known to attach a second exporter when OTEL_EXPORTER_OTLP_ENDPOINT is set): pin fastapi!=0.142.*"
+// releaseKnown is what the line verify adds for a release says of it, in
+// the hazard database's wording; the fix scan gives for the same finding
+// follows.
+const releaseKnown = " (known to attach a second exporter when OTEL_EXPORTER_OTLP_ENDPOINT is set): "
 
 // releaseTrees are the working directories: what each holds and the lines
 // verify must print for it.
@@ -24,8 +26,10 @@ var releaseTrees = []struct {
 	files map[string]string
 	want  []string
 }{
-	{"venv", venvTree(".venv", "0.142.2"), []string{"fastapi 0.142.2 is installed in .venv" + releaseKnown}},
-	{"uv.lock", map[string]string{"uv.lock": uvLock("0.142.1"), "pyproject.toml": pyproject}, []string{"fastapi 0.142.1 is locked in uv.lock:13" + releaseKnown}},
+	{"venv", venvTree(".venv", "0.142.2"), []string{"fastapi 0.142.2 is installed in .venv" + releaseKnown +
+		"upgrade to fastapi>=0.143.0 (pip install 'fastapi>=0.143.0') and restart what runs from this environment"}},
+	{"uv.lock", map[string]string{"uv.lock": uvLock("0.142.1"), "pyproject.toml": pyproject}, []string{"fastapi 0.142.1 is locked in uv.lock:13" + releaseKnown +
+		`add "fastapi!=0.142.*" to the project's dependencies (or [tool.uv] constraint-dependencies), run uv lock --upgrade-package fastapi, then uv sync`}},
 	// A clean environment: the fixed release installed and locked.
 	{"clean", merge(venvTree(".venv", "0.143.0"), map[string]string{"uv.lock": uvLock("0.143.0"), "pyproject.toml": pyproject}), nil},
 }
@@ -117,16 +121,17 @@ func TestVerifyNamesTheRelease(t *testing.T) {
 			if !slices.Equal(rs.Lines, tree.want) || !slices.Equal(rs.Roots, []string{"."}) || len(rs.Notes) != 0 || rs.FilesRead == 0 {
 				t.Errorf("release_scan: roots %q, %d files read, lines %q, notes %q; want lines %q", rs.Roots, rs.FilesRead, rs.Lines, rs.Notes, tree.want)
 			}
-			x, err := os.ReadFile(junit)
+			xb, err := os.ReadFile(junit)
 			if err != nil {
 				t.Fatal(err)
 			}
+			x := html.UnescapeString(string(xb)) // the lines hold ' " > (XML-escaped)
 			for _, line := range tree.want {
-				if !strings.Contains(string(x), line) {
+				if !strings.Contains(x, line) {
 					t.Errorf("the JUnit report lacks %q:\n%s", line, x)
 				}
 			}
-			if tree.want == nil && strings.Contains(string(x), "is installed in") {
+			if tree.want == nil && strings.Contains(x, "is installed in") {
 				t.Errorf("the JUnit report names a release:\n%s", x)
 			}
 

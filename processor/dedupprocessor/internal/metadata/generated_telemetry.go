@@ -34,6 +34,7 @@ type TelemetryBuilder struct {
 	ProcessorDedupEntries              metric.Int64ObservableGauge
 	ProcessorDedupEntriesLimit         metric.Int64ObservableGauge
 	ProcessorDedupEvictedEntries       metric.Int64Counter
+	ProcessorDedupHeldPoints           metric.Int64ObservableCounter
 	ProcessorDedupInvalidIDItems       metric.Int64ObservableCounter
 	ProcessorDedupJournalSegments      metric.Int64ObservableGauge
 	ProcessorDedupJournalSegmentsLimit metric.Int64ObservableGauge
@@ -126,6 +127,21 @@ func (builder *TelemetryBuilder) RegisterProcessorDedupEntriesLimitCallback(cb m
 		cb(ctx, &observerInt64{inst: builder.ProcessorDedupEntriesLimit, obs: o})
 		return nil
 	}, builder.ProcessorDedupEntriesLimit)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterProcessorDedupHeldPointsCallback sets callback for observable ProcessorDedupHeldPoints metric.
+func (builder *TelemetryBuilder) RegisterProcessorDedupHeldPointsCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ProcessorDedupHeldPoints, obs: o})
+		return nil
+	}, builder.ProcessorDedupHeldPoints)
 	if err != nil {
 		return err
 	}
@@ -322,7 +338,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ProcessorDedupEffectiveWindow, err = builder.meter.Float64ObservableGauge(
 		"otelcol_processor_dedup_effective_window",
-		metric.WithDescription("How far back the window reaches now; shorter than the configured window when the window is full. [Alpha]"),
+		metric.WithDescription("How far back the window reaches now, every item arrived since then held; the configured window (traces.window, logs.window; for metrics, max_stale) unless an item that arrived within it was evicted because the window was full or memory ran short, then back to just after that item. Not the age of the oldest entry, which is less while the window fills. [Alpha]"),
 		metric.WithUnit("s"),
 	)
 	errs = errors.Join(errs, err)
@@ -342,6 +358,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_processor_dedup_evicted_entries",
 		metric.WithDescription("Window entries removed before their window ended, because the window was full (reason=capacity) or memory ran short (reason=shrink); spans the nested detector forgot for traces.nested.max_spans (reason=nested_capacity) or traces.nested.max_bytes (reason=nested_bytes). [Alpha]"),
 		metric.WithUnit("{entry}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorDedupHeldPoints, err = builder.meter.Int64ObservableCounter(
+		"otelcol_processor_dedup_held_points",
+		metric.WithDescription("Newest dropped points of undecided second writers of metric streams (metrics.overlap auto), one per stream and writer: released (sent, the writer was found a peer), expired (the writer was forgotten before it was decided: if it was a peer, its counts since its last passing point are lost) or refused (metrics.max_held_bytes held already). [Alpha]"),
+		metric.WithUnit("{point}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ProcessorDedupInvalidIDItems, err = builder.meter.Int64ObservableCounter(

@@ -56,7 +56,7 @@ func AssertEqualProcessorDedupDuplicateItems(t *testing.T, tt *componenttest.Tel
 func AssertEqualProcessorDedupEffectiveWindow(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[float64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_dedup_effective_window",
-		Description: "How far back the window reaches now; shorter than the configured window when the window is full. [Alpha]",
+		Description: "How far back the window reaches now, every item arrived since then held; the configured window (traces.window, logs.window; for metrics, max_stale) unless an item that arrived within it was evicted because the window was full or memory ran short, then back to just after that item. Not the age of the oldest entry, which is less while the window fills. [Alpha]",
 		Unit:        "s",
 		Data: metricdata.Gauge[float64]{
 			DataPoints: dps,
@@ -107,6 +107,22 @@ func AssertEqualProcessorDedupEvictedEntries(t *testing.T, tt *componenttest.Tel
 		},
 	}
 	got, err := tt.GetMetric("otelcol_processor_dedup_evicted_entries")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualProcessorDedupHeldPoints(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_processor_dedup_held_points",
+		Description: "Newest dropped points of undecided second writers of metric streams (metrics.overlap auto), one per stream and writer: released (sent, the writer was found a peer), expired (the writer was forgotten before it was decided: if it was a peer, its counts since its last passing point are lost) or refused (metrics.max_held_bytes held already). [Alpha]",
+		Unit:        "{point}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_processor_dedup_held_points")
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/doubletake/doubletake/internal/buildinfo"
 	"github.com/doubletake/doubletake/internal/nested"
 	"github.com/doubletake/doubletake/internal/upstreamhealth"
 )
@@ -91,15 +92,25 @@ type StreamStatus struct {
 	Evidence string `json:"evidence,omitempty"`
 }
 
-// Header is who serves the page: the build's version, when the process
-// started and how long ago, the page's endpoint and the upstreams the
-// exporters after dedup send to.
+// Header is who serves the page: the build's version and commit, when the
+// process started and how long ago, the page's endpoint and the upstreams
+// the exporters after dedup send to.
 type Header struct {
-	Version       string    `json:"version"`
+	Version string `json:"version"`
+	// Commit is the revision the build was made from ("" when unknown);
+	// Modified says it had uncommitted changes.
+	Commit        string    `json:"commit,omitempty"`
+	Modified      bool      `json:"modified,omitempty"`
 	Started       time.Time `json:"started"`
 	UptimeSeconds float64   `json:"uptime_seconds"`
 	Endpoint      string    `json:"status_endpoint"`
 	Upstreams     []string  `json:"upstreams,omitempty"`
+}
+
+// Build is the version and commit as the page shows them: "v1.2.3 (commit
+// 0123456789ab)", as internal/buildinfo writes them.
+func (h Header) Build() string {
+	return buildinfo.Info{Version: h.Version, Commit: h.Commit, Modified: h.Modified}.String()
 }
 
 // WindowStatus is one signal's state.

@@ -36,7 +36,7 @@ func FuzzSet(f *testing.F) {
 			case 1, 2:
 				m.forget(t, step, s, k)
 			default:
-				m.observe(t, step, s, k, uint64(step)+1, 0)
+				m.observe(t, step, s, k, uint64(step)+1, int64(step))
 			}
 			m.checkLen(t, step, s)
 		}

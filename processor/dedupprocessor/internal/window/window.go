@@ -153,6 +153,16 @@ type Set[K comparable, V any] struct {
 
 	blockFirst []int64 // arrival time of the first entry written into each block
 	blockLast  []int64 // arrival time of the last entry written into each block
+	// headFirst and headLast are blockFirst and blockLast of the head's
+	// block as they were before the head entered it in its current lap:
+	// the times of the entries of the previous lap still held after the
+	// head in that block (see arrival).
+	headFirst, headLast int64
+
+	// lastEvicted is at least the arrival time of the newest entry evicted
+	// (capacity) or shrunk so far; evicted says whether there was one.
+	lastEvicted int64
+	evicted     bool
 
 	live  int // keys in the index
 	stats Stats
@@ -206,14 +216,44 @@ func (s *Set[K, V]) Bytes() int {
 	return len(s.ring)*sizeOf(e) + len(s.buckets)*sizeOf(b) + len(s.indexed)*8 + 2*8*len(s.blockFirst)
 }
 
-// Oldest returns the arrival time of the oldest block still held, and false
-// when the set is empty. now-Oldest is the window the set covers at the
-// moment: when the set is full before Window has passed, it is shorter.
+// Oldest returns the arrival time of the oldest block still held (at most
+// the oldest entry's), and false when the set is empty.
 func (s *Set[K, V]) Oldest() (int64, bool) {
 	if s.n == 0 {
 		return 0, false
 	}
-	return s.blockFirst[s.tail()>>blockShift], true
+	first, _ := s.arrival(s.tail())
+	return first, true
+}
+
+// LastEvicted returns a time no earlier than the arrival of the newest
+// entry that left the set before its window ended, evicted because the set
+// was full or removed by Shrink, and false when none has. Every key that
+// arrived after it is still held (unless forgotten): the set reaches back
+// to it. Entries are timed by the block, so it may be later than that
+// arrival by the time one block took to fill. A key left out of the index
+// (counted as evicted) does not move it.
+func (s *Set[K, V]) LastEvicted() (int64, bool) { return s.lastEvicted, s.evicted }
+
+// arrival returns the arrival times of the block of ring position p, a
+// live entry: the first and last written into it. Once the head has
+// entered a block in a new lap, that block's entries after the head are
+// of the previous lap, whose times the head saved.
+func (s *Set[K, V]) arrival(p int) (first, last int64) {
+	b := p >> blockShift
+	if p >= s.head && b == s.head>>blockShift && s.head&(1<<blockShift-1) != 0 {
+		return s.headFirst, s.headLast
+	}
+	return s.blockFirst[b], s.blockLast[b]
+}
+
+// noteEvicted records that the live entry at ring position p leaves the
+// set before its window ended.
+func (s *Set[K, V]) noteEvicted(p int) {
+	if _, last := s.arrival(p); !s.evicted || last > s.lastEvicted {
+		s.lastEvicted = last
+	}
+	s.evicted = true
 }
 
 func (s *Set[K, V]) tail() int {
@@ -456,14 +496,18 @@ func (s *Set[K, V]) ObserveHashed(k *K, h uint64, v V, now int64) (V, bool) {
 	if bi, i, ok := s.find(k, h); ok {
 		return s.ring[s.pos(s.buckets[bi].words[i])].val, true
 	}
-	if s.n == len(s.ring) && s.dropTail() {
-		s.stats.Evicted++
+	if s.n == len(s.ring) {
+		if t := s.head; s.dropTail() { // full: the tail is at the head
+			s.stats.Evicted++
+			s.noteEvicted(t)
+		}
 	}
 	pos := s.head
 	e := &s.ring[pos]
 	e.key, e.val = *k, v
 	b := pos >> blockShift
 	if pos&(1<<blockShift-1) == 0 || s.n == 0 {
+		s.headFirst, s.headLast = s.blockFirst[b], s.blockLast[b]
 		s.blockFirst[b] = now
 	}
 	s.blockLast[b] = now
@@ -513,7 +557,7 @@ func (s *Set[K, V]) Expire(now int64) {
 	for s.n > 0 {
 		t := s.tail()
 		b := t >> blockShift
-		if s.blockLast[b] >= cutoff {
+		if _, last := s.arrival(t); last >= cutoff {
 			return
 		}
 		// Remove the tail up to the end of its block (or the head).
@@ -537,8 +581,9 @@ func (s *Set[K, V]) Expire(now int64) {
 func (s *Set[K, V]) Shrink(n int) int {
 	removed := 0
 	for removed < n && s.n > 0 {
-		if s.evictTail() {
+		if t := s.tail(); s.evictTail() {
 			s.stats.Shrunk++
+			s.noteEvicted(t)
 		}
 		removed++
 	}

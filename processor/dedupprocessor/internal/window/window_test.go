@@ -520,7 +520,7 @@ func TestAgainstModelSizes(t *testing.T) {
 				if r.IntN(8) == 0 {
 					m.forget(t, step, s, k)
 				} else {
-					m.observe(t, step, s, k, uint64(step)+1, 0)
+					m.observe(t, step, s, k, uint64(step)+1, int64(step))
 				}
 				m.checkLen(t, step, s)
 				if step%997 == 0 {
@@ -569,5 +569,67 @@ func TestUnindexedKeysCountedOnce(t *testing.T) {
 		if got := uint64(s.Len()) + s.Stats().Evicted; got != uint64(observed) {
 			t.Fatalf("after %d keys: Len %d + Evicted %d = %d, want %d", observed, s.Len(), s.Stats().Evicted, got, observed)
 		}
+	}
+}
+
+// TestTimesOnAFullRing: once the ring is full, the head's block holds new
+// entries before the head and the previous lap's after it. Oldest is the
+// previous lap's, not the new entries', LastEvicted follows the evicted
+// entries' blocks, and Expire removes the previous lap's entries of the
+// head's block once their window has passed.
+func TestTimesOnAFullRing(t *testing.T) {
+	s := newSet(t, 1024, 100)
+	if _, ok := s.LastEvicted(); ok {
+		t.Fatal("LastEvicted reports an eviction before any")
+	}
+	for i := range uint64(1024) {
+		s.Observe(key(i), 0, int64(i)/4) // blocks of 256: times 0-63, 64-127, ...
+	}
+	if _, ok := s.LastEvicted(); ok {
+		t.Fatal("LastEvicted reports an eviction of a set that only filled up")
+	}
+	s.Observe(key(5000), 0, 1000) // evicts key 0
+	if first, _ := s.Oldest(); first != 0 {
+		t.Errorf("Oldest = %d, want 0: key 1 is held, and its block began at 0", first)
+	}
+	if last, ok := s.LastEvicted(); !ok || last != 63 {
+		t.Errorf("LastEvicted = (%d, %v), want (63, true): key 0's block was filled by 63", last, ok)
+	}
+	for i := uint64(5001); i < 5300; i++ { // evicts keys 1-299
+		s.Observe(key(i), 0, 1000)
+	}
+	if first, _ := s.Oldest(); first != 64 {
+		t.Errorf("Oldest = %d, want 64: key 300 is held, in the block of times 64-127", first)
+	}
+	if last, _ := s.LastEvicted(); last != 127 {
+		t.Errorf("LastEvicted = %d, want 127: key 299 arrived at 74, in the block filled by 127", last)
+	}
+	if _, held := s.Lookup(key(300)); !held {
+		t.Fatal("key 300 evicted, want held")
+	}
+
+	// At 228 the entries before 128 have passed their window: the rest of
+	// the head's block (keys 300-511, times 75-127) goes, not the next.
+	s.Expire(228)
+	if s.Len() != 812 {
+		t.Errorf("Len after Expire(228) = %d, want 812: the head's block's previous lap expired", s.Len())
+	}
+	if _, held := s.Lookup(key(511)); held {
+		t.Error("key 511 (time 127) held past its window")
+	}
+	if last, _ := s.LastEvicted(); last != 127 {
+		t.Errorf("LastEvicted after Expire = %d, want 127: expiry is no eviction", last)
+	}
+
+	// Shrink takes the oldest: keys 512-611 (times 128-152, block 128-191).
+	if n := s.Shrink(100); n != 100 {
+		t.Fatalf("Shrink = %d, want 100", n)
+	}
+	if last, _ := s.LastEvicted(); last != 191 {
+		t.Errorf("LastEvicted after Shrink = %d, want 191", last)
+	}
+	s.Expire(1100)
+	if s.Len() != 300 {
+		t.Errorf("Len after Expire(1100) = %d, want the 300 entries of time 1000", s.Len())
 	}
 }

@@ -1,4 +1,4 @@
-package cli
+package verify
 
 import (
 	"fmt"
@@ -11,11 +11,14 @@ import (
 	"github.com/doubletake/doubletake/internal/analyze"
 )
 
-func writeVerifyText(w io.Writer, r *verifyReport) error {
+// WriteText writes r as the text report: how the command ended, what
+// arrived, the analysis, the release behind a double export, and the
+// verdict with r.ExitCode.
+func WriteText(w io.Writer, r *Report) error {
 	var b strings.Builder
 	b.WriteString("doubletake verify: ")
 	if r.Command != nil {
-		b.WriteString(r.Command.describe())
+		b.WriteString(r.Command.Describe())
 	} else {
 		fmt.Fprintf(&b, "received on %s for %s", r.Endpoint, r.ListenedFor)
 	}
@@ -50,20 +53,21 @@ func writeVerifyText(w io.Writer, r *verifyReport) error {
 			return err
 		}
 	}
-	status := "PASS"
-	switch r.ExitCode {
-	case ExitOK:
-	case ExitNothing:
+	status := "FAIL"
+	switch {
+	case r.Verdict == Clean:
+		status = "PASS"
+	case r.Verdict.nothing():
 		status = "NOTHING RECEIVED"
-	default:
-		status = "FAIL"
 	}
 	_, err := fmt.Fprintf(w, "\nverdict: %s (exit %d): %s\n", status, r.ExitCode, r.VerdictReason)
 	return err
 }
 
-func writeVerifyJUnit(w io.Writer, r *verifyReport) error {
-	cases := analyze.JUnitCases(r.Report, r.MaxRatio, slices.Contains(r.Allow, allowNestedDuplicates))
+// WriteJUnit writes r as a JUnit XML report: one test case for the
+// command, one for what arrived, and analyze's cases.
+func WriteJUnit(w io.Writer, r *Report) error {
+	cases := analyze.JUnitCases(r.Report, r.MaxRatio, slices.Contains(r.Allow, AllowNestedDuplicates))
 	received := analyze.JUnitCase{Name: "telemetry arrives", Class: "doubletake.verify.received"}
 	if len(r.Missing) > 0 {
 		received.Failure = r.nothingReason()
@@ -86,7 +90,7 @@ func writeVerifyJUnit(w io.Writer, r *verifyReport) error {
 		elapsed = time.Duration(r.Command.Elapsed)
 		c := analyze.JUnitCase{Name: "command succeeds", Class: "doubletake.verify.command"}
 		if r.Command.Failed {
-			c.Failure = r.Command.describe()
+			c.Failure = r.Command.Describe()
 		}
 		cases = append([]analyze.JUnitCase{c}, cases...)
 	} else {

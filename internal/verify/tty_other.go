@@ -1,6 +1,6 @@
 //go:build !(linux || darwin || freebsd || netbsd || openbsd)
 
-package cli
+package verify
 
 // interruptFromTerminal: without a portable way to ask a terminal for its
 // foreground process group, every signal is passed on.

@@ -1,4 +1,4 @@
-package cli
+package verify
 
 import (
 	"context"
@@ -27,8 +27,20 @@ var perSignalEndpointVars = []string{
 	"OTEL_EXPORTER_OTLP_LOGS_ENDPOINT",
 }
 
-// commandResult is what happened to CMD.
-type commandResult struct {
+// NotStartedError says that the command could not be started.
+type NotStartedError struct {
+	Name string // argv[0]
+	Err  error
+}
+
+func (e *NotStartedError) Error() string {
+	return fmt.Sprintf("verify: cannot run %q: %v", e.Name, e.Err)
+}
+
+func (e *NotStartedError) Unwrap() error { return e.Err }
+
+// CommandResult is what happened to the command.
+type CommandResult struct {
 	Argv     []string       `json:"argv"`
 	ExitCode int            `json:"exit_code"`        // -1 when killed by a signal or not started
 	Signal   string         `json:"signal,omitempty"` // the signal that ended it
@@ -37,7 +49,8 @@ type commandResult struct {
 	Elapsed  analyze.Millis `json:"elapsed_ms"`
 }
 
-func (c *commandResult) describe() string {
+// Describe says in one line how the command ended.
+func (c *CommandResult) Describe() string {
 	name := filepath.Base(c.Argv[0])
 	switch {
 	case c.Error != "":
@@ -51,20 +64,20 @@ func (c *commandResult) describe() string {
 
 // runChild runs CMD, passing signals on, then waits for its exports to go
 // quiet. The error is set only when CMD could not be started.
-func runChild(s Streams, args []string, srv *capture.Server, sigs <-chan os.Signal, o verifyOptions) (*commandResult, error) {
-	res := &commandResult{Argv: args, ExitCode: -1}
-	c := childCommand(s, args, srv.Endpoint(), o.report.jsonToStdout())
+func runChild(s Streams, args []string, srv *capture.Server, sigs <-chan os.Signal, o Options) (*CommandResult, error) {
+	res := &CommandResult{Argv: args, ExitCode: -1}
+	c := childCommand(s, args, srv.Endpoint(), o.ReportOnStdout)
 	started := time.Now()
 	if err := c.Start(); err != nil {
 		res.Error = err.Error()
 		res.Failed = true
-		return res, fmt.Errorf("verify: cannot run %q: %w", args[0], unwrapExec(err))
+		return res, &NotStartedError{Name: args[0], Err: unwrapExec(err)}
 	}
 	waitErr := waitPassingSignals(c, s, sigs)
 	exited := time.Now()
 	res.Elapsed = analyze.Millis(exited.Sub(started))
 	res.record(c.ProcessState, waitErr)
-	awaitQuiet(srv, exited, o.grace, o.graceMax, sigs)
+	awaitQuiet(srv, exited, o.Grace, o.GraceMax, sigs)
 	return res, nil
 }
 
@@ -112,7 +125,7 @@ func waitPassingSignals(c *exec.Cmd, s Streams, sigs <-chan os.Signal) error {
 
 // record sets how CMD ended: its exit code, or the signal that killed it,
 // or why waiting for it failed.
-func (c *commandResult) record(ps *os.ProcessState, waitErr error) {
+func (c *CommandResult) record(ps *os.ProcessState, waitErr error) {
 	if ps != nil {
 		c.ExitCode = ps.ExitCode()
 		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {

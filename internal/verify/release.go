@@ -1,4 +1,4 @@
-package cli
+package verify
 
 import (
 	"context"
@@ -20,16 +20,11 @@ import (
 // --scan-max-files), runs only after a double export (a clean run costs
 // nothing), and never changes the verdict: what goes wrong becomes a note.
 
-// Defaults of the release scan's bounds.
-const (
-	defaultScanTimeout  = 2 * time.Second
-	defaultScanMaxFiles = 1000
-	// maxScanNotes bounds the notes (scan problems) listed in a report.
-	maxScanNotes = 10
-)
+// maxScanNotes bounds the notes (scan problems) listed in a report.
+const maxScanNotes = 10
 
-// releaseScan is what the scan after a double export found.
-type releaseScan struct {
+// ReleaseScan is what the scan after a double export found.
+type ReleaseScan struct {
 	// Roots are the directories scanned, in order: the active virtual
 	// environment, the interpreter's environment, the working directory.
 	Roots []string `json:"roots"`
@@ -39,7 +34,7 @@ type releaseScan struct {
 	NotJudged int            `json:"not_judged"`
 	// Notes say what kept the scan from being complete: a deadline, the
 	// file cap, a file it could not read.
-	Notes     []string       `json:"notes,omitempty"`
+	Notes     []string       `json:"notes"`
 	FilesRead int            `json:"files_read"`
 	Elapsed   analyze.Millis `json:"elapsed_ms"`
 }
@@ -161,17 +156,11 @@ func lookupEnv(env []string, name string) (string, bool) {
 	return "", false
 }
 
-// scanBounds are the release scan's bounds.
-type scanBounds struct {
-	timeout  time.Duration
-	maxFiles int
-}
-
 // scanForRelease scans roots with db, bounded by b, and returns what it
 // found; dir is CMD's working directory, against which paths are shown.
 // It never fails: a problem, a deadline, a cap or a panic becomes a note.
-func scanForRelease(ctx context.Context, db *scan.DB, roots []string, dir string, b scanBounds) (rs *releaseScan) {
-	rs = &releaseScan{Lines: []string{}, Findings: []scan.Finding{}}
+func scanForRelease(ctx context.Context, db *scan.DB, roots []string, dir string, b ScanOptions) (rs *ReleaseScan) {
+	rs = &ReleaseScan{Lines: []string{}, Findings: []scan.Finding{}}
 	for _, r := range roots {
 		rs.Roots = append(rs.Roots, displayPath(r, dir))
 	}
@@ -182,9 +171,9 @@ func scanForRelease(ctx context.Context, db *scan.DB, roots []string, dir string
 			rs.Notes = append(rs.Notes, fmt.Sprintf("the scan failed: %v", p))
 		}
 	}()
-	sctx, cancel := context.WithTimeout(ctx, b.timeout)
+	sctx, cancel := context.WithTimeout(ctx, b.Timeout)
 	defer cancel()
-	res := scan.ScanWith(sctx, db, scan.Options{MaxFiles: b.maxFiles}, roots...)
+	res := scan.ScanWith(sctx, db, scan.Options{MaxFiles: b.MaxFiles}, roots...)
 	rs.FilesRead, rs.NotJudged = res.FilesRead, len(res.NotJudged)
 	// What is installed exports twice now, what is locked on the next
 	// install, what a specifier admits maybe: the likeliest cause first.
@@ -201,10 +190,10 @@ func scanForRelease(ctx context.Context, db *scan.DB, roots []string, dir string
 		rs.Lines = append(rs.Lines, line)
 	}
 	if sctx.Err() != nil {
-		rs.Notes = append(rs.Notes, fmt.Sprintf("the scan stopped at its %s deadline (--scan-timeout) after reading %s; what it found until then is listed", b.timeout, plural(res.FilesRead, "file")))
+		rs.Notes = append(rs.Notes, fmt.Sprintf("the scan stopped at its %s deadline (--scan-timeout) after reading %s; what it found until then is listed", b.Timeout, countNoun(res.FilesRead, "file", "files")))
 	}
 	if res.FileCapReached {
-		rs.Notes = append(rs.Notes, fmt.Sprintf("the scan stopped after reading %s (--scan-max-files); what it found until then is listed", plural(res.FilesRead, "file")))
+		rs.Notes = append(rs.Notes, fmt.Sprintf("the scan stopped after reading %s (--scan-max-files); what it found until then is listed", countNoun(res.FilesRead, "file", "files")))
 	}
 	for i, p := range res.Problems {
 		if i == maxScanNotes {
@@ -272,10 +261,10 @@ func displayPath(p, dir string) string {
 }
 
 // text renders rs for the text report and the JUnit failures.
-func (rs *releaseScan) text() string {
+func (rs *ReleaseScan) text() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "releases known to export twice, in the command's environment (scanned %s: %s read in %s):",
-		strings.Join(rs.Roots, ", "), plural(rs.FilesRead, "file"), rs.Elapsed)
+		strings.Join(rs.Roots, ", "), countNoun(rs.FilesRead, "file", "files"), rs.Elapsed)
 	if len(rs.Lines) == 0 {
 		b.WriteString(" none known\n")
 	} else {
@@ -290,24 +279,19 @@ func (rs *releaseScan) text() string {
 	return b.String()
 }
 
-// releaseScanner runs the scan after a double export; verify builds one
-// from its flags.
-type releaseScanner struct {
-	db     *scan.DB // loaded up front when --hazards names files
-	bounds scanBounds
-}
-
-// run scans the environment of argv, or says why it could not.
-func (s *releaseScanner) run(ctx context.Context, argv []string) *releaseScan {
+// scanRelease scans the environment of argv, or says why it could not.
+func scanRelease(ctx context.Context, o ScanOptions, argv []string) *ReleaseScan {
 	dir, err := os.Getwd()
 	if err != nil {
-		return &releaseScan{Lines: []string{}, Findings: []scan.Finding{}, Notes: []string{"the scan did not run: the working directory: " + err.Error()}}
+		return &ReleaseScan{Lines: []string{}, Findings: []scan.Finding{}, Notes: []string{"the scan did not run: the working directory: " + err.Error()}}
 	}
-	db := s.db
+	db := o.Hazards
 	if db == nil {
-		if db, err = loadHazards(nil); err != nil {
-			return &releaseScan{Lines: []string{}, Findings: []scan.Finding{}, Notes: []string{"the scan did not run: " + err.Error()}}
+		hazards, err := scan.BuiltinHazards()
+		if err != nil {
+			return &ReleaseScan{Lines: []string{}, Findings: []scan.Finding{}, Notes: []string{"the scan did not run: " + err.Error()}}
 		}
+		db = scan.NewDB(hazards...)
 	}
-	return scanForRelease(ctx, db, scanRoots(argv, os.Environ(), dir), dir, s.bounds)
+	return scanForRelease(ctx, db, scanRoots(argv, os.Environ(), dir), dir, o)
 }

@@ -1,4 +1,4 @@
-package cli
+package verify
 
 import (
 	"context"
@@ -24,17 +24,17 @@ type receiver struct {
 }
 
 // startReceiver listens on --listen (a free loopback port without it).
-func startReceiver(o verifyOptions, listenSet bool) (*receiver, error) {
-	addr := o.listen
+func startReceiver(o Options) (*receiver, error) {
+	addr, listenSet := o.Listen, o.Listen != ""
 	if !listenSet {
 		addr = "127.0.0.1:0"
 	}
-	r := &receiver{an: analyze.New(analyze.Options{ExportInterval: o.exportInterval})}
-	if o.forward != "" {
-		target, _ := capture.ParseTarget(o.forward, o.forwardProtocol) // checked by validate
+	r := &receiver{an: analyze.New(analyze.Options{ExportInterval: o.ExportInterval})}
+	if o.Forward != "" {
+		target, _ := capture.ParseTarget(o.Forward, o.ForwardProtocol) // checked by Validate
 		var err error
 		if r.fwd, err = capture.NewForwarder(target); err != nil {
-			return nil, &ExitError{Code: ExitInternal, Err: fmt.Errorf("verify: --forward %s: %w", redactURL(o.forward), err)}
+			return nil, fmt.Errorf("verify: --forward %s: %w", termsafe.RedactURL(o.Forward), err)
 		}
 	}
 	srv, err := capture.Listen(addr, r.handle)
@@ -42,7 +42,7 @@ func startReceiver(o verifyOptions, listenSet bool) (*receiver, error) {
 		if r.fwd != nil {
 			r.fwd.Close(time.Second)
 		}
-		return nil, &ExitError{Code: ExitInternal, Err: fmt.Errorf("verify: %w%s", err, listenHint(err, listenSet))}
+		return nil, fmt.Errorf("verify: %w%s", err, listenHint(err, listenSet))
 	}
 	r.srv = srv
 	return r, nil
@@ -83,7 +83,7 @@ func (r *receiver) stop(s Streams, forward string) *capture.ForwardStats {
 	st := r.fwd.Close(10 * time.Second)
 	if st.Failed > 0 || st.Dropped > 0 {
 		fmt.Fprintf(s.Err, "doubletake: verify: forwarding to %s: %d of %d requests failed, %d dropped (last error: %s)\n",
-			redactURL(forward), st.Failed, st.Received, st.Dropped, termsafe.Escape(st.LastError))
+			termsafe.RedactURL(forward), st.Failed, st.Received, st.Dropped, termsafe.Escape(st.LastError))
 	}
 	return &st
 }
@@ -104,6 +104,3 @@ func listenHint(err error, listenSet bool) string {
 	}
 	return ""
 }
-
-// redactURL is a URL flag's value fit for an error or log line: no password.
-func redactURL(raw string) string { return termsafe.RedactURL(raw) }

@@ -1,4 +1,4 @@
-package cli
+package verify
 
 import (
 	"fmt"
@@ -9,40 +9,61 @@ import (
 	"github.com/doubletake/doubletake/internal/capture"
 )
 
-// verifyReport is what verify prints.
-type verifyReport struct {
+// Verdict is what a run comes to.
+type Verdict string
+
+// The verdicts.
+const (
+	Clean                 Verdict = "clean"                   // nothing arrived twice, or within what the options allow
+	Duplicates            Verdict = "duplicates"              // the duplicate ratio exceeds Options.MaxRatio
+	NestedDuplicates      Verdict = "nested-duplicates"       // nested duplicates, not allowed
+	Malformed             Verdict = "malformed"               // undecodable OTLP arrived
+	CommandFailed         Verdict = "command-failed"          // the command failed (unless Options.IgnoreExit)
+	CommandNotStarted     Verdict = "command-not-started"     // the command could not be started
+	NothingReceived       Verdict = "nothing-received"        // nothing arrived at all (unless Options.AllowEmpty)
+	ExpectedSignalMissing Verdict = "expected-signal-missing" // a signal Options.Expect names never arrived
+)
+
+// nothing reports whether v says that something did not arrive.
+func (v Verdict) nothing() bool { return v == NothingReceived || v == ExpectedSignalMissing }
+
+// Report is what verify found and decided.
+type Report struct {
 	Endpoint    string                `json:"endpoint"`
-	Command     *commandResult        `json:"command,omitempty"`
+	Command     *CommandResult        `json:"command,omitempty"`
 	ListenedFor analyze.Millis        `json:"listened_ms,omitempty"`
 	Forward     *capture.ForwardStats `json:"forward,omitempty"`
 	MaxRatio    float64               `json:"max_duplicate_ratio"`
-	Allow       []string              `json:"allow,omitempty"`
+	Allow       []string              `json:"allow"`
 	AllowEmpty  bool                  `json:"allow_empty,omitempty"`
-	Expect      []string              `json:"expect,omitempty"`
+	Expect      []string              `json:"expect"`
 	// Missing names the signals of which nothing arrived: every signal
 	// --expect names that did not, or all three when nothing arrived.
-	Missing       []string `json:"missing,omitempty"`
-	Ratio         float64  `json:"duplicate_ratio"`
-	Verdict       string   `json:"verdict"`
-	ExitCode      int      `json:"exit_code"`
-	VerdictReason string   `json:"verdict_reason"`
+	Missing []string `json:"missing"`
+	Ratio   float64  `json:"duplicate_ratio"`
+	Verdict Verdict  `json:"verdict"`
+	// ExitCode is the exit status of the command that reports the
+	// verdict: Run leaves it to its caller, which sets it before the
+	// report is written.
+	ExitCode      int    `json:"exit_code"`
+	VerdictReason string `json:"verdict_reason"`
 	// ReleaseScan is what the scan of CMD's environment found after a
 	// double export; absent when there was no double export, no CMD, or
 	// --no-scan.
-	ReleaseScan *releaseScan `json:"release_scan,omitempty"`
+	ReleaseScan *ReleaseScan `json:"release_scan,omitempty"`
 	*analyze.Report
 }
 
-// newVerifyReport is the report of a run receiving on endpoint, with the
+// newReport is the report of a run receiving on endpoint, with the
 // options that decide its verdict (--allow and --expect without repeats).
-func newVerifyReport(endpoint string, o verifyOptions) *verifyReport {
-	rep := &verifyReport{Endpoint: endpoint, MaxRatio: o.maxRatio, AllowEmpty: o.allowEmpty}
-	for _, a := range o.allow {
+func newReport(endpoint string, o Options) *Report {
+	rep := &Report{Endpoint: endpoint, MaxRatio: o.MaxRatio, AllowEmpty: o.AllowEmpty}
+	for _, a := range o.Allow {
 		if a = strings.TrimSpace(a); !slices.Contains(rep.Allow, a) {
 			rep.Allow = append(rep.Allow, a)
 		}
 	}
-	for _, e := range o.expect {
+	for _, e := range o.Expect {
 		if e = strings.TrimSpace(e); !slices.Contains(rep.Expect, e) {
 			rep.Expect = append(rep.Expect, e)
 		}
@@ -51,7 +72,7 @@ func newVerifyReport(endpoint string, o verifyOptions) *verifyReport {
 }
 
 // judge takes the analysis of what arrived and decides the verdict.
-func (r *verifyReport) judge(a *analyze.Report, o verifyOptions) {
+func (r *Report) judge(a *analyze.Report, o Options) {
 	r.Report = a
 	r.Ratio = a.DuplicateRatio()
 	r.decide(o)
@@ -59,7 +80,7 @@ func (r *verifyReport) judge(a *analyze.Report, o verifyOptions) {
 
 // received reports whether any item of signal (traces, metrics, logs)
 // arrived.
-func (r *verifyReport) received(signal string) bool {
+func (r *Report) received(signal string) bool {
 	switch signal {
 	case "traces":
 		return r.Spans.Received > 0
@@ -74,7 +95,7 @@ func (r *verifyReport) received(signal string) bool {
 // missing lists what is missing: every expected signal that never
 // arrived; all three when nothing arrived at all (no item, no malformed
 // request) and that is not allowed.
-func (r *verifyReport) missing() []string {
+func (r *Report) missing() []string {
 	var out []string
 	for _, sig := range r.Expect {
 		if !r.received(sig) {
@@ -84,16 +105,17 @@ func (r *verifyReport) missing() []string {
 	if len(out) > 0 || r.AllowEmpty || r.Malformed > 0 {
 		return out
 	}
-	for _, sig := range expectValues {
+	all := ExpectValues()
+	for _, sig := range all {
 		if r.received(sig) {
 			return nil
 		}
 	}
-	return slices.Clone(expectValues)
+	return all
 }
 
 // nothingReason says what did not arrive, and the likely causes.
-func (r *verifyReport) nothingReason() string {
+func (r *Report) nothingReason() string {
 	if len(r.Expect) == 0 {
 		q := r.Requests
 		return fmt.Sprintf("nothing arrived: no span, metric point or log record in %s (is the SDK configured to export, to OTEL_EXPORTER_OTLP_ENDPOINT?); --allow-empty if the command exports nothing",
@@ -103,14 +125,14 @@ func (r *verifyReport) nothingReason() string {
 }
 
 // decide sets the verdict and exit code.
-func (r *verifyReport) decide(o verifyOptions) {
+func (r *Report) decide(o Options) {
 	r.Missing = r.missing()
 	var problems []string
-	if r.Ratio > o.maxRatio {
-		problems = append(problems, fmt.Sprintf("duplicate ratio %.4g exceeds --max-duplicate-ratio %g", r.Ratio, o.maxRatio))
+	if r.Ratio > o.MaxRatio {
+		problems = append(problems, fmt.Sprintf("duplicate ratio %.4g exceeds --max-duplicate-ratio %g", r.Ratio, o.MaxRatio))
 	}
 	nested := r.NestedDuplicates()
-	nestedFails := nested > 0 && !o.allows(allowNestedDuplicates)
+	nestedFails := nested > 0 && !o.allows(AllowNestedDuplicates)
 	if nestedFails {
 		problems = append(problems, nestedSummary(r.Report, "; --allow nested-duplicates to pass"))
 	}
@@ -118,42 +140,42 @@ func (r *verifyReport) decide(o verifyOptions) {
 		problems = append(problems, countNoun(int(r.Malformed), "malformed export request", "malformed export requests"))
 	}
 	switch {
-	case r.Command != nil && r.Command.Failed && !o.ignoreExit:
-		r.Verdict, r.ExitCode = "command-failed", ExitCommand
-		r.VerdictReason = r.Command.describe()
+	case r.Command != nil && r.Command.Failed && !o.IgnoreExit:
+		r.Verdict = CommandFailed
+		r.VerdictReason = r.Command.Describe()
 		if len(problems) > 0 {
 			r.VerdictReason += "; also " + strings.Join(problems, ", ")
 		}
 	case len(problems) > 0:
-		r.Verdict, r.ExitCode = "duplicates", ExitFindings
+		r.Verdict = Duplicates
 		switch {
-		case r.Ratio > o.maxRatio:
+		case r.Ratio > o.MaxRatio:
 		case nestedFails:
-			r.Verdict = "nested-duplicates"
+			r.Verdict = NestedDuplicates
 		case r.Malformed > 0:
-			r.Verdict = "malformed"
+			r.Verdict = Malformed
 		}
 		r.VerdictReason = strings.Join(problems, ", ")
 	case len(r.Missing) > 0:
-		r.Verdict, r.ExitCode = "nothing-received", ExitNothing
+		r.Verdict = NothingReceived
 		if len(r.Expect) > 0 {
-			r.Verdict = "expected-signal-missing"
+			r.Verdict = ExpectedSignalMissing
 		}
 		r.VerdictReason = r.nothingReason()
 	default:
-		r.Verdict, r.ExitCode = "clean", ExitOK
+		r.Verdict = Clean
 		r.VerdictReason = "nothing arrived twice"
 		if r.Spans.Received+r.Metrics.Points+r.Logs.Received == 0 {
 			r.VerdictReason = "nothing arrived, allowed by --allow-empty"
 		}
 		if r.Ratio > 0 {
-			r.VerdictReason = fmt.Sprintf("duplicate ratio %.4g within --max-duplicate-ratio %g", r.Ratio, o.maxRatio)
+			r.VerdictReason = fmt.Sprintf("duplicate ratio %.4g within --max-duplicate-ratio %g", r.Ratio, o.MaxRatio)
 		}
 		if nested > 0 {
 			r.VerdictReason += "; " + nestedSummary(r.Report, "") + " allowed by --allow nested-duplicates"
 		}
 	}
-	if len(r.Missing) > 0 && r.ExitCode != ExitNothing {
+	if len(r.Missing) > 0 && !r.Verdict.nothing() {
 		// A failed command or findings decide the code; what is missing
 		// is still said.
 		r.VerdictReason += "; also " + r.nothingReason()
@@ -166,12 +188,4 @@ func nestedSummary(r *analyze.Report, note string) string {
 	return fmt.Sprintf("%s (double instrumentation, %s%s)",
 		countNoun(r.NestedDuplicates(), "nested duplicate", "nested duplicates"),
 		countNoun(len(r.Nested.Findings), "finding", "findings"), note)
-}
-
-// countNoun renders n with the noun in the right number.
-func countNoun(n int, one, many string) string {
-	if n == 1 {
-		return fmt.Sprintf("%d %s", n, one)
-	}
-	return fmt.Sprintf("%d %s", n, many)
 }

@@ -1,0 +1,49 @@
+package dedupotlpexporter
+
+import (
+	"context"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/doubletake/doubletake/exporter/dedupotlpexporter/internal/metadata"
+	"github.com/doubletake/doubletake/internal/upstreamhealth"
+)
+
+// upstreamStates are the values of otelcol_exporter_dedup_upstream_state's
+// state attribute, each observed as 1 (the upstream's state) or 0.
+var upstreamStates = []upstreamhealth.State{
+	upstreamhealth.Unknown, upstreamhealth.Reachable, upstreamhealth.Refusing, upstreamhealth.Unreachable,
+}
+
+// observeUpstream registers otelcol_exporter_dedup_upstream_state of
+// exporter id's signal, read from health at collection time; stop
+// unregisters it.
+func observeUpstream(set component.TelemetrySettings, id component.ID, signal string, health *upstreamhealth.Tracker) (stop func(), err error) {
+	tb, err := metadata.NewTelemetryBuilder(set)
+	if err != nil {
+		return nil, err
+	}
+	attrs := make([]metric.ObserveOption, len(upstreamStates))
+	for i, s := range upstreamStates {
+		attrs[i] = metric.WithAttributeSet(attribute.NewSet(attribute.String("exporter", id.String()),
+			attribute.String("data_type", signal), attribute.String("state", string(s))))
+	}
+	err = tb.RegisterExporterDedupUpstreamStateCallback(func(_ context.Context, o metric.Int64Observer) error {
+		now := health.Snapshot().State
+		for i, s := range upstreamStates {
+			var v int64
+			if s == now {
+				v = 1
+			}
+			o.Observe(v, attrs[i])
+		}
+		return nil
+	})
+	if err != nil {
+		tb.Shutdown()
+		return nil, err
+	}
+	return tb.Shutdown, nil
+}

@@ -1,0 +1,130 @@
+package dedupprocessor
+
+import (
+	"testing"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+)
+
+// TestOverwriteHeldPoint: a held point overwritten with a newer point of
+// its stream is that point, with the held point's (labelled) attributes,
+// for every point type; the size is reported unchanged only when the
+// lists it holds are as long as before.
+func TestOverwriteHeldPoint(t *testing.T) {
+	attrs := func(m pcommon.Map) {
+		m.PutStr("route", "/a")
+		m.PutStr("service.instance.id", "writer")
+	}
+	want := func(t *testing.T, got, newer pmetric.Metrics) {
+		t.Helper()
+		// The newer point with the held one's attributes.
+		var a, b []byte
+		var err error
+		m := &pmetric.JSONMarshaler{}
+		if a, err = m.MarshalMetrics(newer); err != nil {
+			t.Fatal(err)
+		}
+		if b, err = m.MarshalMetrics(got); err != nil {
+			t.Fatal(err)
+		}
+		if string(a) != string(b) {
+			t.Errorf("overwritten\n got %s\nwant %s", b, a)
+		}
+	}
+	newMetric := func() (pmetric.Metrics, pmetric.Metric) {
+		md := pmetric.NewMetrics()
+		return md, md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+	}
+	t.Run("number", func(t *testing.T) {
+		held, hm := newMetric()
+		c := hm.SetEmptySum().DataPoints().AppendEmpty()
+		attrs(c.Attributes())
+		c.SetIntValue(3)
+		c.SetTimestamp(10)
+		newer, nm := newMetric()
+		dp := nm.SetEmptySum().DataPoints().AppendEmpty()
+		attrs(dp.Attributes())
+		dp.SetIntValue(7)
+		dp.SetStartTimestamp(1)
+		dp.SetTimestamp(20)
+		dp.SetFlags(pmetric.DefaultDataPointFlags.WithNoRecordedValue(true))
+		src := pmetric.NewNumberDataPoint()
+		dp.CopyTo(src)
+		src.Attributes().Clear()
+		src.Attributes().PutStr("route", "/a") // unlabelled, as received
+		if !overwriteNumber(c, src) {
+			t.Error("same lists, reported a different size")
+		}
+		want(t, held, newer)
+		src.Exemplars().AppendEmpty().SetIntValue(1)
+		if overwriteNumber(c, src) {
+			t.Error("an exemplar more, reported the same size")
+		}
+	})
+	t.Run("histogram", func(t *testing.T) {
+		held, hm := newMetric()
+		c := hm.SetEmptyHistogram().DataPoints().AppendEmpty()
+		attrs(c.Attributes())
+		c.SetCount(2)
+		c.SetSum(3)
+		c.SetMin(1)
+		c.BucketCounts().FromRaw([]uint64{1, 1})
+		c.ExplicitBounds().FromRaw([]float64{5})
+		newer, nm := newMetric()
+		dp := nm.SetEmptyHistogram().DataPoints().AppendEmpty()
+		attrs(dp.Attributes())
+		dp.SetCount(5)
+		dp.SetMax(9)
+		dp.SetTimestamp(30)
+		dp.BucketCounts().FromRaw([]uint64{2, 3})
+		dp.ExplicitBounds().FromRaw([]float64{5})
+		src := pmetric.NewHistogramDataPoint()
+		dp.CopyTo(src)
+		if overwriteHistogram(c, src) {
+			t.Error("sum and min gone, max set: reported the same size")
+		}
+		want(t, held, newer)
+		if !overwriteHistogram(c, src) {
+			t.Error("the same point again, reported a different size")
+		}
+	})
+	t.Run("exponential", func(t *testing.T) {
+		held, hm := newMetric()
+		c := hm.SetEmptyExponentialHistogram().DataPoints().AppendEmpty()
+		attrs(c.Attributes())
+		c.SetCount(1)
+		newer, nm := newMetric()
+		dp := nm.SetEmptyExponentialHistogram().DataPoints().AppendEmpty()
+		attrs(dp.Attributes())
+		dp.SetCount(4)
+		dp.SetScale(3)
+		dp.Positive().SetOffset(2)
+		dp.Positive().BucketCounts().FromRaw([]uint64{1, 3})
+		src := pmetric.NewExponentialHistogramDataPoint()
+		dp.CopyTo(src)
+		src.Attributes().Remove("service.instance.id")
+		overwriteExponential(c, src)
+		want(t, held, newer)
+	})
+	t.Run("summary", func(t *testing.T) {
+		held, hm := newMetric()
+		c := hm.SetEmptySummary().DataPoints().AppendEmpty()
+		attrs(c.Attributes())
+		c.SetCount(1)
+		newer, nm := newMetric()
+		dp := nm.SetEmptySummary().DataPoints().AppendEmpty()
+		attrs(dp.Attributes())
+		dp.SetCount(4)
+		dp.SetSum(8)
+		q := dp.QuantileValues().AppendEmpty()
+		q.SetQuantile(0.5)
+		q.SetValue(2)
+		src := pmetric.NewSummaryDataPoint()
+		dp.CopyTo(src)
+		if overwriteSummary(c, src) {
+			t.Error("a quantile more, reported the same size")
+		}
+		want(t, held, newer)
+	})
+}
