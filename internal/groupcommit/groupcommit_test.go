@@ -261,6 +261,9 @@ func TestHoldStopsWhenTheGroupIsFull(t *testing.T) {
 	if want := [][]int{{0, 1, 2}}; !equalGroups(r.groups, want) {
 		t.Fatalf("groups %v, want %v", r.groups, want)
 	}
+	if st := g.Stats(); st.Held != 1 {
+		t.Fatalf("stats %+v, want the one commit counted as held", st)
+	}
 }
 
 // TestHoldEndsAtMaxDelay: a commit waits for hold at most the hold time,
