@@ -7,8 +7,12 @@
 #   bench/ab.sh -rounds 2 -duration 3s -warmup 1s   # a quick look
 #   bench/ab.sh -pair default -dups 0 -loads fixed -rate 40000
 #       # the embedded default (--upstream) against a stock durable collector
+#   bench/ab.sh -matrix full         # that pair in every cell of senders 1,2,16,64 ×
+#                                    # spans per request 64,512,8192 × saturation,
+#                                    # 10k and 40k spans/s: 5 rounds (hours)
+#   bench/ab.sh -matrix quick        # the same cells, one short round each (~40 min)
 #
-# Extra arguments go to `doubletake-load ab` (doubletake-load ab -h lists
+# Extra arguments go to the driver, bench/ab (go run ./bench/ab -h lists
 # them). PIN=1 (with taskset and at least 2 CPUs) pins the driver (load
 # generator + counting sink) to CPU $DRIVER_CPUS (default 0) and the gateway
 # to $GATEWAY_CPUS (default: every other CPU); by default nothing is pinned
@@ -24,7 +28,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 go build -o "$tmp/doubletake" ./cmd/doubletake
-go build -o "$tmp/doubletake-load" ./cmd/doubletake-load
+go build -o "$tmp/ab" ./bench/ab
 
 ncpu=$(nproc)
 pin=()
@@ -38,7 +42,7 @@ if [ "${PIN:-0}" = 1 ] && command -v taskset >/dev/null && [ "$ncpu" -ge 2 ]; th
 	echo "pinning: driver on CPU $driver_cpus, gateway on CPU $gateway_cpus" >&2
 fi
 
-"${pin[@]}" "$tmp/doubletake-load" ab \
+"${pin[@]}" "$tmp/ab" \
 	-bin "$tmp/doubletake" "${gateway[@]}" \
 	-out "$out_dir/ab-$stamp.md" -json "$out_dir/ab-$stamp.json" \
 	"$@"

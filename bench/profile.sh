@@ -10,6 +10,7 @@
 # pwrite(2), /proc/PID/io wchar: the queue's and the journal's storage) and
 # the load generator's answer latency.
 #   RATE=40000 SECONDS_=15 ROUNDS=2 bench/profile.sh
+#   RATE=0 CONCURRENCY=1 BATCH=64 bench/profile.sh   # one sender, 64-span requests, closed loop
 #
 # Needs perf (perf_event_paranoid <= 2 profiles one's own processes). Uses
 # 127.0.0.1 ports 24133, 24317-24319, 24888-24890. The per-frame tables and
@@ -19,6 +20,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v perf >/dev/null || { echo "profile.sh: perf is not installed" >&2; exit 1; }
 rate=${RATE:-40000}
+concurrency=${CONCURRENCY:-16}
+batch=${BATCH:-1000}
 secs=${SECONDS_:-15}
 rounds=${ROUNDS:-1}
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
@@ -84,7 +87,7 @@ run() { # variant round
 		sleep 0.2 # polling the health endpoint, bounded at 30 s
 	done
 	[ "$up" = 1 ] || { echo "profile.sh: the $v gateway did not start (see $out/gateway-$v-$r.log)" >&2; exit 1; }
-	"$tmp/load" gen -target 127.0.0.1:24317 -rate "$rate" -duration $((secs + 5))s -warmup 3s > "$out/gen-$v-$r.log" 2>&1 &
+	"$tmp/load" gen -target 127.0.0.1:24317 -rate "$rate" -concurrency "$concurrency" -batch "$batch" -duration $((secs + 5))s -warmup 3s > "$out/gen-$v-$r.log" 2>&1 &
 	local lp=$!
 	pids+=("$lp")
 	sleep 3 # the generator's warm-up
@@ -110,18 +113,24 @@ frames=(
 	'guard.CheckProto'
 	'dedupprocessor.(*tracesProcessor).ConsumeTraces'
 	'nestedState).process'
-	'spanWindow).judge'
-	'persistence).appendSpans'
-	'journal.(*Journal).append'
-	'distro.(*upstream).checkTraces'
+	'spanUnit).judge'
+	'spanScratch).commit'
+	'journal.(*Journal).write'
+	'dedupotlpexporter.(*wrapped[...]).send'
+	'groupcommit.(*Group[...]).gather'
+	'queueProbe).read'
 	'bbolt.(*DB).Update'
+	'bbolt.(*Tx).Commit'
 	'persistentQueue'
 	'tracesEncoding).Unmarshal'
 	'tracesEncoding).Marshal'
 	'batchprocessor'
+	'otlpexporter.(*baseExporter).pushTraces'
 	'compress/flate'
 	'runtime.gcBgMarkWorker'
 	'runtime.mallocgc'
+	'runtime.schedule'
+	'syscall.Syscall'
 )
 for f in "$perfdir"/perf-*.data; do
 	perf script -i "$f" 2>/dev/null | python3 -c '

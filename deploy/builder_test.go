@@ -168,6 +168,7 @@ func runCollector(t *testing.T, bin, config, health string, env ...string) func(
 	poll(t, 60*time.Second, "the collector to report healthy", func() bool {
 		select {
 		case err := <-done:
+			done <- err // for stop, which the cleanup runs
 			t.Fatalf("the collector (%s) exited: %v\n%s", config, err, logs.String())
 		default:
 		}

@@ -1,11 +1,9 @@
-// Command doubletake-load is an OTLP load generator with a counting sink,
-// and an A/B driver that runs `doubletake run` with and without the dedup
-// processor, interleaved, and compares throughput, CPU per span and peak
-// RSS.
+// Command doubletake-load is an OTLP load generator with a counting sink
+// (internal/loadgen). The gateway A/B driver that runs them against
+// `doubletake run` is bench/ab.
 //
 //	doubletake-load gen  [flags]   send load to a gateway, or to an in-process sink (the ceiling)
 //	doubletake-load sink [flags]   run a counting sink for a while
-//	doubletake-load ab   [flags]   the A/B matrix against `doubletake run`
 //
 // Every run stops by itself (its duration), and traffic only goes to
 // loopback addresses. Requests are encoded before the load starts: a
@@ -14,8 +12,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
@@ -24,6 +20,8 @@ import (
 	"os/signal"
 	"runtime"
 	"time"
+
+	"github.com/doubletake/doubletake/internal/loadgen"
 )
 
 const usage = `usage: doubletake-load <command> [flags]
@@ -32,8 +30,8 @@ commands:
   gen    send OTLP load to -target (a gateway), or with -target self to an
          in-process counting sink: the generator's own ceiling
   sink   run a counting OTLP sink (gRPC and HTTP on one port) for -duration
-  ab     run 'doubletake run' with and without dedup, interleaved over rounds,
-         at saturation and at a fixed rate, and print medians and ratios
+
+The gateway A/B driver is bench/ab (bench/ab.sh runs it).
 
 'doubletake-load <command> -h' lists a command's flags.
 `
@@ -55,8 +53,6 @@ func realMain(args []string, out, errOut io.Writer) int {
 		err = genMain(ctx, args[1:], out, errOut)
 	case "sink":
 		err = sinkMain(ctx, args[1:], out, errOut)
-	case "ab":
-		err = abMain(ctx, args[1:], out, errOut)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(out, usage)
 		return 0
@@ -74,40 +70,11 @@ func realMain(args []string, out, errOut io.Writer) int {
 	return 0
 }
 
-// genFlags registers the generator's flags on fs; ab sets the rate and the
-// duplicate share per scenario.
-func genFlags(fs *flag.FlagSet, c *genConfig, ab bool) {
-	c.Protocol, c.DupMode = "grpc", DupBatch
-	fs.StringVar(&c.Protocol, "protocol", c.Protocol, "OTLP protocol: grpc or http (protobuf)")
-	if ab {
-		fs.Float64Var(&c.Rate, "rate", 0, "spans/s of the fixed load; 0: half the median saturation throughput")
-	} else {
-		fs.Float64Var(&c.Rate, "rate", 0, "spans/s over all span senders; 0 saturates")
-		fs.Float64Var(&c.Dup, "dup", 0, "share of spans sent that are copies of spans already sent, in [0, 1)")
-	}
-	fs.IntVar(&c.Batch, "batch", 1000, "spans per request")
-	fs.Func("dup-mode", "how copies are sent: batch (whole requests re-sent, as a retrying or second identical exporter) or mixed (copies of the previous request's spans mixed into requests of new ones, as a second span processor)", func(s string) error {
-		c.DupMode = DupMode(s)
-		return nil
-	})
-	fs.IntVar(&c.Concurrency, "concurrency", 16, "span senders, each with its own connection and one request in flight")
-	fs.IntVar(&c.MetricStreams, "metric-streams", 0, "metric streams (cumulative sums); 0 sends no metrics")
-	fs.IntVar(&c.Writers, "writers", 1, "writers per metric stream, each with its own start time")
-	fs.DurationVar(&c.MetricInterval, "metric-interval", time.Second, "each writer exports all its streams every interval; 0 saturates")
-	fs.IntVar(&c.MetricBatch, "metric-batch", 1000, "points per metric request")
-}
-
-func newNonce() uint64 {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return binary.BigEndian.Uint64(b[:]) | 1 // never zero: a zero trace id would be invalid
-}
-
 func genMain(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs := flag.NewFlagSet("gen", flag.ContinueOnError)
 	fs.SetOutput(errOut)
-	var c genConfig
-	genFlags(fs, &c, false)
+	var c loadgen.Config
+	loadgen.RegisterFlags(fs, &c, false)
 	target := fs.String("target", "self", "gateway OTLP endpoint host:port (loopback only), or self: an in-process counting sink, to measure the generator's ceiling")
 	duration := fs.Duration("duration", 10*time.Second, "how long to send")
 	warmup := fs.Duration("warmup", time.Second, "sent before the measured window, not counted in the rates")
@@ -122,20 +89,20 @@ func genMain(ctx context.Context, args []string, out, errOut io.Writer) error {
 		return errors.New("duration must be in (0, 1h] and warmup not negative")
 	}
 	if *nonce == 0 {
-		*nonce = newNonce()
+		*nonce = loadgen.NewNonce()
 	}
-	var sk *sink
+	var sk *loadgen.Sink
 	if *target == "self" {
 		var err error
-		if sk, err = startSink("127.0.0.1:0", *nonce); err != nil {
+		if sk, err = loadgen.StartSink("127.0.0.1:0", *nonce); err != nil {
 			return err
 		}
-		defer sk.close()
-		c.Target = sk.srv.Addr()
+		defer sk.Close()
+		c.Target = sk.Addr()
 	} else {
 		c.Target = *target
 	}
-	g, err := newGenerator(c, *nonce)
+	g, err := loadgen.NewGenerator(c, *nonce)
 	if err != nil {
 		return err
 	}
@@ -143,15 +110,15 @@ func genMain(ctx context.Context, args []string, out, errOut io.Writer) error {
 		c.Protocol, c.Target, rateString(c.Rate), c.Batch, c.Dup*100, c.DupMode, c.Concurrency, c.MetricStreams, c.Writers, *warmup, *duration, runtime.GOMAXPROCS(0), *nonce)
 	start := time.Now()
 	done := make(chan struct{})
-	go func() { _ = g.run(ctx, start.Add(*warmup+*duration)); close(done) }()
-	var s0, s1 genSnapshot
+	go func() { _ = g.Run(ctx, start.Add(*warmup+*duration)); close(done) }()
+	var s0, s1 loadgen.Snapshot
 	var cpu0, cpu1 float64
-	var k0, k1 sinkCounts
-	snap := func(s *genSnapshot, cpu *float64, k *sinkCounts) {
-		*s = g.Stats.snapshot()
-		*cpu, _ = procCPU("self")
+	var k0, k1 loadgen.Counts
+	snap := func(s *loadgen.Snapshot, cpu *float64, k *loadgen.Counts) {
+		*s = g.Stats.Snapshot()
+		*cpu, _ = loadgen.ProcCPU("self")
 		if sk != nil {
-			*k = sk.counts()
+			*k = sk.Counts()
 		}
 	}
 	select {
@@ -173,43 +140,23 @@ func genMain(ctx context.Context, args []string, out, errOut io.Writer) error {
 		fmt.Fprintf(out, "sink:      %.0f spans/s received, %.0f distinct/s; %.0f points/s\n",
 			float64(k1.Spans-k0.Spans)/win, float64(k1.Distinct-k0.Distinct)/win, float64(k1.Points-k0.Points)/win)
 	}
-	if q, n := latQuantiles(s0.SpanLat, s1.SpanLat, 0.5, 0.99); n > 0 {
+	if q, n := loadgen.LatQuantiles(s0.SpanLat, s1.SpanLat, 0.5, 0.99); n > 0 {
 		fmt.Fprintf(out, "latency:   span requests answered in p50 %s, p99 %s (%d requests)\n", fmtLat(q[0]), fmtLat(q[1]), n)
 	}
 	if spans := s1.Spans - s0.Spans; spans > 0 {
 		fmt.Fprintf(out, "this process: %.2f CPU s per million spans (%.2f cores)\n", (cpu1-cpu0)/float64(spans)*1e6, (cpu1-cpu0)/win)
 	}
-	end := g.Stats.snapshot()
+	end := g.Stats.Snapshot()
 	fmt.Fprintf(out, "totals:    %d spans accepted (%d fresh, %d copies), %d requests failed; %d points accepted, %d failed\n",
 		end.Spans, end.Fresh, end.Copies, end.FailedReqs, end.Points, end.FailedPoints)
 	if sk != nil {
-		k := waitDrain(sk, end.Spans, 5*time.Second)
+		k := loadgen.WaitDrain(sk, end.Spans, 5*time.Second)
 		fmt.Fprintf(out, "sink totals: %d spans, %d distinct, %d of other runs; %d points\n", k.Spans, k.Distinct, k.Foreign, k.Points)
 	}
-	if err := g.Stats.err(); err != nil {
+	if err := g.Stats.Err(); err != nil {
 		fmt.Fprintf(out, "first error: %v\n", err)
 	}
 	return nil
-}
-
-// waitDrain waits until the sink has received want spans, or nothing more
-// arrives for a second, or limit passes.
-func waitDrain(sk *sink, want uint64, limit time.Duration) sinkCounts {
-	deadline := time.Now().Add(limit)
-	last, quietSince := sk.counts(), time.Now()
-	for time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-		k := sk.counts()
-		if k.Spans >= want && want > 0 {
-			return k
-		}
-		if k != last {
-			last, quietSince = k, time.Now()
-		} else if time.Since(quietSince) > time.Second {
-			return k
-		}
-	}
-	return sk.counts()
 }
 
 func rateString(r float64) string {
@@ -229,33 +176,33 @@ func sinkMain(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if err := checkLoopback(*listen); err != nil {
+	if err := loadgen.CheckLoopback(*listen); err != nil {
 		return err
 	}
 	if *duration <= 0 || *duration > 24*time.Hour || *every <= 0 {
 		return errors.New("duration must be in (0, 24h] and every positive")
 	}
-	sk, err := startSink(*listen, *nonce)
+	sk, err := loadgen.StartSink(*listen, *nonce)
 	if err != nil {
 		return err
 	}
-	defer sk.close()
-	fmt.Fprintf(out, "sink on %s for %s\n", sk.srv.Addr(), *duration)
+	defer sk.Close()
+	fmt.Fprintf(out, "sink on %s for %s\n", sk.Addr(), *duration)
 	end := time.After(*duration)
 	t := time.NewTicker(*every)
 	defer t.Stop()
-	prev, prevAt := sk.counts(), time.Now()
+	prev, prevAt := sk.Counts(), time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-end:
-			k := sk.counts()
+			k := sk.Counts()
 			fmt.Fprintf(out, "total: %d requests, %d spans (%d distinct of nonce %d), %d points, %d log records\n",
 				k.Requests, k.Spans, k.Distinct, *nonce, k.Points, k.Logs)
 			return nil
 		case now := <-t.C:
-			k := sk.counts()
+			k := sk.Counts()
 			s := now.Sub(prevAt).Seconds()
 			fmt.Fprintf(out, "%s  %8.0f spans/s  %8.0f distinct/s  %8.0f points/s  (total %d spans)\n",
 				now.Format("15:04:05"), float64(k.Spans-prev.Spans)/s, float64(k.Distinct-prev.Distinct)/s, float64(k.Points-prev.Points)/s, k.Spans)

@@ -1,6 +1,7 @@
 package dedupotlpexporter
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -20,6 +21,11 @@ const DefaultMaxRequestBytes = 4<<20 - 64<<10
 // DefaultGroupCommitMaxItems matches the batch processor's default batch.
 const DefaultGroupCommitMaxItems = 8192
 
+// DefaultDirectSlowAfter is how long a direct send may run before the
+// requests that arrive meanwhile go to the sending queue instead of
+// waiting for it.
+const DefaultDirectSlowAfter = time.Second
+
 // Config is the inner exporter's config plus what the wrapper adds.
 type Config struct {
 	// Exporter is the otlp_grpc or otlp_http config, as written.
@@ -31,6 +37,27 @@ type Config struct {
 	// GroupCommit merges client requests that arrive while the sending
 	// queue is writing another into one queue entry.
 	GroupCommit GroupCommitConfig `mapstructure:"group_commit"`
+	// Direct sends requests straight to the upstream while the sending
+	// queue is empty.
+	Direct DirectConfig `mapstructure:"direct"`
+}
+
+// DirectConfig sends each request straight to the upstream, and answers
+// its sender with the upstream's answer, while the sending queue is empty:
+// then nothing is written to the queue's storage. Requests that arrive
+// while a direct send is under way wait for it and are sent together (at
+// most max_request_bytes, encoded), unless it has run longer than
+// SlowAfter: then they go to the sending queue. A direct send is bounded
+// by the exporter's timeout only; what it fails to deliver with a
+// retryable error (a timeout included) goes to the queue, and while the
+// queue holds anything every request goes there, so that nothing
+// overtakes a backlog. Items the upstream refuses for good are handed
+// back to dedup, as from the queue. Requests carrying client metadata or
+// authentication data are sent alone. It needs sending_queue and reads
+// the queue's size from its metrics (off when the service's metrics are).
+type DirectConfig struct {
+	Enabled   bool          `mapstructure:"enabled"`
+	SlowAfter time.Duration `mapstructure:"slow_after"`
 }
 
 // GroupCommitConfig bounds the requests written to the sending queue as
@@ -63,7 +90,7 @@ func (c *Config) Unmarshal(conf *confmap.Conf) error {
 	own, rest := map[string]any{}, map[string]any{}
 	for k, v := range conf.ToStringMap() {
 		switch k {
-		case "dedup", "max_request_bytes", "group_commit":
+		case "dedup", "max_request_bytes", "group_commit", "direct":
 			own[k] = v
 		default:
 			rest[k] = v
@@ -73,11 +100,12 @@ func (c *Config) Unmarshal(conf *confmap.Conf) error {
 		Dedup           component.ID      `mapstructure:"dedup"`
 		MaxRequestBytes int               `mapstructure:"max_request_bytes"`
 		GroupCommit     GroupCommitConfig `mapstructure:"group_commit"`
-	}{c.Dedup, c.MaxRequestBytes, c.GroupCommit}
+		Direct          DirectConfig      `mapstructure:"direct"`
+	}{c.Dedup, c.MaxRequestBytes, c.GroupCommit, c.Direct}
 	if err := confmap.NewFromStringMap(own).Unmarshal(&keys); err != nil {
 		return err
 	}
-	c.Dedup, c.MaxRequestBytes, c.GroupCommit = keys.Dedup, keys.MaxRequestBytes, keys.GroupCommit
+	c.Dedup, c.MaxRequestBytes, c.GroupCommit, c.Direct = keys.Dedup, keys.MaxRequestBytes, keys.GroupCommit, keys.Direct
 	return confmap.NewFromStringMap(rest).Unmarshal(c.Exporter)
 }
 
@@ -94,6 +122,14 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("group_commit::max_delay must be between 0 and 1m, got %s", c.GroupCommit.MaxDelay)
 	}
 	q, _ := queueAndRetry(c.Exporter)
+	if c.Direct.Enabled {
+		if c.Direct.SlowAfter <= 0 || c.Direct.SlowAfter > time.Minute {
+			return fmt.Errorf("direct::slow_after must be between 1ns and 1m, got %s", c.Direct.SlowAfter)
+		}
+		if !q.HasValue() {
+			return errors.New("direct::enabled needs sending_queue: what the upstream does not take goes there")
+		}
+	}
 	if !q.HasValue() || !q.Get().Batch.HasValue() {
 		return nil
 	}

@@ -60,6 +60,7 @@ func newFactory(typ component.Type, inner exporter.Factory, tb *dedupprocessor.T
 				Dedup:           component.NewID(dedupprocessor.Type),
 				MaxRequestBytes: DefaultMaxRequestBytes,
 				GroupCommit:     GroupCommitConfig{MaxItems: DefaultGroupCommitMaxItems},
+				Direct:          DirectConfig{SlowAfter: DefaultDirectSlowAfter},
 			}
 		},
 		exporter.WithTraces(f.createTraces, metadata.TracesStability),
@@ -143,6 +144,7 @@ func (f *factory) prepare(set exporter.Settings, cfg component.Config) (*upstrea
 		cfg: c, tb: f.tb, logger: set.Logger, id: set.ID, queue: newQueueProbe(),
 		splits:  q.HasValue() && q.Get().Batch.HasValue(),
 		grouped: q.HasValue() && c.GroupCommit.MaxItems > 0,
+		direct:  q.HasValue() && c.Direct.Enabled,
 		health:  f.tracker(set.ID, c.Exporter, set.Logger),
 		// The upstream's state is observed with the exporter's telemetry.
 		telemetry: set.TelemetrySettings,
@@ -159,7 +161,7 @@ func (f *factory) prepare(set exporter.Settings, cfg component.Config) (*upstrea
 		exporterhelper.WithRetry(r),
 		exporterhelper.WithTimeout(exporterhelper.TimeoutConfig{}), // the inner exporter times each send
 		// Grouping moves the data of merged requests into the first one.
-		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: up.grouped}),
+		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: up.grouped || up.direct}),
 	}
 	return up, outerSet, innerSet, opts
 }
@@ -170,12 +172,12 @@ func (f *factory) createTraces(ctx context.Context, set exporter.Settings, cfg c
 	if err != nil {
 		return nil, err
 	}
-	exp, err := exporterhelper.NewTraces(ctx, outerSet, cfg, pushFunc(up, tracesSignal, recorded(up.health, inner.ConsumeTraces)),
-		append(opts, up.lifecycle(inner, tracesSignal.name)...)...)
+	push := pushFunc(up, tracesSignal, recorded(up.health, inner.ConsumeTraces))
+	exp, err := exporterhelper.NewTraces(ctx, outerSet, cfg, push, append(opts, up.lifecycle(inner, tracesSignal.name)...)...)
 	if err != nil {
 		return nil, err
 	}
-	return &tracesExporter{Traces: exp, wrapped: newWrapped(up, tracesSignal, exp.ConsumeTraces)}, nil
+	return &tracesExporter{Traces: exp, wrapped: newWrapped(up, tracesSignal, exp.ConsumeTraces, push)}, nil
 }
 
 func (f *factory) createLogs(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Logs, error) {
@@ -184,12 +186,12 @@ func (f *factory) createLogs(ctx context.Context, set exporter.Settings, cfg com
 	if err != nil {
 		return nil, err
 	}
-	exp, err := exporterhelper.NewLogs(ctx, outerSet, cfg, pushFunc(up, logsSignal, recorded(up.health, inner.ConsumeLogs)),
-		append(opts, up.lifecycle(inner, logsSignal.name)...)...)
+	push := pushFunc(up, logsSignal, recorded(up.health, inner.ConsumeLogs))
+	exp, err := exporterhelper.NewLogs(ctx, outerSet, cfg, push, append(opts, up.lifecycle(inner, logsSignal.name)...)...)
 	if err != nil {
 		return nil, err
 	}
-	return &logsExporter{Logs: exp, wrapped: newWrapped(up, logsSignal, exp.ConsumeLogs)}, nil
+	return &logsExporter{Logs: exp, wrapped: newWrapped(up, logsSignal, exp.ConsumeLogs, push)}, nil
 }
 
 func (f *factory) createMetrics(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Metrics, error) {
@@ -198,10 +200,10 @@ func (f *factory) createMetrics(ctx context.Context, set exporter.Settings, cfg 
 	if err != nil {
 		return nil, err
 	}
-	exp, err := exporterhelper.NewMetrics(ctx, outerSet, cfg, pushFunc(up, metricsSignal, recorded(up.health, inner.ConsumeMetrics)),
-		append(opts, up.lifecycle(inner, metricsSignal.name)...)...)
+	push := pushFunc(up, metricsSignal, recorded(up.health, inner.ConsumeMetrics))
+	exp, err := exporterhelper.NewMetrics(ctx, outerSet, cfg, push, append(opts, up.lifecycle(inner, metricsSignal.name)...)...)
 	if err != nil {
 		return nil, err
 	}
-	return &metricsExporter{Metrics: exp, wrapped: newWrapped(up, metricsSignal, exp.ConsumeMetrics)}, nil
+	return &metricsExporter{Metrics: exp, wrapped: newWrapped(up, metricsSignal, exp.ConsumeMetrics, push)}, nil
 }

@@ -124,13 +124,21 @@ func TestGroupCommitHoldsWhileTheQueueIsBusy(t *testing.T) {
 	}
 	<-up.entered // the first request is out of the queue, its export held upstream
 
+	// Each request is sent once the one before it is in the group; the
+	// first of them leads the next commit, and the others are sent only
+	// once it has found the queue busy and is holding (Held), so that all
+	// of them arrive while it gathers, however late it is scheduled.
 	const n = 5
 	done := make(chan error, n)
 	for r := 1; r <= n; r++ {
 		go func() {
 			done <- g.ConsumeTraces(ctx, spansOf(10, func(i int) string { return fmt.Sprintf("r%d-%d", r, i) }))
 		}()
-		for g.group.Stats().Calls < uint64(r+1) {
+		deadline := time.Now().Add(time.Minute)
+		for st := g.group.Stats(); st.Calls < uint64(r+1) || st.Held < 1; st = g.group.Stats() {
+			if time.Now().After(deadline) {
+				t.Fatalf("stats %+v a minute after request %d was sent: it did not reach the group, or the first did not hold for the busy queue", st, r)
+			}
 			runtime.Gosched()
 		}
 	}
@@ -145,7 +153,7 @@ func TestGroupCommitHoldsWhileTheQueueIsBusy(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if st := g.group.Stats(); st.Calls != n+1 || st.Commits != 2 {
+	if st := g.group.Stats(); st.Calls != n+1 || st.Commits != 2 || st.Held != 1 {
 		t.Fatalf("stats %+v, want %d calls in 2 commits: the first alone, the %d that waited together", st, n+1, n)
 	}
 	deadline := time.Now().Add(30 * time.Second)

@@ -46,14 +46,14 @@ func serviceOf(res pcommon.Resource) string {
 	return fmt.Sprintf("service %q", s)
 }
 
-func (up *upstream) checkTraces(td ptrace.Traces) error {
+func (up *upstream) checkTraces(td ptrace.Traces) (int, error) {
 	limit := up.cfg.MaxRequestBytes
 	total := tracesSizer.TracesSize(td)
 	if total <= limit-envelope {
-		return nil
+		return total, nil
 	}
 	if !up.splits {
-		return errTooLarge(fmt.Sprintf("a request of %d spans", td.SpanCount()), total, limit)
+		return total, errTooLarge(fmt.Sprintf("a request of %d spans", td.SpanCount()), total, limit)
 	}
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
@@ -70,12 +70,12 @@ func (up *upstream) checkTraces(td ptrace.Traces) error {
 			for k := 0; k < spans.Len(); k++ {
 				s := spans.At(k)
 				if n := res + scope + tracesSizer.SpanSize(s) + 3*envelope; n > limit {
-					return errTooLarge(fmt.Sprintf("span %s/%s of %s", s.TraceID(), s.SpanID(), serviceOf(rs.Resource())), n, limit)
+					return total, errTooLarge(fmt.Sprintf("span %s/%s of %s", s.TraceID(), s.SpanID(), serviceOf(rs.Resource())), n, limit)
 				}
 			}
 		}
 	}
-	return nil
+	return total, nil
 }
 
 // resourceSize and scopeSize are the encoded sizes of a resource's or a
@@ -94,14 +94,14 @@ func scopeSize(s pcommon.InstrumentationScope, schema string) int {
 	return tracesSizer.ScopeSpansSize(ss)
 }
 
-func (up *upstream) checkLogs(ld plog.Logs) error {
+func (up *upstream) checkLogs(ld plog.Logs) (int, error) {
 	limit := up.cfg.MaxRequestBytes
 	total := logsSizer.LogsSize(ld)
 	if total <= limit-envelope {
-		return nil
+		return total, nil
 	}
 	if !up.splits {
-		return errTooLarge(fmt.Sprintf("a request of %d log records", ld.LogRecordCount()), total, limit)
+		return total, errTooLarge(fmt.Sprintf("a request of %d log records", ld.LogRecordCount()), total, limit)
 	}
 	rls := ld.ResourceLogs()
 	for i := 0; i < rls.Len(); i++ {
@@ -117,24 +117,24 @@ func (up *upstream) checkLogs(ld plog.Logs) error {
 			recs := sl.LogRecords()
 			for k := 0; k < recs.Len(); k++ {
 				if n := res + scope + logsSizer.LogRecordSize(recs.At(k)) + 3*envelope; n > limit {
-					return errTooLarge(fmt.Sprintf("log record %d of scope %d of %s", k, j, serviceOf(rl.Resource())), n, limit)
+					return total, errTooLarge(fmt.Sprintf("log record %d of scope %d of %s", k, j, serviceOf(rl.Resource())), n, limit)
 				}
 			}
 		}
 	}
-	return nil
+	return total, nil
 }
 
 // checkMetrics refuses, when the batcher splits, a request holding a data
 // point that cannot fit alone (the batcher splits metrics by points).
-func (up *upstream) checkMetrics(md pmetric.Metrics) error {
+func (up *upstream) checkMetrics(md pmetric.Metrics) (int, error) {
 	limit := up.cfg.MaxRequestBytes
 	total := metricsSizer.MetricsSize(md)
 	if total <= limit-envelope {
-		return nil
+		return total, nil
 	}
 	if !up.splits {
-		return errTooLarge(fmt.Sprintf("a request of %d metric points", md.DataPointCount()), total, limit)
+		return total, errTooLarge(fmt.Sprintf("a request of %d metric points", md.DataPointCount()), total, limit)
 	}
 	rms := md.ResourceMetrics()
 	for i := 0; i < rms.Len(); i++ {
@@ -152,12 +152,12 @@ func (up *upstream) checkMetrics(md pmetric.Metrics) error {
 				}
 				head := metricHeaderSize(m)
 				if n := res + scope + head + largestPoint(m) + 4*envelope; n > limit {
-					return errTooLarge(fmt.Sprintf("a point of metric %q of %s", boundName(m.Name()), serviceOf(rm.Resource())), n, limit)
+					return total, errTooLarge(fmt.Sprintf("a point of metric %q of %s", boundName(m.Name()), serviceOf(rm.Resource())), n, limit)
 				}
 			}
 		}
 	}
-	return nil
+	return total, nil
 }
 
 // metricHeaderSize is the encoded size of a metric without its points.

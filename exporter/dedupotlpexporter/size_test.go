@@ -16,8 +16,12 @@ import (
 func TestOversizedItemIsRefusedBeforeQueueing(t *testing.T) {
 	up := &upstream{cfg: &Config{MaxRequestBytes: 64 << 10}, splits: true}
 	many := spansOf(3000, func(int) string { return strings.Repeat("n", 40) })
-	if err := up.checkTraces(many); err != nil {
+	size, err := up.checkTraces(many)
+	if err != nil {
 		t.Fatalf("a request of many small spans (%d bytes) was refused: %v", tracesSizer.TracesSize(many), err)
+	}
+	if size != tracesSizer.TracesSize(many) {
+		t.Fatalf("check says the request is %d bytes, it is %d", size, tracesSizer.TracesSize(many))
 	}
 	big := spansOf(30, func(i int) string {
 		if i == 17 {
@@ -25,7 +29,7 @@ func TestOversizedItemIsRefusedBeforeQueueing(t *testing.T) {
 		}
 		return "small"
 	})
-	err := up.checkTraces(big)
+	_, err = up.checkTraces(big)
 	if !consumererror.IsPermanent(err) || status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("err = %v, want a permanent InvalidArgument", err)
 	}
@@ -34,12 +38,12 @@ func TestOversizedItemIsRefusedBeforeQueueing(t *testing.T) {
 	}
 	// Just under the limit, alone with its resource and scope, passes.
 	edge := spansOf(1, func(int) string { return strings.Repeat("y", 64<<10-200) })
-	if err := up.checkTraces(edge); err != nil {
+	if _, err := up.checkTraces(edge); err != nil {
 		t.Fatalf("a span that fits was refused: %v", err)
 	}
 	// Without a splitting batcher the whole request must fit.
 	up.splits = false
-	if err := up.checkTraces(many); err == nil {
+	if _, err := up.checkTraces(many); err == nil {
 		t.Fatal("without batching, a request over the limit passed")
 	}
 }

@@ -3,6 +3,7 @@ package dedupotlpexporter
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/collector/client"
@@ -40,14 +41,18 @@ type upstream struct {
 	// grouped says whether requests are written to the queue in groups
 	// (group_commit on, with a sending queue).
 	grouped bool
+	// direct says whether requests go straight to the upstream while the
+	// queue is empty (direct::enabled, with a sending queue).
+	direct bool
 }
 
 // signal is what the wrapper knows of one signal's data.
 type signal[T any] struct {
 	name string
 	ops  splittable[T]
-	// check refuses a request holding an item no upstream request carries.
-	check func(*upstream, T) error
+	// check refuses a request holding an item no upstream request carries;
+	// it returns the request's encoded size.
+	check func(*upstream, T) (int, error)
 	// takeBack hands items lost upstream back to the dedup processor id.
 	takeBack func(tb *dedupprocessor.TakeBack, ctx context.Context, id component.ID, lost T, cause error) error
 	// items counts what the group commit bounds: spans, log records,
@@ -98,23 +103,49 @@ func takeBack[T any](ctx context.Context, up *upstream, sig *signal[T], lost T, 
 }
 
 // wrapped is the side of one signal's exporter that takes requests: it
-// refuses those holding an item too large for the upstream, and hands the
-// rest to the sending queue (consume), merged by the group commit when on.
+// refuses those holding an item too large for the upstream, sends the
+// rest straight to the upstream while the queue is empty (direct.go), and
+// otherwise hands them to the sending queue (consume), merged by the group
+// commit when on.
 type wrapped[T any] struct {
 	up      *upstream
 	sig     *signal[T]
 	group   *groupcommit.Group[T]
 	consume func(context.Context, T) error
+	// push is the send behind the queue (pushFunc), which direct sends
+	// use too; direct merges the requests that wait for one.
+	push   func(context.Context, T) error
+	direct *groupcommit.Group[sized[T]]
+	// sendingSince is when the direct group's send under way began (Unix
+	// nanoseconds), 0 while none is.
+	sendingSince atomic.Int64
 }
 
-func newWrapped[T any](up *upstream, sig *signal[T], consume func(context.Context, T) error) *wrapped[T] {
-	return &wrapped[T]{up: up, sig: sig, group: newGroup(up, consume, sig.ops.moveTo, sig.items), consume: consume}
+func newWrapped[T any](up *upstream, sig *signal[T], consume, push func(context.Context, T) error) *wrapped[T] {
+	w := &wrapped[T]{up: up, sig: sig, group: newGroup(up, consume, sig.ops.moveTo, sig.items), consume: consume, push: push}
+	if up.direct {
+		w.direct = groupcommit.New(w.forwardGroup, func(r sized[T]) int { return r.size }, up.cfg.MaxRequestBytes-envelope, maxDirectCalls)
+	}
+	return w
 }
 
 func (w *wrapped[T]) send(ctx context.Context, data T) error {
-	if err := w.sig.check(w.up, data); err != nil {
+	size, err := w.sig.check(w.up, data)
+	if err != nil {
 		return err
 	}
+	if w.direct != nil && size <= w.up.cfg.MaxRequestBytes-envelope && w.direct.Waiting() < maxDirectCalls && !w.slow() && w.up.queueEmpty() {
+		if mergeable(ctx) {
+			return w.direct.Do(ctx, sized[T]{data, size})
+		}
+		return w.forward(ctx, data)
+	}
+	return w.enqueue(ctx, data)
+}
+
+// enqueue hands data to the sending queue, merged by the group commit
+// when on.
+func (w *wrapped[T]) enqueue(ctx context.Context, data T) error {
 	if w.group != nil && mergeable(ctx) {
 		return w.group.Do(ctx, data)
 	}

@@ -52,6 +52,7 @@ type Group[T any] struct {
 type Stats struct {
 	Calls   uint64 // calls of Do
 	Commits uint64 // commits run; Calls - Commits calls were merged into another's
+	Held    uint64 // commits that found hold true and waited, gathering the calls that arrived
 }
 
 type waiter[T any] struct {
@@ -108,6 +109,9 @@ func (g *Group[T]) Do(ctx context.Context, item T) error {
 // next commit to the first call still waiting.
 func (g *Group[T]) lead(ctx context.Context, item T, rest []*waiter[T]) error {
 	if g.hold != nil && g.hold() {
+		g.mu.Lock()
+		g.stats.Held++
+		g.mu.Unlock()
 		rest = g.gather(item, rest)
 	}
 	var err error
@@ -197,6 +201,13 @@ func (g *Group[T]) fits(sum, calls int) (int, int) {
 		n++
 	}
 	return n, sum
+}
+
+// Waiting is how many calls wait for a commit now.
+func (g *Group[T]) Waiting() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.waiting)
 }
 
 // Stats returns what the Group has done so far.

@@ -98,8 +98,14 @@ func TestWaitingCallsCommitTogether(t *testing.T) {
 				wg.Go(func() { errs[i] = g.Do(t.Context(), i) })
 				waitCalls(t, g, uint64(i+1))
 			}
+			if w := g.Waiting(); w != tc.n-1 {
+				t.Fatalf("%d calls waiting behind the first commit, want %d", w, tc.n-1)
+			}
 			close(r.hold)
 			wg.Wait()
+			if w := g.Waiting(); w != 0 {
+				t.Fatalf("%d calls waiting after every call returned", w)
+			}
 
 			var seen []int
 			leaderOf := map[int]int{}
@@ -254,6 +260,9 @@ func TestHoldStopsWhenTheGroupIsFull(t *testing.T) {
 	}
 	if want := [][]int{{0, 1, 2}}; !equalGroups(r.groups, want) {
 		t.Fatalf("groups %v, want %v", r.groups, want)
+	}
+	if st := g.Stats(); st.Held != 1 {
+		t.Fatalf("stats %+v, want the one commit counted as held", st)
 	}
 }
 

@@ -24,6 +24,9 @@ type logUnit struct {
 	seed    uint64 // keys the digest, so that no client can aim a collision; guarded by mu
 	svcs    *services
 	journal atomic.Pointer[journal.Journal] // nil unless storage is open
+	// unsettled holds the requests in the next consumer, so that a
+	// take-back is never journaled before their insertions.
+	unsettled unsettled[[16]byte]
 
 	scratch sync.Pool // *logScratch
 	bufs    sync.Pool // *[]byte, journal segments
@@ -37,6 +40,7 @@ type logScratch struct {
 	enc      pdataenc.Encoder
 	inserted [][16]byte
 	counts   []counts
+	held     bool // in u.unsettled, from hold to settle
 }
 
 func newLogUnit(cfg *Config, seed window.Seed, svcs *services) (*logUnit, error) {
@@ -158,16 +162,49 @@ func (u *logUnit) judge(ctx context.Context, ld plog.Logs, sc *logScratch, tel *
 	return !drop || rls.Len() > 0
 }
 
+// hold keeps a request that inserted records in u.unsettled while the
+// next consumer has it.
+func (u *logUnit) hold(sc *logScratch) {
+	if len(sc.inserted) > 0 {
+		u.unsettled.hold(sc)
+		sc.held = true
+	}
+}
+
+// strip removes the digests in gone from what the request will journal.
+func (sc *logScratch) strip(gone map[[16]byte]struct{}) {
+	n := 0
+	for _, k := range sc.inserted {
+		if _, ok := gone[k]; !ok {
+			sc.inserted[n] = k
+			n++
+		}
+	}
+	sc.inserted = sc.inserted[:n]
+}
+
 func (sc *logScratch) commit(ctx context.Context) {
+	if !sc.held {
+		return
+	}
+	u := sc.u
+	u.unsettled.order.RLock()
+	defer u.unsettled.order.RUnlock()
+	u.unsettled.release(sc)
+	sc.held = false
 	if len(sc.inserted) == 0 {
 		return
 	}
-	if j := sc.u.journal.Load(); j != nil {
-		_ = sc.u.appendSegment(ctx, j, sc.now, sc.inserted, false)
+	if j := u.journal.Load(); j != nil {
+		_ = u.appendSegment(ctx, j, sc.now, sc.inserted, false)
 	}
 }
 
 func (sc *logScratch) rollback(ctx context.Context, tel *telemetry) {
+	if sc.held {
+		sc.u.unsettled.release(sc)
+		sc.held = false
+	}
 	if len(sc.inserted) == 0 {
 		return
 	}
@@ -175,11 +212,13 @@ func (sc *logScratch) rollback(ctx context.Context, tel *telemetry) {
 }
 
 // takeBack forgets the records of ld that the window holds and returns
-// their digests.
+// their digests; the requests not settled yet will not journal any record
+// of ld. Call with u.unsettled.order held alone.
 func (u *logUnit) takeBack(ld plog.Logs) [][16]byte {
 	sc := u.scratch.Get().(*logScratch)
 	defer u.scratch.Put(sc)
-	var keys [][16]byte
+	var keys, all [][16]byte
+	defer func() { u.unsettled.strip(all) }()
 	rls := ld.ResourceLogs()
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -193,6 +232,7 @@ func (u *logUnit) takeBack(ld plog.Logs) [][16]byte {
 			recs := sl.LogRecords()
 			for k := 0; k < recs.Len(); k++ {
 				key := u.digest(&sc.enc, scopeDigest, recs.At(k))
+				all = append(all, key)
 				if u.records.Forget(key) {
 					keys = append(keys, key)
 				}

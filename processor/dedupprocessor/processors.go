@@ -36,6 +36,7 @@ func (p *tracesProcessor) ConsumeTraces(ctx context.Context, td ptrace.Traces) e
 	if p.st.nested != nil {
 		p.st.nested.process(ctx, td, sc.keys[:sc.kept], sc.hashes[:sc.kept], p.st.tel)
 	}
+	u.hold(sc)
 	return settle(ctx, sc, p.st.tel, p.next.ConsumeTraces(ctx, td))
 }
 
@@ -57,6 +58,7 @@ func (p *logsProcessor) ConsumeLogs(ctx context.Context, ld plog.Logs) error {
 	if !u.judge(ctx, ld, sc, p.st.tel, p.drop) {
 		return nil
 	}
+	u.hold(sc)
 	return settle(ctx, sc, p.st.tel, p.next.ConsumeLogs(ctx, ld))
 }
 

@@ -59,10 +59,12 @@ func (t *TakeBack) Traces(ctx context.Context, id component.ID, td ptrace.Traces
 		return 0, err
 	}
 	u := st.traces
+	u.unsettled.order.Lock()
 	keys := u.takeBack(td)
 	if len(keys) > 0 {
 		err = st.whileOpen(func() error { return u.forgetKeys(ctx, keys) })
 	}
+	u.unsettled.order.Unlock()
 	st.reportLoss(ctx, u.window(), int64(td.SpanCount()), len(keys), cause, err)
 	return len(keys), err
 }
@@ -75,10 +77,12 @@ func (t *TakeBack) Logs(ctx context.Context, id component.ID, ld plog.Logs, caus
 		return 0, err
 	}
 	u := st.logs
+	u.unsettled.order.Lock()
 	keys := u.takeBack(ld)
 	if len(keys) > 0 {
 		err = st.whileOpen(func() error { return u.forgetKeys(ctx, keys) })
 	}
+	u.unsettled.order.Unlock()
 	st.reportLoss(ctx, u.window(), int64(ld.LogRecordCount()), len(keys), cause, err)
 	return len(keys), err
 }

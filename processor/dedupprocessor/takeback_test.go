@@ -8,6 +8,7 @@ import (
 	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/filestorage"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -173,5 +174,124 @@ func TestLinkedTakeBack(t *testing.T) {
 	}
 	if _, err := tb.Traces(ctx, id, td, errors.New("lost")); err == nil {
 		t.Fatal("a take back succeeded after the processors shut down")
+	}
+}
+
+// refusingNext stands for an exporter that hands items back before its
+// ConsumeTraces or ConsumeLogs returns: a direct send the upstream refused
+// in part for good, or a queue consumer that exported (and lost) a request
+// before dedup settled it. It takes back the items named "lost" and keeps
+// the rest.
+type refusingNext struct {
+	tb    *TakeBack
+	id    component.ID
+	spans consumertest.TracesSink
+	logs  consumertest.LogsSink
+}
+
+func (n *refusingNext) Capabilities() consumer.Capabilities { return consumer.Capabilities{} }
+
+func (n *refusingNext) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
+	lost := ptrace.NewTraces()
+	for _, rs := range td.ResourceSpans().All() {
+		for _, ss := range rs.ScopeSpans().All() {
+			for _, s := range ss.Spans().All() {
+				if s.Name() == "lost" {
+					s.CopyTo(lost.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty())
+				}
+			}
+		}
+	}
+	if lost.SpanCount() > 0 {
+		if _, err := n.tb.Traces(ctx, n.id, lost, errors.New("refused for good")); err != nil {
+			return err
+		}
+	}
+	return n.spans.ConsumeTraces(ctx, td)
+}
+
+func (n *refusingNext) ConsumeLogs(ctx context.Context, ld plog.Logs) error {
+	lost := plog.NewLogs()
+	for _, rl := range ld.ResourceLogs().All() {
+		for _, sl := range rl.ScopeLogs().All() {
+			for _, r := range sl.LogRecords().All() {
+				if r.Body().AsString() == "lost" {
+					nrl := lost.ResourceLogs().AppendEmpty()
+					rl.Resource().CopyTo(nrl.Resource())
+					nsl := nrl.ScopeLogs().AppendEmpty()
+					sl.Scope().CopyTo(nsl.Scope())
+					r.CopyTo(nsl.LogRecords().AppendEmpty())
+				}
+			}
+		}
+	}
+	if lost.LogRecordCount() > 0 {
+		if _, err := n.tb.Logs(ctx, n.id, lost, errors.New("refused for good")); err != nil {
+			return err
+		}
+	}
+	return n.logs.ConsumeLogs(ctx, ld)
+}
+
+// TestTakeBackBeforeSettleSurvivesARestart: items handed back while their
+// request is still in the next component, before dedup journaled it, are
+// taken back for good: the request's journal segment does not hold them,
+// so that after a restart their re-send passes, while the items that were
+// delivered are still dropped as duplicates. A forget segment written
+// before the request's own segment would be undone by it at replay.
+func TestTakeBackBeforeSettleSurvivesARestart(t *testing.T) {
+	dir := t.TempDir()
+	cfg := createDefaultConfig()
+	sid := component.NewID(filestorage.NewFactory().Type())
+	cfg.Storage = &sid
+	ctx := context.Background()
+	id := component.NewID(Type)
+	run := func(body func(tp processor.Traces, lp processor.Logs)) *refusingNext {
+		host, ext := startFileStorage(t, dir)
+		defer func() { _ = ext.Shutdown(ctx) }()
+		f, tb := NewFactoryWithTakeBack()
+		next := &refusingNext{tb: tb, id: id}
+		tp, err := f.CreateTraces(ctx, processortest.NewNopSettings(Type), cfg, next)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lp, err := f.CreateLogs(ctx, processortest.NewNopSettings(Type), cfg, next)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []component.Component{tp, lp} {
+			if err := c.Start(ctx, host); err != nil {
+				t.Fatal(err)
+			}
+		}
+		body(tp, lp)
+		for _, c := range []component.Component{tp, lp} {
+			if err := c.Shutdown(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return next
+	}
+	mixed := traces(spanSpec{"a", 1, 1, "kept", 0}, spanSpec{"a", 1, 2, "lost", 0}, spanSpec{"b", 2, 3, "kept", 0})
+	mixedLogs := logs(logSpec{"a", "kept", 1, ""}, logSpec{"a", "lost", 2, ""})
+	next := run(func(tp processor.Traces, lp processor.Logs) {
+		if err := tp.ConsumeTraces(ctx, cloneTraces(mixed)); err != nil {
+			t.Fatal(err)
+		}
+		if err := lp.ConsumeLogs(ctx, cloneLogs(mixedLogs)); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if s, r := next.spans.SpanCount(), next.logs.LogRecordCount(); s != 3 || r != 2 {
+		t.Fatalf("first run: the next component got %d spans and %d records, want 3 and 2", s, r)
+	}
+	// After a restart only the items taken back pass (and are taken back
+	// again); the delivered ones are duplicates.
+	next = run(func(tp processor.Traces, lp processor.Logs) {
+		_ = tp.ConsumeTraces(ctx, cloneTraces(mixed))
+		_ = lp.ConsumeLogs(ctx, cloneLogs(mixedLogs))
+	})
+	if s, r := next.spans.SpanCount(), next.logs.LogRecordCount(); s != 1 || r != 1 {
+		t.Fatalf("after the restart %d spans and %d records passed, want only the 1 and 1 taken back", s, r)
 	}
 }

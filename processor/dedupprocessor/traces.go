@@ -24,6 +24,9 @@ type spanUnit struct {
 	max     int // traces.max_spans
 	svcs    *services
 	journal atomic.Pointer[journal.Journal] // nil unless storage is open
+	// unsettled holds the requests in the next consumer, so that a
+	// take-back is never journaled before their insertions.
+	unsettled unsettled[[24]byte]
 
 	scratch sync.Pool // *spanScratch
 	bufs    sync.Pool // *[]byte, journal segments
@@ -40,6 +43,7 @@ type spanScratch struct {
 	fps      []uint64   // their fingerprints, to journal on success
 	counts   []counts   // per resource
 	kept     int        // after judge, keys[:kept] and hashes[:kept] are those of the spans left
+	held     bool       // in u.unsettled, from hold to settle
 }
 
 func newSpanUnit(cfg *Config, seed window.Seed, svcs *services) (*spanUnit, error) {
@@ -192,16 +196,50 @@ func (u *spanUnit) judge(ctx context.Context, td ptrace.Traces, sc *spanScratch,
 	return !drop || rss.Len() > 0
 }
 
+// hold keeps a request that inserted spans in u.unsettled while the next
+// consumer has it.
+func (u *spanUnit) hold(sc *spanScratch) {
+	if len(sc.inserted) > 0 {
+		u.unsettled.hold(sc)
+		sc.held = true
+	}
+}
+
+// strip removes the keys in gone from what the request will journal: a
+// later component lost them before the request was settled.
+func (sc *spanScratch) strip(gone map[[24]byte]struct{}) {
+	n := 0
+	for i, k := range sc.inserted {
+		if _, ok := gone[k]; !ok {
+			sc.inserted[n], sc.fps[n] = k, sc.fps[i]
+			n++
+		}
+	}
+	sc.inserted, sc.fps = sc.inserted[:n], sc.fps[:n]
+}
+
 func (sc *spanScratch) commit(ctx context.Context) {
+	if !sc.held {
+		return
+	}
+	u := sc.u
+	u.unsettled.order.RLock()
+	defer u.unsettled.order.RUnlock()
+	u.unsettled.release(sc)
+	sc.held = false
 	if len(sc.inserted) == 0 {
 		return
 	}
-	if j := sc.u.journal.Load(); j != nil {
-		_ = sc.u.appendSegment(ctx, j, sc.now, sc.inserted, sc.fps)
+	if j := u.journal.Load(); j != nil {
+		_ = u.appendSegment(ctx, j, sc.now, sc.inserted, sc.fps)
 	}
 }
 
 func (sc *spanScratch) rollback(ctx context.Context, tel *telemetry) {
+	if sc.held {
+		sc.u.unsettled.release(sc)
+		sc.held = false
+	}
 	if len(sc.inserted) == 0 {
 		return
 	}
@@ -209,9 +247,11 @@ func (sc *spanScratch) rollback(ctx context.Context, tel *telemetry) {
 }
 
 // takeBack forgets the spans of td that the window holds and returns
-// their keys.
+// their keys; the requests not settled yet will not journal any span of
+// td. Call with u.unsettled.order held alone.
 func (u *spanUnit) takeBack(td ptrace.Traces) [][24]byte {
-	var keys [][24]byte
+	var keys, all [][24]byte
+	defer func() { u.unsettled.strip(all) }()
 	rss := td.ResourceSpans()
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -228,6 +268,7 @@ func (u *spanUnit) takeBack(td ptrace.Traces) [][24]byte {
 				var key [24]byte
 				copy(key[:16], tid[:])
 				copy(key[16:], sid[:])
+				all = append(all, key)
 				if u.spans.Forget(key) {
 					keys = append(keys, key)
 				}

@@ -50,6 +50,12 @@ type collectorUpstream struct {
 	// refuse, when set, answers a request before it is counted: a
 	// non-nil error refuses it whole.
 	refuse func(ptrace.Traces) error
+	// hold, while set, keeps every trace request waiting until it is
+	// closed; then the request is taken (it had arrived) whether or not
+	// its sender still waits. held counts the requests and spans held.
+	hold      chan struct{}
+	held      int
+	heldSpans int
 }
 
 func newCollectorUpstream(t *testing.T, addr string) *collectorUpstream {
@@ -87,6 +93,7 @@ func (u *collectorUpstream) start(t *testing.T) {
 }
 
 func (u *collectorUpstream) stop() {
+	u.release() // a held request would keep the receiver from stopping
 	u.mu.Lock()
 	fs := u.stopFuncs
 	u.stopFuncs = nil
@@ -98,6 +105,13 @@ func (u *collectorUpstream) stop() {
 
 func (u *collectorUpstream) takeTraces(_ context.Context, td ptrace.Traces) error {
 	u.mu.Lock()
+	if hold := u.hold; hold != nil {
+		u.held++
+		u.heldSpans += td.SpanCount()
+		u.mu.Unlock()
+		<-hold
+		u.mu.Lock()
+	}
 	defer u.mu.Unlock()
 	if u.refuse != nil {
 		if err := u.refuse(td); err != nil {
@@ -120,6 +134,32 @@ func (u *collectorUpstream) takeLogs(_ context.Context, ld plog.Logs) error {
 		}
 	}
 	return nil
+}
+
+// holdAll makes every trace request wait until release.
+func (u *collectorUpstream) holdAll() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.hold == nil {
+		u.hold = make(chan struct{})
+	}
+}
+
+// release lets the requests held go on, and takes the next ones at once.
+func (u *collectorUpstream) release() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.hold != nil {
+		close(u.hold)
+		u.hold = nil
+	}
+}
+
+// heldCounts is how many requests and spans were held so far.
+func (u *collectorUpstream) heldCounts() (requests, spans int) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.held, u.heldSpans
 }
 
 func (u *collectorUpstream) counts() (total, unique, maxSpans int) {

@@ -1,4 +1,4 @@
-package main
+package loadgen
 
 import (
 	"bytes"
@@ -22,9 +22,9 @@ type sender interface {
 	close()
 }
 
-// checkLoopback refuses any target that is not a loopback address: the load
-// generator only ever sends to this machine.
-func checkLoopback(target string) error {
+// CheckLoopback refuses any target that is not a loopback address: the load
+// Generator only ever sends to this machine.
+func CheckLoopback(target string) error {
 	host, _, err := net.SplitHostPort(target)
 	if err != nil {
 		return fmt.Errorf("target %q: want host:port: %w", target, err)
@@ -40,7 +40,7 @@ func checkLoopback(target string) error {
 }
 
 func newSender(protocol, target string) (sender, error) {
-	if err := checkLoopback(target); err != nil {
+	if err := CheckLoopback(target); err != nil {
 		return nil, err
 	}
 	switch protocol {

@@ -1,4 +1,4 @@
-package main
+package loadgen
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 	"github.com/doubletake/doubletake/internal/capture"
 )
 
-// genConfig is what the load generator sends.
-type genConfig struct {
+// Config is what the load generator sends.
+type Config struct {
 	Target      string  // host:port, loopback only
 	Protocol    string  // grpc or http
 	Rate        float64 // spans/s over all span senders; 0 saturates
@@ -27,7 +27,8 @@ type genConfig struct {
 	MetricBatch    int           // points per metric request
 }
 
-func (c *genConfig) validate() error {
+// Validate checks the config; the target must be a loopback address.
+func (c *Config) Validate() error {
 	var errs []error
 	if c.Protocol != "grpc" && c.Protocol != "http" {
 		errs = append(errs, fmt.Errorf("protocol %q: want grpc or http", c.Protocol))
@@ -56,13 +57,13 @@ func (c *genConfig) validate() error {
 	if c.Concurrency == 0 && c.MetricStreams == 0 {
 		errs = append(errs, errors.New("nothing to send: concurrency and metric streams are both 0"))
 	}
-	errs = append(errs, checkLoopback(c.Target))
+	errs = append(errs, CheckLoopback(c.Target))
 	return errors.Join(errs...)
 }
 
-// genStats counts what the generator sent; every field is read while it
+// Stats counts what the generator sent; every field is read while it
 // runs.
-type genStats struct {
+type Stats struct {
 	spanReqs     atomic.Uint64 // span requests accepted
 	spans        atomic.Uint64 // spans accepted (fresh and copies)
 	copies       atomic.Uint64 // of which copies
@@ -79,7 +80,7 @@ type genStats struct {
 	firstErr error
 }
 
-func (s *genStats) fail(err error) {
+func (s *Stats) fail(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.firstErr == nil {
@@ -87,13 +88,15 @@ func (s *genStats) fail(err error) {
 	}
 }
 
-func (s *genStats) err() error {
+// Err is the first error a request met, or nil.
+func (s *Stats) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.firstErr
 }
 
-type genSnapshot struct {
+// Snapshot is what Stats counted up to At.
+type Snapshot struct {
 	At                              time.Time
 	SpanReqs, Spans, Copies, Fresh  uint64
 	FailedReqs, FailedSpans         uint64
@@ -101,8 +104,9 @@ type genSnapshot struct {
 	SpanLat                         []uint64 // latHist buckets
 }
 
-func (s *genStats) snapshot() genSnapshot {
-	return genSnapshot{
+// Snapshot reads the counts now.
+func (s *Stats) Snapshot() Snapshot {
+	return Snapshot{
 		At: time.Now(), SpanReqs: s.spanReqs.Load(), Spans: s.spans.Load(), Copies: s.copies.Load(), Fresh: s.fresh.Load(),
 		FailedReqs: s.failedReqs.Load(), FailedSpans: s.failedSpans.Load(),
 		PointReqs: s.pointReqs.Load(), Points: s.points.Load(), FailedPoints: s.failedPoints.Load(),
@@ -110,21 +114,23 @@ func (s *genStats) snapshot() genSnapshot {
 	}
 }
 
-// generator holds the pre-built templates and the connections of one run.
-type generator struct {
-	cfg     genConfig
+// Generator holds the pre-built templates and the connections of one run.
+type Generator struct {
+	cfg     Config
 	nonce   uint64
 	spans   *spanTemplate
 	metrics [][]*metricTemplate // per writer
 	seq     atomic.Uint64       // last sequence number handed out
-	Stats   genStats
+	Stats   Stats
 }
 
-func newGenerator(cfg genConfig, nonce uint64) (*generator, error) {
-	if err := cfg.validate(); err != nil {
+// NewGenerator validates cfg and encodes its request templates; nonce is
+// the run id in every trace id.
+func NewGenerator(cfg Config, nonce uint64) (*Generator, error) {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	g := &generator{cfg: cfg, nonce: nonce}
+	g := &Generator{cfg: cfg, nonce: nonce}
 	var err error
 	if cfg.Concurrency > 0 {
 		if g.spans, err = newSpanTemplate(cfg.Batch); err != nil {
@@ -141,16 +147,16 @@ func newGenerator(cfg genConfig, nonce uint64) (*generator, error) {
 	return g, nil
 }
 
-func (g *generator) alloc(n int) uint64 { return g.seq.Add(uint64(n)) - uint64(n) + 1 }
+func (g *Generator) alloc(n int) uint64 { return g.seq.Add(uint64(n)) - uint64(n) + 1 }
 
-func (g *generator) newPlanner() *planner {
+func (g *Generator) newPlanner() *planner {
 	return &planner{batch: g.cfg.Batch, dup: g.cfg.Dup, mode: g.cfg.DupMode, alloc: g.alloc}
 }
 
-// run sends until the deadline (or ctx ends) and returns when every sender
+// Run sends until the deadline (or ctx ends) and returns when every sender
 // has had its last answer. Requests in flight at the deadline finish (each
 // within requestTimeout), so every span counted as accepted was answered.
-func (g *generator) run(ctx context.Context, until time.Time) error {
+func (g *Generator) Run(ctx context.Context, until time.Time) error {
 	var senders []sender
 	defer func() {
 		for _, s := range senders {
@@ -168,7 +174,7 @@ func (g *generator) run(ctx context.Context, until time.Time) error {
 	defer cancel()
 	var wg sync.WaitGroup
 	for i := range g.cfg.Concurrency {
-		wg.Go(func() { g.spanWorker(ctx, senders[i]) })
+		wg.Go(func() { g.spanWorker(ctx, senders[i], i) })
 	}
 	for w := range g.metrics {
 		wg.Go(func() { g.metricWriter(ctx, senders[g.cfg.Concurrency+w], w) })
@@ -205,28 +211,33 @@ func (p *pacer) wait(ctx context.Context) bool {
 	return ctx.Err() == nil
 }
 
-func (g *generator) spanWorker(ctx context.Context, s sender) {
+// spanWorker is sender i. At a fixed rate the senders' first requests are
+// spread over one interval, so that requests arrive evenly, not in bursts
+// of one per sender.
+func (g *Generator) spanWorker(ctx context.Context, s sender, i int) {
 	pl := g.newPlanner()
 	var buf []byte
 	pc := pacer{next: time.Now()}
 	if g.cfg.Rate > 0 {
 		perSender := g.cfg.Rate / float64(g.cfg.Concurrency)
 		pc.interval = time.Duration(float64(time.Second) * float64(g.cfg.Batch) / perSender)
+		pc.next = pc.next.Add(pc.interval * time.Duration(i) / time.Duration(g.cfg.Concurrency))
 	}
 	for pc.wait(ctx) {
-		buf = g.sendSpans(s, pl.next(), buf)
+		buf = g.sendSpans(s, g.spans, pl.next(), buf)
 	}
 }
 
-// sendSpans builds and sends the request of plan p and counts the answer.
-func (g *generator) sendSpans(s sender, p plan, buf []byte) []byte {
-	buf = g.spans.build(buf, p, g.nonce)
+// sendSpans builds the request of plan p from tmpl, sends it and counts
+// the answer.
+func (g *Generator) sendSpans(s sender, tmpl *spanTemplate, p plan, buf []byte) []byte {
+	buf = tmpl.build(buf, p, g.nonce)
 	rctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	t0 := time.Now()
 	err := s.send(rctx, capture.Traces, buf)
 	lat := time.Since(t0)
 	cancel()
-	n := uint64(g.cfg.Batch)
+	n := uint64(tmpl.Batch())
 	if err != nil {
 		g.Stats.failedReqs.Add(1)
 		g.Stats.failedSpans.Add(n)
@@ -241,16 +252,27 @@ func (g *generator) sendSpans(s sender, p plan, buf []byte) []byte {
 	return buf
 }
 
-// prefill sends about n new spans (no copies) as fast as the target takes
+// Prefill sends about n new spans (no copies) as fast as the target takes
 // them, before the load that is measured, so that the dedup window is full
-// and every new span evicts one, as in a gateway that has run for a while.
+// and every new span evicts one, as in a gateway that has run for a while:
+// senders senders with requests of batch spans, whatever the load's shape.
 // It gives up at until. The spans count in the totals like any others.
-func (g *generator) prefill(ctx context.Context, n uint64, until time.Time) error {
+func (g *Generator) Prefill(ctx context.Context, n uint64, until time.Time, senders, batch int) error {
+	if senders < 1 || batch < 1 || batch > 100_000 {
+		return fmt.Errorf("prefill: %d senders of %d spans: want at least 1 of 1 to 100000", senders, batch)
+	}
+	tmpl := g.spans
+	if tmpl == nil || tmpl.Batch() != batch {
+		var err error
+		if tmpl, err = newSpanTemplate(batch); err != nil {
+			return err
+		}
+	}
 	ctx, cancel := context.WithDeadline(ctx, until)
 	defer cancel()
 	var wg sync.WaitGroup
-	errs := make([]error, g.cfg.Concurrency)
-	for i := range g.cfg.Concurrency {
+	errs := make([]error, senders)
+	for i := range senders {
 		wg.Go(func() {
 			s, err := newSender(g.cfg.Protocol, g.cfg.Target)
 			if err != nil {
@@ -258,10 +280,10 @@ func (g *generator) prefill(ctx context.Context, n uint64, until time.Time) erro
 				return
 			}
 			defer s.close()
-			pl := &planner{batch: g.cfg.Batch, mode: DupBatch, alloc: g.alloc}
+			pl := &planner{batch: batch, mode: DupBatch, alloc: g.alloc}
 			var buf []byte
 			for ctx.Err() == nil && g.seq.Load() < n {
-				buf = g.sendSpans(s, pl.next(), buf)
+				buf = g.sendSpans(s, tmpl, pl.next(), buf)
 			}
 		})
 	}
@@ -275,7 +297,7 @@ func (g *generator) prefill(ctx context.Context, n uint64, until time.Time) erro
 	return nil
 }
 
-func (g *generator) metricWriter(ctx context.Context, s sender, w int) {
+func (g *Generator) metricWriter(ctx context.Context, s sender, w int) {
 	var buf []byte
 	pc := pacer{interval: g.cfg.MetricInterval, next: time.Now()}
 	var tick int64

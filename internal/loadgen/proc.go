@@ -1,4 +1,4 @@
-package main
+package loadgen
 
 import (
 	"bufio"
@@ -22,9 +22,9 @@ var clockTicks = sync.OnceValue(func() float64 {
 	return 100
 })
 
-// procCPU is the CPU time (user + system, every thread) process pid ("self"
+// ProcCPU is the CPU time (user + system, every thread) process pid ("self"
 // for this one) has used, in seconds.
-func procCPU(pid string) (float64, error) {
+func ProcCPU(pid string) (float64, error) {
 	b, err := os.ReadFile("/proc/" + pid + "/stat")
 	if err != nil {
 		return 0, err
@@ -48,9 +48,9 @@ func procCPU(pid string) (float64, error) {
 	return float64(u+s) / clockTicks(), nil
 }
 
-// procStatusKB reads a "Key:   N kB" line of /proc/PID/status (VmHWM is
+// ProcStatusKB reads a "Key:   N kB" line of /proc/PID/status (VmHWM is
 // the peak resident set size).
-func procStatusKB(pid, key string) (uint64, error) {
+func ProcStatusKB(pid, key string) (uint64, error) {
 	f, err := os.Open("/proc/" + pid + "/status")
 	if err != nil {
 		return 0, err
@@ -71,9 +71,9 @@ func procStatusKB(pid, key string) (uint64, error) {
 	return 0, fmt.Errorf("/proc/%s/status: no %s", pid, key)
 }
 
-// systemBusy is the CPU time every CPU of the machine has spent not idle,
+// SystemBusy is the CPU time every CPU of the machine has spent not idle,
 // in seconds (from the first line of /proc/stat).
-func systemBusy() (float64, error) {
+func SystemBusy() (float64, error) {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
 		return 0, err
@@ -101,8 +101,8 @@ func systemBusy() (float64, error) {
 	return float64(busy) / clockTicks(), nil
 }
 
-// cpuModel is the "model name" of /proc/cpuinfo.
-func cpuModel() string {
+// CPUModel is the "model name" of /proc/cpuinfo.
+func CPUModel() string {
 	b, err := os.ReadFile("/proc/cpuinfo")
 	if err != nil {
 		return "unknown"
@@ -115,9 +115,9 @@ func cpuModel() string {
 	return "unknown"
 }
 
-// onlineCPUs is how many CPUs the machine has online, whatever this
+// OnlineCPUs is how many CPUs the machine has online, whatever this
 // process's affinity (runtime.NumCPU counts only the CPUs it may run on).
-func onlineCPUs() int {
+func OnlineCPUs() int {
 	b, err := os.ReadFile("/proc/cpuinfo")
 	if err != nil {
 		return runtime.NumCPU()

@@ -1,4 +1,4 @@
-package main
+package loadgen
 
 import (
 	"sync/atomic"
@@ -15,10 +15,10 @@ import (
 // counted but not told apart.
 const maxTrackedSeq = 1 << 32
 
-// sink is a counting OTLP receiver (the capture package, gRPC and HTTP on
+// Sink is a counting OTLP receiver (the capture package, gRPC and HTTP on
 // one port): spans received, distinct spans of this run (by sequence
 // number, in a bitset), metric points, requests.
-type sink struct {
+type Sink struct {
 	srv   *capture.Server
 	nonce uint64
 
@@ -33,8 +33,9 @@ type sink struct {
 	seen []uint64 // bitset of sequence numbers; capture serialises handler calls
 }
 
-func startSink(addr string, nonce uint64) (*sink, error) {
-	s := &sink{nonce: nonce}
+// StartSink listens on addr and counts the spans of run nonce.
+func StartSink(addr string, nonce uint64) (*Sink, error) {
+	s := &Sink{nonce: nonce}
 	srv, err := capture.Listen(addr, s.handle)
 	if err != nil {
 		return nil, err
@@ -43,7 +44,7 @@ func startSink(addr string, nonce uint64) (*sink, error) {
 	return s, nil
 }
 
-func (s *sink) handle(r *capture.Request) error {
+func (s *Sink) handle(r *capture.Request) error {
 	s.requests.Add(1)
 	s.lastNanos.Store(r.Received.UnixNano())
 	switch r.Signal {
@@ -80,7 +81,7 @@ func (s *sink) handle(r *capture.Request) error {
 }
 
 // mark sets seq's bit and reports whether it was clear.
-func (s *sink) mark(seq uint64) bool {
+func (s *Sink) mark(seq uint64) bool {
 	w := seq / 64
 	if w >= uint64(len(s.seen)) {
 		n := max(2*len(s.seen), int(w)+1, 1<<14)
@@ -96,15 +97,21 @@ func (s *sink) mark(seq uint64) bool {
 	return true
 }
 
-type sinkCounts struct {
+// Counts is what a Sink has received.
+type Counts struct {
 	Requests, Spans, Distinct, Foreign, Points, Logs uint64
 }
 
-func (s *sink) counts() sinkCounts {
-	return sinkCounts{
+// Counts reads the counts now.
+func (s *Sink) Counts() Counts {
+	return Counts{
 		Requests: s.requests.Load(), Spans: s.spans.Load(), Distinct: s.distinct.Load(),
 		Foreign: s.foreign.Load(), Points: s.points.Load(), Logs: s.logs.Load(),
 	}
 }
 
-func (s *sink) close() error { return s.srv.Close() }
+// Close stops the sink.
+func (s *Sink) Close() error { return s.srv.Close() }
+
+// Addr is the address the sink listens on.
+func (s *Sink) Addr() string { return s.srv.Addr() }

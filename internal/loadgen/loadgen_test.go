@@ -1,8 +1,9 @@
-package main
+package loadgen
 
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -66,7 +67,7 @@ func sendPlans(t *testing.T, batch int, dup float64, mode DupMode, requests int)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &generator{}
+	g := &Generator{}
 	pl := &planner{batch: batch, dup: dup, mode: mode, alloc: g.alloc}
 	for range requests {
 		p := pl.next()
@@ -85,7 +86,7 @@ func TestDuplicateShareIsWhatWasAsked(t *testing.T) {
 		{0, DupBatch}, {0.5, DupBatch}, {0.25, DupBatch}, {0.1, DupBatch},
 		{0.5, DupMixed}, {0.25, DupMixed}, {0.8, DupMixed},
 	} {
-		t.Run(string(tc.mode)+"/"+pct(tc.dup), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s/%v%%", tc.mode, tc.dup*100), func(t *testing.T) {
 			reqs, planned := sendPlans(t, batch, tc.dup, tc.mode, requests)
 			seen := map[spanID]bool{}
 			total, copies := 0, 0
@@ -206,14 +207,14 @@ func TestMetricWritersShareStreamsAndDifferInStartTime(t *testing.T) {
 
 func TestSinkCountsDistinctSpans(t *testing.T) {
 	const nonce = 77
-	sk, err := startSink("127.0.0.1:0", nonce)
+	sk, err := StartSink("127.0.0.1:0", nonce)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sk.close()
+	defer sk.Close()
 	reqs, copies := sendPlans(t, 50, 0.5, DupBatch, 6)
 	for _, proto := range []string{"grpc", "http"} {
-		s, err := newSender(proto, sk.srv.Addr())
+		s, err := newSender(proto, sk.Addr())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -225,21 +226,21 @@ func TestSinkCountsDistinctSpans(t *testing.T) {
 		}
 		s.close()
 	}
-	k := sk.counts()
+	k := sk.Counts()
 	if k.Spans != 600 || k.Foreign != 600 {
 		t.Fatalf("sink counted %+v, want 600 spans of another run", k)
 	}
 	tmpl, _ := newSpanTemplate(50)
-	s, _ := newSender("grpc", sk.srv.Addr())
+	s, _ := newSender("grpc", sk.Addr())
 	defer s.close()
-	g := &generator{}
+	g := &Generator{}
 	pl := &planner{batch: 50, dup: 0.5, mode: DupBatch, alloc: g.alloc}
 	for range 6 {
 		if err := s.send(context.Background(), capture.Traces, tmpl.build(nil, pl.next(), nonce)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	k = sk.counts()
+	k = sk.Counts()
 	if k.Spans != 900 || k.Distinct != 150 || copies != 150 {
 		t.Fatalf("sink counted %+v (copies planned %d), want 900 spans, 150 distinct of this run", k, copies)
 	}
@@ -247,12 +248,12 @@ func TestSinkCountsDistinctSpans(t *testing.T) {
 
 func TestOnlyLoopbackTargets(t *testing.T) {
 	for _, ok := range []string{"127.0.0.1:4317", "localhost:4318", "[::1]:4317"} {
-		if err := checkLoopback(ok); err != nil {
+		if err := CheckLoopback(ok); err != nil {
 			t.Errorf("%s refused: %v", ok, err)
 		}
 	}
 	for _, bad := range []string{"10.0.0.1:4317", "example.invalid:4317", "0.0.0.0:4317", "127.0.0.1"} {
-		if checkLoopback(bad) == nil {
+		if CheckLoopback(bad) == nil {
 			t.Errorf("%s allowed", bad)
 		}
 	}
@@ -269,7 +270,7 @@ func TestLatQuantiles(t *testing.T) {
 	for i := 1; i <= 1000; i++ {
 		h.add(time.Duration(i) * 100 * time.Microsecond) // 0.1 ms .. 100 ms
 	}
-	q, n := latQuantiles(a, h.snapshot(), 0.5, 0.99, 1)
+	q, n := LatQuantiles(a, h.snapshot(), 0.5, 0.99, 1)
 	if n != 1000 {
 		t.Fatalf("n = %d, want the 1000 added after the first snapshot", n)
 	}
@@ -278,7 +279,7 @@ func TestLatQuantiles(t *testing.T) {
 			t.Errorf("quantile %d = %v, want within 4%% above %v", i, q[i], want)
 		}
 	}
-	if _, n := latQuantiles(a, a); n != 0 {
+	if _, n := LatQuantiles(a, a); n != 0 {
 		t.Fatalf("empty window counted %d", n)
 	}
 }

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/doubletake/doubletake/internal/loadgen"
 )
 
 // The two variants of the A/B: the same pipeline, without and with dedup.
@@ -31,18 +33,21 @@ type abConfig struct {
 	rounds       int
 	warmup       time.Duration
 	duration     time.Duration
-	loads        []string  // "sat", "fixed"
+	loads        []loadSpec
 	dups         []float64 // duplicate shares
-	rate         float64   // the fixed rate; 0: half the median saturation throughput
+	senders      []int     // span senders of each cell
+	batches      []int     // spans per request of each cell
+	rate         float64   // -rate: the rate of a "fixed" load; 0: half the median saturation throughput
 	order        string    // abab or abba
-	gen          genConfig
+	gen          loadgen.Config
 	pair         string // "dedup": the pipeline without and with dedup; "default": a stock durable collector and the embedded default
 	nested       bool   // -pair default: keep the default's nested-duplicate detection on
 	gatewayCPUs  string // taskset -c list for the gateway; empty: not pinned
 	maxSpans     int
-	prefill      int // new spans sent before the warmup of every run; 0: none
-	queueSize    int // exporter sending_queue size in requests, blocking when full; 0 disables the queue
-	consumers    int // exporter sending_queue num_consumers
+	prefill      int    // new spans sent before the warmup of every run; 0: none
+	prefillShape [2]int // senders and spans per request of the prefill
+	queueSize    int    // exporter sending_queue size in requests, blocking when full; 0 disables the queue
+	consumers    int    // exporter sending_queue num_consumers
 	dedupMetrics bool
 	ceiling      bool
 	quietBelow   float64       // wait before a run until other processes use fewer cores than this
@@ -55,10 +60,30 @@ type abConfig struct {
 	jsonOut      string
 }
 
+// loadSpec is one load of the scenarios: saturation ("sat"), or a fixed
+// rate in spans/s ("fixed"; rate 0: half the median saturation throughput).
+type loadSpec struct {
+	name string
+	rate float64
+}
+
+// scenario is one cell: a load, a duplicate share, and the shape of the
+// traffic (senders, each with one request in flight, and spans per
+// request).
+type scenario struct {
+	load    string
+	rate    float64
+	dup     float64
+	senders int
+	batch   int
+}
+
 // runResult is one gateway run, measured over the window after the warmup.
 type runResult struct {
 	Load    string  `json:"load"`
 	Dup     float64 `json:"dup"`
+	Senders int     `json:"senders"`
+	Batch   int     `json:"spans_per_request"`
 	Variant string  `json:"variant"`
 	Round   int     `json:"round"`
 	Rate    float64 `json:"rate"` // asked; 0 saturates
@@ -89,21 +114,31 @@ type runResult struct {
 	GatewayLogs string `json:"gateway_log,omitempty"`
 }
 
-func abMain(ctx context.Context, args []string, out, errOut io.Writer) error {
-	fs := flag.NewFlagSet("ab", flag.ContinueOnError)
-	fs.SetOutput(errOut)
-	var c abConfig
-	genFlags(fs, &c.gen, true)
+// abFlags are the flags that are not fields of abConfig.
+type abFlags struct {
+	loads, dups, senders, batches, matrix, printConfig *string
+}
+
+// register registers every flag of the driver on fs, into c and the
+// returned abFlags.
+func (c *abConfig) register(fs *flag.FlagSet) *abFlags {
+	f := &abFlags{}
+	loadgen.RegisterFlags(fs, &c.gen, true)
 	fs.StringVar(&c.bin, "bin", "", "the doubletake binary (empty: go build ./cmd/doubletake into the work directory)")
 	fs.IntVar(&c.rounds, "rounds", 5, "rounds; each runs the without and with variant once per scenario")
 	fs.DurationVar(&c.warmup, "warmup", 2*time.Second, "load before each measured window")
 	fs.DurationVar(&c.duration, "duration", 8*time.Second, "measured window of each run")
-	loads := fs.String("loads", "sat,fixed", "scenarios' loads: sat (saturation) and/or fixed (-rate spans/s)")
-	dups := fs.String("dups", "0,0.5", "duplicate shares to run")
+	f.loads = fs.String("loads", "sat,fixed", "scenarios' loads: sat (saturation), fixed (-rate spans/s), or rates in spans/s (10000)")
+	f.dups = fs.String("dups", "0,0.5", "duplicate shares to run")
+	f.senders = fs.String("senders", "", "span senders of the cells, a list (empty: -concurrency)")
+	f.batches = fs.String("batches", "", "spans per request of the cells, a list (empty: -batch)")
+	f.matrix = fs.String("matrix", "", "full or quick: the -pair default matrix of docs/benchmarks.md (senders 1,2,16,64 × spans per request 64,512,8192 × saturation, 10k and 40k spans/s); flags given as well override it")
+	fs.IntVar(&c.prefillShape[0], "prefill-senders", 16, "senders of the prefill")
+	fs.IntVar(&c.prefillShape[1], "prefill-batch", 1000, "spans per request of the prefill")
 	fs.StringVar(&c.pair, "pair", "dedup", "dedup: one pipeline without and with dedup; default: a stock durable collector (otlp, memory_limiter, batch, otlp_grpc with a file_storage sending queue) as \"without\" against `doubletake run --upstream` with its embedded default as \"with\"")
 	fs.BoolVar(&c.nested, "default-nested", true, "-pair default: keep the embedded default's nested-duplicate detection (traces.nested.detect) on; false turns it off, to take its cost apart")
 	fs.StringVar(&c.order, "order", "abab", "abab: without first in every round; abba: the first variant alternates by round")
-	fs.StringVar(&c.gatewayCPUs, "gateway-cpus", "", "pin the gateway with taskset -c LIST (pin this driver yourself: taskset -c 0 doubletake-load ab ...)")
+	fs.StringVar(&c.gatewayCPUs, "gateway-cpus", "", "pin the gateway with taskset -c LIST (pin this driver yourself: taskset -c 0 ab ...)")
 	fs.IntVar(&c.maxSpans, "max-spans", 2_000_000, "dedup traces.max_spans")
 	fs.IntVar(&c.prefill, "prefill", -1, "new spans sent as fast as possible before each run's warmup, so that the window is full and every new span evicts one (the steady state); -1: max-spans, 0: none")
 	fs.IntVar(&c.queueSize, "queue-size", 20, "the exporter's sending_queue size, in requests of up to 8192 spans (the batch processor's), blocking when full; 0 disables the queue (exports then block the batch processor)")
@@ -118,23 +153,38 @@ func abMain(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs.BoolVar(&c.keep, "keep", false, "keep the work directory")
 	fs.StringVar(&c.mdOut, "out", "", "also write the report (markdown) to this file")
 	fs.StringVar(&c.jsonOut, "json", "", "write every run's figures (JSON) to this file")
-	printConfig := fs.String("print-config", "", "print the gateway config of variant with or without (on the fixed ports 4317, 4318, 13133, sink 4319) and exit")
+	f.printConfig = fs.String("print-config", "", "print the gateway config of variant with or without (on the fixed ports 4317, 4318, 13133, sink 4319) and exit")
+	return f
+}
+
+func abMain(ctx context.Context, args []string, out, errOut io.Writer) error {
+	fs := flag.NewFlagSet("ab", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	var c abConfig
+	f := c.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("ab takes no arguments, got %q", fs.Args())
 	}
-	if *printConfig != "" {
-		if *printConfig != with && *printConfig != without {
-			return fmt.Errorf("print-config %q: want with or without", *printConfig)
+	if *f.printConfig != "" {
+		if *f.printConfig != with && *f.printConfig != without {
+			return fmt.Errorf("print-config %q: want with or without", *f.printConfig)
 		}
-		_, err := fmt.Fprint(out, c.gatewayConfig(*printConfig, "127.0.0.1:4317", "127.0.0.1:4318", "127.0.0.1:13133", "127.0.0.1:4319"))
+		_, err := fmt.Fprint(out, c.gatewayConfig(*f.printConfig, "127.0.0.1:4317", "127.0.0.1:4318", "127.0.0.1:13133", "127.0.0.1:4319"))
 		return err
+	}
+	if *f.matrix != "" {
+		set := map[string]bool{}
+		fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+		if err := applyMatrix(fs, *f.matrix, set); err != nil {
+			return err
+		}
 	}
 	c.rate = c.gen.Rate
 	c.gen.Target = "127.0.0.1:1" // validated here, replaced per run
-	if err := c.parse(*loads, *dups); err != nil {
+	if err := c.parse(*f.loads, *f.dups, *f.senders, *f.batches); err != nil {
 		return err
 	}
 	if c.workdir == "" {
@@ -161,18 +211,41 @@ func abMain(ctx context.Context, args []string, out, errOut io.Writer) error {
 	return runAB(ctx, &c, out, errOut)
 }
 
-func (c *abConfig) parse(loads, dups string) error {
+func (c *abConfig) parse(loads, dups, senders, batches string) error {
 	var errs []error
 	for l := range strings.SplitSeq(loads, ",") {
-		l = strings.TrimSpace(l)
-		if l != "sat" && l != "fixed" {
-			errs = append(errs, fmt.Errorf("load %q: want sat or fixed", l))
+		switch l = strings.TrimSpace(l); l {
+		case "sat":
+			c.loads = append(c.loads, loadSpec{name: "sat"})
+		case "fixed":
+			c.loads = append(c.loads, loadSpec{name: "fixed", rate: c.rate})
+		default:
+			v, err := strconv.ParseFloat(l, 64)
+			if err != nil || v <= 0 || v > 100e6 {
+				errs = append(errs, fmt.Errorf("load %q: want sat, fixed or a rate in spans/s", l))
+			}
+			c.loads = append(c.loads, loadSpec{name: "fixed", rate: v})
 		}
-		c.loads = append(c.loads, l)
 	}
 	// Saturation first: the fixed rate may be derived from it.
-	slices.SortStableFunc(c.loads, func(a, b string) int { return strings.Compare(b, a) })
+	slices.SortStableFunc(c.loads, func(a, b loadSpec) int { return strings.Compare(b.name, a.name) })
 	c.loads = slices.Compact(c.loads)
+	list := func(what, v string, def int) []int {
+		if v == "" {
+			return []int{def}
+		}
+		var out []int
+		for f := range strings.SplitSeq(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				errs = append(errs, fmt.Errorf("%s %q: want positive numbers", what, f))
+			}
+			out = append(out, n)
+		}
+		return out
+	}
+	c.senders = list("senders", senders, c.gen.Concurrency)
+	c.batches = list("batches", batches, c.gen.Batch)
 	for d := range strings.SplitSeq(dups, ",") {
 		v, err := strconv.ParseFloat(strings.TrimSpace(d), 64)
 		if err != nil || v < 0 || v >= 1 {
@@ -204,12 +277,21 @@ func (c *abConfig) parse(loads, dups string) error {
 	if c.maxSpans < 1 {
 		errs = append(errs, errors.New("max-spans must be positive"))
 	}
-	if slices.Contains(c.loads, "fixed") && !slices.Contains(c.loads, "sat") && c.rate == 0 {
+	if slices.Contains(c.loads, loadSpec{name: "fixed"}) && !slices.Contains(c.loads, loadSpec{name: "sat"}) {
 		errs = append(errs, errors.New("a fixed load without sat needs -rate"))
 	}
-	g := c.gen
-	g.Dup = 0
-	errs = append(errs, g.validate())
+	if c.prefillShape[0] < 1 || c.prefillShape[1] < 1 {
+		errs = append(errs, errors.New("prefill-senders and prefill-batch must be positive"))
+	}
+	for _, n := range c.senders {
+		for _, b := range c.batches {
+			g := c.gen
+			g.Dup, g.Concurrency, g.Batch = 0, n, b
+			if err := g.Validate(); err != nil {
+				errs = append(errs, fmt.Errorf("%d senders × %d spans: %w", n, b, err))
+			}
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -245,7 +327,7 @@ func (c *abConfig) gatewayConfig(variant, grpcAddr, httpAddr, healthAddr, sinkAd
       queue_size: %d
       num_consumers: %d`, c.queueSize, c.consumers)
 	}
-	return fmt.Sprintf(`# doubletake-load ab: variant %q
+	return fmt.Sprintf(`# bench/ab: variant %q
 extensions:
   health_check:
     endpoint: %s
@@ -293,11 +375,12 @@ service:
 // otherwise; or (variant with) the embedded default of `doubletake run
 // --upstream`, rendered by the binary itself. Both serve their own
 // metrics for scraping (never scraped) and send gzip, the OTLP exporter's
-// default. addrs: gRPC, HTTP, health, telemetry, local metrics.
+// default. addrs: gRPC, HTTP, health, telemetry, local metrics, status
+// page.
 func (c *abConfig) defaultPairConfig(ctx context.Context, variant string, addrs []string, sinkAddr, dataDir string) (string, error) {
 	tel, telPort, _ := net.SplitHostPort(addrs[3])
 	if variant == without {
-		return fmt.Sprintf(`# doubletake-load ab -pair default: a stock durable collector
+		return fmt.Sprintf(`# bench/ab -pair default: a stock durable collector
 extensions:
   health_check:
     endpoint: %s
@@ -347,7 +430,7 @@ service:
 	}
 	cmd := exec.CommandContext(ctx, c.bin, "run", "default-config", "--upstream", "http://"+sinkAddr,
 		"--grpc-endpoint", addrs[0], "--http-endpoint", addrs[1], "--health-endpoint", addrs[2],
-		"--telemetry-endpoint", addrs[3], "--metrics-endpoint", addrs[4], "--data-dir", dataDir)
+		"--telemetry-endpoint", addrs[3], "--metrics-endpoint", addrs[4], "--status-endpoint", addrs[5], "--data-dir", dataDir)
 	out, err := cmd.Output()
 	if err != nil {
 		return "", fmt.Errorf("rendering the embedded default: %w", err)
@@ -464,31 +547,32 @@ func tail(path string) string {
 }
 
 type probe struct {
-	gen     genSnapshot
-	sink    sinkCounts
+	gen     loadgen.Snapshot
+	sink    loadgen.Counts
 	gwCPU   float64
 	selfCPU float64
 	busy    float64
 }
 
-func takeProbe(g *generator, sk *sink, pid string) probe {
-	p := probe{gen: g.Stats.snapshot(), sink: sk.counts()}
-	p.gwCPU, _ = procCPU(pid)
-	p.selfCPU, _ = procCPU("self")
-	p.busy, _ = systemBusy()
+func takeProbe(g *loadgen.Generator, sk *loadgen.Sink, pid string) probe {
+	p := probe{gen: g.Stats.Snapshot(), sink: sk.Counts()}
+	p.gwCPU, _ = loadgen.ProcCPU(pid)
+	p.selfCPU, _ = loadgen.ProcCPU("self")
+	p.busy, _ = loadgen.SystemBusy()
 	return p
 }
 
-// runOne runs one gateway variant under one load and measures it.
-func (c *abConfig) runOne(ctx context.Context, n int, load string, dup, rate float64, variant string, round int) (runResult, error) {
-	r := runResult{Load: load, Dup: dup, Variant: variant, Round: round, Rate: rate}
-	nonce := newNonce()
-	sk, err := startSink("127.0.0.1:0", nonce)
+// runOne runs one gateway variant in scenario sc (its rate decided) and
+// measures it.
+func (c *abConfig) runOne(ctx context.Context, n int, sc scenario, variant string, round int) (runResult, error) {
+	r := runResult{Load: sc.load, Dup: sc.dup, Senders: sc.senders, Batch: sc.batch, Variant: variant, Round: round, Rate: sc.rate}
+	nonce := loadgen.NewNonce()
+	sk, err := loadgen.StartSink("127.0.0.1:0", nonce)
 	if err != nil {
 		return r, err
 	}
-	defer sk.close()
-	addrs, err := freeAddrs(5)
+	defer sk.Close()
+	addrs, err := freeAddrs(6)
 	if err != nil {
 		return r, err
 	}
@@ -497,9 +581,9 @@ func (c *abConfig) runOne(ctx context.Context, n int, load string, dup, rate flo
 	logPath := filepath.Join(c.workdir, fmt.Sprintf("run-%03d-%s.log", n, variant))
 	dataDir := filepath.Join(c.workdir, fmt.Sprintf("run-%03d-%s-data", n, variant))
 	defer os.RemoveAll(dataDir)
-	cfg := c.gatewayConfig(variant, grpcAddr, httpAddr, health, sk.srv.Addr())
+	cfg := c.gatewayConfig(variant, grpcAddr, httpAddr, health, sk.Addr())
 	if c.pair == "default" {
-		cfg, err = c.defaultPairConfig(ctx, variant, addrs, sk.srv.Addr(), dataDir)
+		cfg, err = c.defaultPairConfig(ctx, variant, addrs, sk.Addr(), dataDir)
 		if err != nil {
 			return r, err
 		}
@@ -513,27 +597,28 @@ func (c *abConfig) runOne(ctx context.Context, n int, load string, dup, rate flo
 	}
 	defer gw.stop()
 	gc := c.gen
-	gc.Dup, gc.Rate, gc.Target = dup, rate, grpcAddr
+	gc.Dup, gc.Rate, gc.Target = sc.dup, sc.rate, grpcAddr
+	gc.Concurrency, gc.Batch = sc.senders, sc.batch
 	if gc.Protocol == "http" {
 		gc.Target = httpAddr
 	}
-	g, err := newGenerator(gc, nonce)
+	g, err := loadgen.NewGenerator(gc, nonce)
 	if err != nil {
 		return r, err
 	}
 	if c.prefill > 0 && gc.Concurrency > 0 {
 		t0 := time.Now()
-		if err := g.prefill(ctx, uint64(c.prefill), t0.Add(3*time.Minute)); err != nil {
+		if err := g.Prefill(ctx, uint64(c.prefill), t0.Add(3*time.Minute), c.prefillShape[0], c.prefillShape[1]); err != nil {
 			return r, err
 		}
 		// A gateway with a queue may still be exporting the prefill: let it
 		// drain, so that the window measures the load alone.
-		waitDrain(sk, g.Stats.snapshot().Spans, 3*time.Minute)
+		loadgen.WaitDrain(sk, g.Stats.Snapshot().Spans, 3*time.Minute)
 		r.Prefill = time.Since(t0).Seconds()
 	}
 	start := time.Now()
 	done := make(chan struct{})
-	go func() { _ = g.run(ctx, start.Add(c.warmup+c.duration)); close(done) }()
+	go func() { _ = g.Run(ctx, start.Add(c.warmup+c.duration)); close(done) }()
 	wait := func(d time.Duration) {
 		select {
 		case <-time.After(d):
@@ -545,22 +630,22 @@ func (c *abConfig) runOne(ctx context.Context, n int, load string, dup, rate flo
 	p0 := takeProbe(g, sk, gw.pid)
 	wait(c.duration)
 	p1 := takeProbe(g, sk, gw.pid)
-	if rss, err := procStatusKB(gw.pid, "VmRSS"); err == nil {
+	if rss, err := loadgen.ProcStatusKB(gw.pid, "VmRSS"); err == nil {
 		r.EndRSSMB = float64(rss) / 1024
 	}
 	<-done
-	end := g.Stats.snapshot()
+	end := g.Stats.Snapshot()
 	select {
 	case <-gw.done:
 		return r, fmt.Errorf("the gateway exited during the run: %w\n%s", gw.err, tail(logPath))
 	default:
 	}
 	want := end.Spans
-	if variant == with && dup > 0 {
+	if variant == with && sc.dup > 0 {
 		want = end.Fresh
 	}
-	k := waitDrain(sk, want, 10*time.Second)
-	if hwm, err := procStatusKB(gw.pid, "VmHWM"); err == nil {
+	k := loadgen.WaitDrain(sk, want, 10*time.Second)
+	if hwm, err := loadgen.ProcStatusKB(gw.pid, "VmHWM"); err == nil {
 		r.PeakRSSMB = float64(hwm) / 1024
 	}
 	gw.stop()
@@ -577,14 +662,14 @@ func (c *abConfig) runOne(ctx context.Context, n int, load string, dup, rate flo
 		r.CPUPerM = gwCPU / spans * 1e6
 	}
 	r.GatewayCores = gwCPU / win
-	if q, n := latQuantiles(p0.gen.SpanLat, p1.gen.SpanLat, 0.5, 0.99); n > 0 {
+	if q, n := loadgen.LatQuantiles(p0.gen.SpanLat, p1.gen.SpanLat, 0.5, 0.99); n > 0 {
 		r.LatP50Ms, r.LatP99Ms = float64(q[0])/1e6, float64(q[1])/1e6
 	}
 	r.DriverCores = (p1.selfCPU - p0.selfCPU) / win
 	r.OtherCores = max(0, (p1.busy-p0.busy)/win-r.GatewayCores-r.DriverCores)
 	r.SentSpans, r.SentFresh, r.FailedReqs = end.Spans, end.Fresh, end.FailedReqs
 	r.SinkSpans, r.SinkUnique = k.Spans, k.Distinct
-	if err := g.Stats.err(); err != nil {
+	if err := g.Stats.Err(); err != nil {
 		r.FirstError = err.Error()
 	}
 	r.Check = check(r, variant)
@@ -627,32 +712,32 @@ type ceilingResult struct {
 
 func (c *abConfig) runCeiling(ctx context.Context, dup float64) (ceilingResult, error) {
 	r := ceilingResult{Dup: dup}
-	nonce := newNonce()
-	sk, err := startSink("127.0.0.1:0", nonce)
+	nonce := loadgen.NewNonce()
+	sk, err := loadgen.StartSink("127.0.0.1:0", nonce)
 	if err != nil {
 		return r, err
 	}
-	defer sk.close()
+	defer sk.Close()
 	gc := c.gen
-	gc.Dup, gc.Rate, gc.Target = dup, 0, sk.srv.Addr()
+	gc.Dup, gc.Rate, gc.Target = dup, 0, sk.Addr()
 	gc.MetricStreams = 0
-	g, err := newGenerator(gc, nonce)
+	g, err := loadgen.NewGenerator(gc, nonce)
 	if err != nil {
 		return r, err
 	}
 	start := time.Now()
 	done := make(chan struct{})
-	go func() { _ = g.run(ctx, start.Add(c.warmup+c.duration)); close(done) }()
+	go func() { _ = g.Run(ctx, start.Add(c.warmup+c.duration)); close(done) }()
 	select {
 	case <-time.After(c.warmup):
 	case <-done:
 	}
-	s0, cpu0 := g.Stats.snapshot(), must(procCPU("self"))
+	s0, cpu0 := g.Stats.Snapshot(), must(loadgen.ProcCPU("self"))
 	select {
 	case <-time.After(c.duration):
 	case <-done:
 	}
-	s1, cpu1 := g.Stats.snapshot(), must(procCPU("self"))
+	s1, cpu1 := g.Stats.Snapshot(), must(loadgen.ProcCPU("self"))
 	<-done
 	win := s1.At.Sub(s0.At).Seconds()
 	spans := float64(s1.Spans - s0.Spans)
@@ -661,7 +746,7 @@ func (c *abConfig) runCeiling(ctx context.Context, dup float64) (ceilingResult, 
 	if spans > 0 {
 		r.CPUPerM = (cpu1 - cpu0) / spans * 1e6
 	}
-	return r, g.Stats.err()
+	return r, g.Stats.Err()
 }
 
 func must(v float64, _ error) float64 { return v }
@@ -672,14 +757,14 @@ func must(v float64, _ error) float64 { return v }
 func waitQuiet(ctx context.Context, below float64, limit time.Duration) float64 {
 	deadline := time.Now().Add(limit)
 	for {
-		b0, s0, t0 := must(systemBusy()), must(procCPU("self")), time.Now()
+		b0, s0, t0 := must(loadgen.SystemBusy()), must(loadgen.ProcCPU("self")), time.Now()
 		select {
 		case <-ctx.Done():
 			return 0
 		case <-time.After(500 * time.Millisecond):
 		}
 		secs := time.Since(t0).Seconds()
-		other := (must(systemBusy()) - b0 - (must(procCPU("self")) - s0)) / secs
+		other := (must(loadgen.SystemBusy()) - b0 - (must(loadgen.ProcCPU("self")) - s0)) / secs
 		if other < below || time.Now().After(deadline) {
 			return other
 		}
@@ -705,53 +790,19 @@ func runAB(ctx context.Context, c *abConfig, out, errOut io.Writer) error {
 	}
 	var results, discarded []runResult
 	n := 0
-	rate := c.rate
-	for _, load := range c.loads {
-		if load == "fixed" && c.rate == 0 {
+	for _, ld := range c.loads {
+		rate := ld.rate
+		if ld.name == "fixed" && rate == 0 {
 			rate = autoRate(results)
 			fmt.Fprintf(errOut, "fixed rate: %.0f spans/s (half the median saturation throughput)\n", rate)
 		}
 		for _, dup := range c.dups {
-			for round := 1; round <= c.rounds; round++ {
-				variants := []string{without, with}
-				if c.order == "abba" && round%2 == 0 {
-					variants = []string{with, without}
-				}
-				for attempt := 0; ; attempt++ {
-					var pair []runResult
-					for _, v := range variants {
-						if ctx.Err() != nil {
-							return ctx.Err()
-						}
-						n++
-						if c.quietBelow > 0 {
-							if busy := waitQuiet(ctx, c.quietBelow, c.quietWait); busy >= c.quietBelow {
-								fmt.Fprintf(errOut, "the machine stayed busy (%.2f other cores) for %s: running anyway\n", busy, c.quietWait)
-							}
-						}
-						lr := 0.0
-						if load == "fixed" {
-							lr = rate
-						}
-						r, err := c.runOne(ctx, n, load, dup, lr, v, round)
-						if err != nil {
-							return fmt.Errorf("run %d (%s, dup %s, %s dedup, round %d): %w", n, load, pct(dup), v, round, err)
-						}
-						pair = append(pair, r)
-						fmt.Fprintf(errOut, "[%d] %-5s dup=%-3s %-7s r%d/%d: accepted %7.0f/s delivered %7.0f/s  gw %.2f s/M spans, %.2f cores, peak RSS %.0f MB  driver %.2f cores  other %.2f cores  %s\n",
-							n, load, pct(dup), v, round, c.rounds, r.Accepted, r.Delivered, r.CPUPerM, r.GatewayCores, r.PeakRSSMB, r.DriverCores, r.OtherCores, r.Check)
-					}
-					busiest := max(pair[0].OtherCores, pair[1].OtherCores)
-					if c.maxOther > 0 && busiest > c.maxOther && attempt < c.retries {
-						fmt.Fprintf(errOut, "round %d discarded: other processes used %.2f cores (above -max-other %.2f); running the pair again\n", round, busiest, c.maxOther)
-						for i := range pair {
-							pair[i].Discarded = true
-						}
-						discarded = append(discarded, pair...)
-						continue
-					}
-					results = append(results, pair...)
-					break
+			for _, cell := range c.shapes() {
+				sc := scenario{load: ld.name, rate: rate, dup: dup, senders: cell[0], batch: cell[1]}
+				rs, ds, err := c.runRounds(ctx, &n, sc, errOut)
+				results, discarded = append(results, rs...), append(discarded, ds...)
+				if err != nil {
+					return err
 				}
 			}
 		}
@@ -776,6 +827,67 @@ func runAB(ctx context.Context, c *abConfig, out, errOut io.Writer) error {
 	return nil
 }
 
+// shapes is every cell's senders and spans per request, in order.
+func (c *abConfig) shapes() [][2]int {
+	var out [][2]int
+	for _, n := range c.senders {
+		for _, b := range c.batches {
+			out = append(out, [2]int{n, b})
+		}
+	}
+	return out
+}
+
+// runRounds runs scenario sc's rounds, each a pair of runs (without and
+// with), interleaved; n numbers the runs.
+func (c *abConfig) runRounds(ctx context.Context, n *int, sc scenario, errOut io.Writer) (results, discarded []runResult, err error) {
+	if sc.load != "fixed" {
+		sc.rate = 0
+	}
+	for round := 1; round <= c.rounds; round++ {
+		variants := []string{without, with}
+		if c.order == "abba" && round%2 == 0 {
+			variants = []string{with, without}
+		}
+		for attempt := 0; ; attempt++ {
+			var pair []runResult
+			for _, v := range variants {
+				if ctx.Err() != nil {
+					return results, discarded, ctx.Err()
+				}
+				*n++
+				if c.quietBelow > 0 {
+					if busy := waitQuiet(ctx, c.quietBelow, c.quietWait); busy >= c.quietBelow {
+						fmt.Fprintf(errOut, "the machine stayed busy (%.2f other cores) for %s: running anyway\n", busy, c.quietWait)
+					}
+				}
+				r, err := c.runOne(ctx, *n, sc, v, round)
+				if err != nil {
+					return results, discarded, fmt.Errorf("run %d (%s, %d×%d, dup %s, %s, round %d): %w", *n, sc.load, sc.senders, sc.batch, pct(sc.dup), v, round, err)
+				}
+				pair = append(pair, r)
+				fmt.Fprintf(errOut, "[%d] %-5s %s dup=%-3s %-7s r%d/%d: accepted %7.0f/s delivered %7.0f/s  gw %.2f s/M spans, %.2f cores, p50 %.2f ms p99 %.2f ms, peak RSS %.0f MB  driver %.2f cores  other %.2f cores  %s\n",
+					*n, sc.load, shapeName(sc.senders, sc.batch), pct(sc.dup), v, round, c.rounds, r.Accepted, r.Delivered, r.CPUPerM, r.GatewayCores, r.LatP50Ms, r.LatP99Ms, r.PeakRSSMB, r.DriverCores, r.OtherCores, r.Check)
+			}
+			busiest := max(pair[0].OtherCores, pair[1].OtherCores)
+			if c.maxOther > 0 && busiest > c.maxOther && attempt < c.retries {
+				fmt.Fprintf(errOut, "round %d discarded: other processes used %.2f cores (above -max-other %.2f); running the pair again\n", round, busiest, c.maxOther)
+				for i := range pair {
+					pair[i].Discarded = true
+				}
+				discarded = append(discarded, pair...)
+				continue
+			}
+			results = append(results, pair...)
+			break
+		}
+	}
+	return results, discarded, nil
+}
+
+// shapeName is a cell's shape: senders × spans per request.
+func shapeName(senders, batch int) string { return fmt.Sprintf("%d×%d", senders, batch) }
+
 // autoRate is half the median saturation throughput over every saturation
 // run (either variant, any duplicate share), rounded down to 1000 spans/s.
 func autoRate(results []runResult) float64 {
@@ -789,14 +901,19 @@ func autoRate(results []runResult) float64 {
 }
 
 type scenarioKey struct {
-	load string
-	dup  float64
+	load    string
+	rate    float64
+	dup     float64
+	senders int
+	batch   int
 }
+
+func keyOf(r runResult) scenarioKey { return scenarioKey{r.Load, r.Rate, r.Dup, r.Senders, r.Batch} }
 
 func scenarioKeys(results []runResult) []scenarioKey {
 	var keys []scenarioKey
 	for _, r := range results {
-		k := scenarioKey{r.Load, r.Dup}
+		k := keyOf(r)
 		if !slices.Contains(keys, k) {
 			keys = append(keys, k)
 		}
@@ -807,7 +924,7 @@ func scenarioKeys(results []runResult) []scenarioKey {
 func pick(results []runResult, k scenarioKey, variant string, f func(runResult) float64) []float64 {
 	var v []float64
 	for _, r := range results {
-		if r.Load == k.load && r.Dup == k.dup && r.Variant == variant {
+		if keyOf(r) == k && r.Variant == variant {
 			v = append(v, f(r))
 		}
 	}
@@ -818,7 +935,7 @@ func pick(results []runResult, k scenarioKey, variant string, f func(runResult) 
 func pairedRatios(results []runResult, k scenarioKey, f func(runResult) float64) []float64 {
 	byRound := map[int][2]float64{}
 	for _, r := range results {
-		if r.Load != k.load || r.Dup != k.dup {
+		if keyOf(r) != k {
 			continue
 		}
 		p := byRound[r.Round]
@@ -859,16 +976,14 @@ func spread(v []float64) string {
 
 func pct(d float64) string { return strconv.FormatFloat(d*100, 'f', -1, 64) + "%" }
 
-func loadName(k scenarioKey, results []runResult) string {
-	if k.load == "sat" {
-		return "saturation"
+// loadName is a scenario's shape and load: "16×512 saturation",
+// "1×64 fixed 10k/s".
+func loadName(k scenarioKey) string {
+	load := "saturation"
+	if k.load == "fixed" {
+		load = fmt.Sprintf("fixed %sk/s", strconv.FormatFloat(k.rate/1000, 'f', -1, 64))
 	}
-	for _, r := range results {
-		if r.Load == k.load {
-			return fmt.Sprintf("fixed %.0fk/s", r.Rate/1000)
-		}
-	}
-	return k.load
+	return shapeName(k.senders, k.batch) + " " + load
 }
 
 func passFail(ok bool) string {
@@ -882,14 +997,14 @@ func (c *abConfig) report(results, discarded []runResult, ceilings []ceilingResu
 	var b strings.Builder
 	host, _ := os.Hostname()
 	mem, _ := procStatusKBFile("/proc/meminfo", "MemTotal")
-	fmt.Fprintf(&b, "doubletake-load ab: %d rounds (%s), prefill %d spans + warmup %s + window %s per run, %s, batch %d, concurrency %d, dup mode %s, max_spans %d, exporter queue %d, took %s\n",
-		c.rounds, c.order, c.prefill, c.warmup, c.duration, c.gen.Protocol, c.gen.Batch, c.gen.Concurrency, c.gen.DupMode, c.maxSpans, c.queueSize, took.Round(time.Second))
+	fmt.Fprintf(&b, "bench/ab: %d rounds (%s), prefill %d spans (%s) + warmup %s + window %s per run, %s, senders %v × spans per request %v, dup mode %s, max_spans %d, exporter queue %d, took %s\n",
+		c.rounds, c.order, c.prefill, shapeName(c.prefillShape[0], c.prefillShape[1]), c.warmup, c.duration, c.gen.Protocol, c.senders, c.batches, c.gen.DupMode, c.maxSpans, c.queueSize, took.Round(time.Second))
 	pin := "not pinned"
 	if c.gatewayCPUs != "" {
 		pin = "gateway pinned to CPU " + c.gatewayCPUs
 	}
 	fmt.Fprintf(&b, "machine: %s, %d CPUs (%s), %.1f GiB; driver on %d of them, GOMAXPROCS %d; %s\n\n",
-		host, onlineCPUs(), cpuModel(), float64(mem)/1024/1024, runtime.NumCPU(), runtime.GOMAXPROCS(0), pin)
+		host, loadgen.OnlineCPUs(), loadgen.CPUModel(), float64(mem)/1024/1024, runtime.NumCPU(), runtime.GOMAXPROCS(0), pin)
 	if c.pair == "default" {
 		b.WriteString("Pair: **without** = a stock durable collector (otlp → memory_limiter → batch → otlp_grpc with a file_storage sending queue); **with** = `doubletake run --upstream` with its embedded default (memory_limiter → dedup, journaled, nested detection on → dedup_otlp_grpc with a persistent bytes-sized queue). The exporter-queue and max_spans figures above apply to -pair dedup only; the default's window is its own (2M spans).\n\n")
 		if !c.nested {
@@ -920,7 +1035,7 @@ func (c *abConfig) report(results, discarded []runResult, ceilings []ceilingResu
 	for _, k := range keys {
 		aw, ab := median(pick(results, k, without, acc)), median(pick(results, k, with, acc))
 		pr := pairedRatios(results, k, acc)
-		fmt.Fprintf(&b, "| %s | %s | %.0f | %.0f | %.3f | %.3f (%s) | %.0f | %.0f |\n", loadName(k, results), pct(k.dup), aw, ab, ratio(ab, aw),
+		fmt.Fprintf(&b, "| %s | %s | %.0f | %.0f | %.3f | %.3f (%s) | %.0f | %.0f |\n", loadName(k), pct(k.dup), aw, ab, ratio(ab, aw),
 			median(pr), spread(pr), median(pick(results, k, without, del)), median(pick(results, k, with, del)))
 	}
 	b.WriteString("\nGateway CPU: CPU seconds (user + system, /proc/PID/stat) per million spans accepted, medians; added = with/without − 1.\n\n")
@@ -932,7 +1047,7 @@ func (c *abConfig) report(results, discarded []runResult, ceilings []ceilingResu
 		for i := range pr {
 			pr[i]--
 		}
-		fmt.Fprintf(&b, "| %s | %s | %.3f | %.3f | %+.1f%% | %+.1f%% (%s) | %.2f | %.2f |\n", loadName(k, results), pct(k.dup), cw, cb, (ratio(cb, cw)-1)*100,
+		fmt.Fprintf(&b, "| %s | %s | %.3f | %.3f | %+.1f%% | %+.1f%% (%s) | %.2f | %.2f |\n", loadName(k), pct(k.dup), cw, cb, (ratio(cb, cw)-1)*100,
 			median(pr)*100, spreadPct(pr), median(pick(results, k, without, cores)), median(pick(results, k, with, cores)))
 	}
 	lat50 := func(r runResult) float64 { return r.LatP50Ms }
@@ -940,7 +1055,7 @@ func (c *abConfig) report(results, discarded []runResult, ceilings []ceilingResu
 	b.WriteString("\nAnswer latency: ms from a span request's send to its answer (within 4%), in the window; medians over rounds.\n\n")
 	b.WriteString("| load | dup | p50 without | p50 with | p99 without | p99 with |\n|---|---|---:|---:|---:|---:|\n")
 	for _, k := range keys {
-		fmt.Fprintf(&b, "| %s | %s | %.2f | %.2f | %.2f | %.2f |\n", loadName(k, results), pct(k.dup),
+		fmt.Fprintf(&b, "| %s | %s | %.2f | %.2f | %.2f | %.2f |\n", loadName(k), pct(k.dup),
 			median(pick(results, k, without, lat50)), median(pick(results, k, with, lat50)),
 			median(pick(results, k, without, lat99)), median(pick(results, k, with, lat99)))
 	}
@@ -948,7 +1063,7 @@ func (c *abConfig) report(results, discarded []runResult, ceilings []ceilingResu
 	b.WriteString("| load | dup | peak RSS without | peak RSS with | RSS at end without | with | driver cores without | with | other cores without | with |\n")
 	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, k := range keys {
-		fmt.Fprintf(&b, "| %s | %s | %.0f | %.0f | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f |\n", loadName(k, results), pct(k.dup),
+		fmt.Fprintf(&b, "| %s | %s | %.0f | %.0f | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f |\n", loadName(k), pct(k.dup),
 			median(pick(results, k, without, rss)), median(pick(results, k, with, rss)),
 			median(pick(results, k, without, endRSS)), median(pick(results, k, with, endRSS)),
 			median(pick(results, k, without, drv)), median(pick(results, k, with, drv)),
@@ -960,17 +1075,21 @@ func (c *abConfig) report(results, discarded []runResult, ceilings []ceilingResu
 		fmt.Fprintf(&b, "\nMetric points (%d streams × %d writers, every %s): accepted and delivered per second, medians.\n\n", c.gen.MetricStreams, c.gen.Writers, c.gen.MetricInterval)
 		b.WriteString("| load | dup | accepted without | accepted with | delivered without | delivered with |\n|---|---|---:|---:|---:|---:|\n")
 		for _, k := range keys {
-			fmt.Fprintf(&b, "| %s | %s | %.0f | %.0f | %.0f | %.0f |\n", loadName(k, results), pct(k.dup),
+			fmt.Fprintf(&b, "| %s | %s | %.0f | %.0f | %.0f | %.0f |\n", loadName(k), pct(k.dup),
 				median(pick(results, k, without, pin)), median(pick(results, k, with, pin)),
 				median(pick(results, k, without, pout)), median(pick(results, k, with, pout)))
 		}
 	}
-	b.WriteString("\nTargets: throughput with dedup ≥ 0.95 of without; CPU per span added by dedup ≤ 5% of the pipeline's (paired medians).\n\n")
-	b.WriteString("| load | dup | throughput ratio | target | CPU added | target |\n|---|---|---:|---|---:|---|\n")
-	for _, k := range keys {
-		tr := median(pairedRatios(results, k, acc))
-		cr := median(pairedRatios(results, k, cpu)) - 1
-		fmt.Fprintf(&b, "| %s | %s | %.3f | %s | %+.1f%% | %s |\n", loadName(k, results), pct(k.dup), tr, passFail(tr >= 0.95), cr*100, passFail(cr <= 0.05))
+	if c.pair == "default" {
+		b.WriteString(matrixTable(results, keys))
+	} else {
+		b.WriteString("\nTargets: throughput with dedup ≥ 0.95 of without; CPU per span added by dedup ≤ 5% of the pipeline's (paired medians).\n\n")
+		b.WriteString("| load | dup | throughput ratio | target | CPU added | target |\n|---|---|---:|---|---:|---|\n")
+		for _, k := range keys {
+			tr := median(pairedRatios(results, k, acc))
+			cr := median(pairedRatios(results, k, cpu)) - 1
+			fmt.Fprintf(&b, "| %s | %s | %.3f | %s | %+.1f%% | %s |\n", loadName(k), pct(k.dup), tr, passFail(tr >= 0.95), cr*100, passFail(cr <= 0.05))
+		}
 	}
 	bad := 0
 	for _, r := range results {

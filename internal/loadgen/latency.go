@@ -1,4 +1,4 @@
-package main
+package loadgen
 
 import (
 	"math"
@@ -44,10 +44,10 @@ func (h *latHist) snapshot() []uint64 {
 	return s
 }
 
-// latQuantiles returns the q-quantiles of the requests counted between
+// LatQuantiles returns the q-quantiles of the requests counted between
 // snapshots a and b (upper bucket bounds, so within 4% above), and how many
 // there were; zero durations when there were none.
-func latQuantiles(a, b []uint64, qs ...float64) ([]time.Duration, uint64) {
+func LatQuantiles(a, b []uint64, qs ...float64) ([]time.Duration, uint64) {
 	out := make([]time.Duration, len(qs))
 	var n uint64
 	for i := range b {

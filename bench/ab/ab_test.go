@@ -1,0 +1,64 @@
+package main
+
+import (
+	"flag"
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMatrixPresetKeepsExplicitFlags: -matrix sets the matrix's cells and
+// rounds, and a flag given as well wins over the preset.
+func TestMatrixPresetKeepsExplicitFlags(t *testing.T) {
+	fs := flag.NewFlagSet("ab", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var c abConfig
+	f := c.register(fs)
+	if err := fs.Parse([]string{"-rounds", "3"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := applyMatrix(fs, "full", map[string]bool{"rounds": true}); err != nil {
+		t.Fatal(err)
+	}
+	if c.rounds != 3 || c.pair != "default" || c.order != "abba" || c.duration != 10*time.Second || c.ceiling {
+		t.Fatalf("rounds %d pair %s order %s duration %s ceiling %v: want the preset, with -rounds 3 kept", c.rounds, c.pair, c.order, c.duration, c.ceiling)
+	}
+	c.gen.Target = "127.0.0.1:1"
+	if err := c.parse(*f.loads, *f.dups, *f.senders, *f.batches); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.shapes()) != 12 || len(c.loads) != 3 || c.loads[0] != (loadSpec{name: "sat"}) || c.loads[2] != (loadSpec{name: "fixed", rate: 40000}) {
+		t.Fatalf("shapes %v, loads %v: want 4 × 3 shapes, saturation then 10k and 40k spans/s", c.shapes(), c.loads)
+	}
+	if err := applyMatrix(fs, "huge", nil); err == nil {
+		t.Fatal("an unknown matrix was taken")
+	}
+}
+
+// TestMatrixTableVerdicts: each cell's paired median ratio decides its
+// verdict; the cells above the target and those below 1 are named.
+func TestMatrixTableVerdicts(t *testing.T) {
+	var results []runResult
+	add := func(senders, batch int, load string, rate float64, stock, def []float64) {
+		for i := range stock {
+			results = append(results,
+				runResult{Load: load, Rate: rate, Senders: senders, Batch: batch, Variant: without, Round: i + 1, CPUPerM: stock[i], Accepted: 1000},
+				runResult{Load: load, Rate: rate, Senders: senders, Batch: batch, Variant: with, Round: i + 1, CPUPerM: def[i], Accepted: 1000})
+		}
+	}
+	add(1, 64, "sat", 0, []float64{10, 10, 10}, []float64{20, 11, 30})          // 2.0
+	add(16, 512, "fixed", 10000, []float64{10, 10, 10}, []float64{9, 8, 12})    // 0.9
+	add(64, 8192, "fixed", 40000, []float64{10, 10, 10}, []float64{10, 10, 11}) // 1.0
+	out := matrixTable(results, scenarioKeys(results))
+	for _, want := range []string{
+		"| 1×64 | saturation | 10.00 | 20.00 | **2.000** (1.100–3.000) | **not met** |",
+		"| 16×512 | fixed 10k/s | 10.00 | 9.00 | **0.900** (0.800–1.200) | met, below 1 |",
+		"| 64×8192 | fixed 40k/s | 10.00 | 10.00 | **1.000** (1.000–1.100) | met |",
+		"2 of 3 cells meet the target (≤ 1.05). Above it: 1×64 saturation (2.00). Below 1 (the default costs less than the stock collector): 16×512 fixed 10k/s (0.90).",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the table lacks %q:\n%s", want, out)
+		}
+	}
+}
