@@ -409,12 +409,15 @@ func TestPairLockstepPeers(t *testing.T) {
 		name      string
 		noMinMax  bool
 		dominated bool
+		phase     float64 // the later writer starts up to this much later (else 30 ms)
 		life      float64
 		least     int // peers decided of simRuns, at least
 	}{
-		{"minmax/6s", false, false, 6, simRuns}, {"no_minmax/6s", true, false, 6, 0},
-		{"minmax/15s", false, false, 15, simRuns}, {"no_minmax/15s", true, false, 15, 0},
-		{"dominated/6s", false, true, 6, simRuns * 9 / 10}, {"dominated/15s", false, true, 15, simRuns * 97 / 100},
+		{"minmax/6s", false, false, 0, 6, simRuns}, {"no_minmax/6s", true, false, 0, 6, 0},
+		{"minmax/15s", false, false, 0, 15, simRuns}, {"no_minmax/15s", true, false, 0, 15, 0},
+		{"dominated/6s", false, true, 0, 6, simRuns * 9 / 10}, {"dominated/15s", false, true, 0, 15, simRuns * 97 / 100},
+		{"any_phase/6s", false, false, 0.5, 6, simRuns}, {"any_phase/dominated/6s", false, true, 0.5, 6, simRuns * 9 / 10},
+		{"any_phase/dominated/15s", false, true, 0.5, 15, simRuns * 97 / 100},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			decided, calledCopy := 0, 0
@@ -423,6 +426,9 @@ func TestPairLockstepPeers(t *testing.T) {
 			for run := range simRuns {
 				r := rand.New(rand.NewPCG(uint64(run), 13))
 				startL := 0.001 + 0.03*r.Float64()
+				if tc.phase > 0 {
+					startL = 0.001 + tc.phase*r.Float64()
+				}
 				src := metronome(r, 0.1, 0, tc.life)
 				if tc.dominated {
 					src.times = append([]float64{0.01, 0.02}, src.times...)
