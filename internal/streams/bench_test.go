@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/collector/pdata/pmetric"
 )
@@ -161,6 +162,56 @@ func BenchmarkBytesPerStream(b *testing.B) {
 				runtime.KeepAlive(tr)
 			}
 			b.ReportMetric(per, "bytes/stream")
+		})
+	}
+}
+
+// BenchmarkPairAdd is one Pair of a cumulative histogram's two writers
+// (its count and sum; no buckets), a copy read 10 ms after the earlier
+// writer every second, 5 measurements apart (11 join counts fit the
+// bracketing bounds): ns per point fed. /minmax carries min and max, so
+// each point also runs the joint test of count and sum over its join
+// counts (joint.go); without them it does not.
+func BenchmarkPairAdd(b *testing.B) {
+	for _, mm := range []bool{false, true} {
+		name := "histogram"
+		if mm {
+			name += "/minmax"
+		}
+		b.Run(name, func(b *testing.B) {
+			r := rand.New(rand.NewPCG(3, 4))
+			const n = 4096
+			pts := make([]Point, 0, 2*n)
+			var ec, lc, es, ls float64
+			for k := range n {
+				for range 5 {
+					v := 0.02 + r.Float64()/100
+					ec, es = ec+1, es+v
+					if k > 0 {
+						lc, ls = lc+1, ls+v
+					}
+				}
+				t := (110 + uint64(k)) * sec
+				pts = append(pts,
+					Point{Start: 100 * sec, Time: t, Value: ec, Sum: es, HasSum: true, Min: 0.02, Max: 0.03, HasMinMax: mm},
+					Point{Start: 105 * sec, Time: t + 10*uint64(time.Millisecond), Value: lc, Sum: ls, HasSum: true, Min: 0.02, Max: 0.03, HasMinMax: mm})
+			}
+			var p Pair
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				if i%len(pts) == 0 {
+					p.Reset()
+				}
+				p.Add(histogram, pts[i%len(pts)])
+			}
+			b.StopTimer()
+			if p.Class() == ClassPeer {
+				b.Fatalf("a copy judged a peer: %v", p.Evidence())
+			}
+			if b.N%len(pts) > 100 && mm != p.joint.on {
+				b.Fatalf("joint test on: %v, want %v", p.joint.on, mm)
+			}
 		})
 	}
 }

@@ -69,6 +69,10 @@ const (
 	// CopyMoves is how many tests in which both writers' values had moved
 	// must pass, pooled over a writer's streams, before it is called a copy.
 	CopyMoves = 30
+	// JointCandidates is the most join counts the joint test of a
+	// histogram's count, sum, min and max follows (joint.go): it starts
+	// once the count's bounds leave at most this many integers.
+	JointCandidates = 16
 )
 
 // Pair is the evidence about two writers of one cumulative monotonic
@@ -103,6 +107,7 @@ type Pair struct {
 	decided uint64 // point time of the decision
 	crossLo float64
 	crossHi float64
+	joint   joint // the count and sum tested together (joint.go)
 }
 
 // sample is one retained point of a writer.
@@ -119,6 +124,7 @@ type sample struct {
 const (
 	partMax = MaxParts + iota
 	partMin
+	partJoint // the count and sum together (joint.go)
 )
 
 // Evidence is a Pair's state, for reports and the status page.
@@ -159,6 +165,9 @@ func (e Evidence) String() string {
 			e.Class, e.Part, num(e.Lo), num(e.Hi), e.Tests, e.Moves)
 	}
 	switch {
+	case e.Class == ClassPeer && e.Part == "count and sum":
+		return fmt.Sprintf("peer: no count of the earlier writer's at the join (c in [%s, %s]) fits the later writer's count and sum together, the measurements between two points lying within their min and max (%d tests%s)",
+			num(e.Lo), num(e.Hi), e.Tests, after)
 	case e.Class == ClassPeer && (e.Part == "max" || e.Part == "min"):
 		return fmt.Sprintf("peer: the later writer's %s %s lies outside the earlier writer's %s recorded after it: it measured what the earlier one did not (%d tests%s)",
 			e.Part, num(e.Lo), num(e.Hi), e.Tests, after)
@@ -182,7 +191,7 @@ func (p *Pair) Starts() (earlier, later uint64) { return p.start[0], p.start[1] 
 func (p *Pair) Evidence() Evidence {
 	k := int(p.part)
 	e := Evidence{
-		Class: p.class, Points: int(p.points), Tests: int(p.tests), Moves: int(p.moves),
+		Class: p.class, Points: int(p.points), Tests: int(p.tests + p.joint.tests), Moves: int(p.moves),
 		Part: partName(p.shape, k, p.newest(0).n), First: p.first, Decided: p.decided,
 		Earlier: p.start[0], Later: p.start[1], Lo: math.Inf(-1), Hi: math.Inf(1), Pooled: p.pooled,
 	}
@@ -211,6 +220,8 @@ func partName(s Shape, k int, n uint8) string {
 		return "max"
 	case k == partMin:
 		return "min"
+	case k == partJoint:
+		return "count and sum"
 	}
 	return fmt.Sprintf("bucket group %d of %d", k-1, max(int(n)-2, 1))
 }
@@ -307,8 +318,10 @@ func (p *Pair) Add(shape Shape, pt Point) (moves int, ok bool) {
 			if q := &p.pts[o][k]; q.time != 0 {
 				if w == 0 {
 					p.bound(&cur, q)
+					p.jointTest(&cur, q)
 				} else {
 					p.bound(q, &cur)
+					p.jointTest(q, &cur)
 				}
 				if p.class == ClassPeer {
 					p.decided = pt.Time

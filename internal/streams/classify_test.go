@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -129,6 +130,7 @@ type outcome struct {
 	// points of both writers up to the first decision
 	decidedPoints int
 	everPeer      bool
+	part          string // the value that decided a peer
 }
 
 func judgePair(shape Shape, pts []simPoint) outcome {
@@ -155,7 +157,7 @@ func judgePair(shape Shape, pts []simPoint) outcome {
 				o.class = p.Class() // the first decision
 			}
 			if p.Class() == ClassPeer {
-				o.everPeer = true
+				o.everPeer, o.part = true, p.Evidence().Part
 				return o
 			}
 		}
@@ -395,25 +397,44 @@ func metronome(r *rand.Rand, every, from, to float64) *source {
 // number of events on the same beat, in one bucket, and export in the same
 // phase (the end-to-end TestDefaultSharedIdentity): their counters are the
 // same at every export and their sums stay within the bracketing bounds,
-// so only the histograms' min and max tell them apart. Without them no
-// such peer is decided; with them, nearly every one by its last point.
+// so only the histograms' min and max tell them apart: their extremes
+// alone (unless the earlier writer's cover the later's), and the joint
+// test of count and sum, which bounds the measurements between two reads
+// by them. Without min and max no such peer is decided; with them, every
+// one by its last point, also when the earlier writer's first two
+// measurements are just below and well above all the later's (dominated:
+// its extremes cover the later's, only the joint test can decide).
 func TestPairLockstepPeers(t *testing.T) {
 	for _, tc := range []struct {
-		name     string
-		noMinMax bool
-		life     float64
-		least    int // peers decided of simRuns, at least
+		name      string
+		noMinMax  bool
+		dominated bool
+		phase     float64 // the later writer starts up to this much later (else 30 ms)
+		life      float64
+		least     int // peers decided of simRuns, at least
 	}{
-		{"minmax/6s", false, 6, simRuns * 9 / 10}, {"no_minmax/6s", true, 6, 0},
-		{"minmax/15s", false, 15, simRuns * 97 / 100}, {"no_minmax/15s", true, 15, 0},
+		{"minmax/6s", false, false, 0, 6, simRuns}, {"no_minmax/6s", true, false, 0, 6, 0},
+		{"minmax/15s", false, false, 0, 15, simRuns}, {"no_minmax/15s", true, false, 0, 15, 0},
+		{"dominated/6s", false, true, 0, 6, simRuns * 9 / 10}, {"dominated/15s", false, true, 0, 15, simRuns * 97 / 100},
+		{"any_phase/6s", false, false, 0.5, 6, simRuns}, {"any_phase/dominated/6s", false, true, 0.5, 6, simRuns * 9 / 10},
+		{"any_phase/dominated/15s", false, true, 0.5, 15, simRuns * 97 / 100},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			decided, calledCopy := 0, 0
+			by := map[string]int{}
 			var secsToPeer []float64
 			for run := range simRuns {
 				r := rand.New(rand.NewPCG(uint64(run), 13))
 				startL := 0.001 + 0.03*r.Float64()
-				e := reader{src: metronome(r, 0.1, 0, tc.life), join: 0, first: 0.5, iv: 0.5, noMinMax: tc.noMinMax}
+				if tc.phase > 0 {
+					startL = 0.001 + tc.phase*r.Float64()
+				}
+				src := metronome(r, 0.1, 0, tc.life)
+				if tc.dominated {
+					src.times = append([]float64{0.01, 0.02}, src.times...)
+					src.vals = append([]float64{0.0199, 0.026}, src.vals...) // past every one of L's but 1 in 160000
+				}
+				e := reader{src: src, join: 0, first: 0.5, iv: 0.5, noMinMax: tc.noMinMax}
 				l := reader{src: metronome(r, 0.1, startL, tc.life+startL), join: startL, first: startL + 0.5, iv: 0.5, noMinMax: tc.noMinMax}
 				o := judgePair(histogram, merge(e.points(tc.life, true), l.points(tc.life+startL, true)))
 				if o.class == ClassCopy {
@@ -421,13 +442,61 @@ func TestPairLockstepPeers(t *testing.T) {
 				}
 				if o.everPeer {
 					decided++
+					by[o.part]++
 					secsToPeer = append(secsToPeer, o.seconds)
 				}
 			}
 			m, w := stats(secsToPeer)
-			t.Logf("decided %d/%d by the last points; seconds median %.1f worst %.1f; called a copy first: %d", decided, simRuns, m, w, calledCopy)
+			t.Logf("decided %d/%d by the last points (by %v); seconds median %.1f worst %.1f; called a copy first: %d", decided, simRuns, by, m, w, calledCopy)
 			if decided < tc.least {
 				t.Errorf("%d of %d peers decided, want at least %d", decided, simRuns, tc.least)
+			}
+			if tc.dominated && by["min"]+by["max"] > 0 {
+				t.Errorf("decided by the extremes %d times: the earlier writer's cover the later's, want none", by["min"]+by["max"])
+			}
+		})
+	}
+}
+
+// TestPairJointDecides: two writers read 10 ms apart each second (the
+// bracketing bounds only use the reads a second apart), one event each
+// between reads, the later writer's extremes within the earlier's. A copy (the
+// earlier writer's measurements from its third on) keeps a join count
+// that fits; a peer whose sums differ from the earlier's by less than one
+// measurement's spread has none left: peer by the count and sum together.
+func TestPairJointDecides(t *testing.T) {
+	eVals := []float64{0.010, 0.030, 0.021, 0.020, 0.022, 0.021, 0.020, 0.022, 0.021, 0.020}
+	peerVals := []float64{0.021, 0.020, 0.022, 0.022, 0.020, 0.021, 0.022, 0.020, 0.020, 0.021}
+	point := func(start, tm float64, vals []float64) Point {
+		p := Point{Start: secs(start), Time: secs(tm), HasSum: true, HasMinMax: true, Min: math.Inf(1), Max: math.Inf(-1)}
+		for _, v := range vals {
+			p.Value++
+			p.Sum += v
+			p.Min, p.Max = min(p.Min, v), max(p.Max, v)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name string
+		l    func(n int) []float64 // the later writer's measurements by the n-th read
+		want Class
+	}{
+		{"copy", func(n int) []float64 { return eVals[2:n] }, ClassUndecided},
+		{"peer", func(n int) []float64 { return peerVals[2:n] }, ClassPeer},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var p Pair
+			for n := 3; n <= len(eVals); n++ {
+				tm := 100 + float64(n)
+				p.Add(histogram, point(100, tm, eVals[:n]))
+				p.Add(histogram, point(100.5, tm+0.01, tc.l(n)))
+			}
+			e := p.Evidence()
+			if e.Class != tc.want || tc.want == ClassPeer && e.Part != "count and sum" {
+				t.Fatalf("evidence %v, want %v (by count and sum)", e, tc.want)
+			}
+			if tc.want == ClassPeer && !strings.Contains(e.String(), "fits the later writer's count and sum together") {
+				t.Errorf("evidence line %q names no joint test", e.String())
 			}
 		})
 	}

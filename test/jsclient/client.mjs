@@ -40,6 +40,10 @@
 //   CLIENT_HIST_OFFSET           number added to every histogram value. Default 0.
 //                                Large values make the float sums of two readers
 //                                differ in their last digits.
+//   CLIENT_START_AT_MS           Unix ms at which the SDK is set up and the workload
+//                                starts (processes started together given distinct
+//                                ones make their first measurements in distinct
+//                                milliseconds). Default: at once.
 //   CLIENT_ROLLOUTS              number of workload iterations. Default 20.
 //   CLIENT_ROLLOUT_MS            ms between the starts of two iterations. Default 200.
 //   CLIENT_EXPORT_TIMEOUT_MS     per-export timeout of every OTLP exporter. Default 5000.
@@ -64,7 +68,8 @@
 //              is the pre-restart provider only; 0 without a metrics mode);
 //   details: iterations, tracePipelines[] and metricPipelines[] with per-exporter
 //   counts, the last exported "rollouts" point (value, start/time in unix ns) and
-//   the last exported "rollout_duration_ms" sum (lastHistogramSum).
+//   the last exported "rollout_duration_ms" sum and start time in unix ns
+//   (lastHistogramSum, lastHistogramStart).
 //
 // Exit status: 0 all good; 1 any export failure / SDK error (printed to stderr as
 // "jsclient: ERROR ...", including failures while flushing at shutdown); 2 bad
@@ -145,6 +150,7 @@ const metricIntervalMs = envInt('CLIENT_METRIC_INTERVAL_MS', 1000, 1);
 const secondDelayMs = envInt('CLIENT_SECOND_DELAY_MS', 2500, 0);
 const rolloutCount = envInt('CLIENT_ROLLOUTS', 20, 0);
 const rolloutMs = envInt('CLIENT_ROLLOUT_MS', 200, 0);
+const startAtMs = envInt('CLIENT_START_AT_MS', 0, 0);
 const exportTimeoutMs = envInt('CLIENT_EXPORT_TIMEOUT_MS', 5000, 1);
 const spanDelayMs = envInt('CLIENT_SPAN_DELAY_MS', 500, 1);
 const deadlineMs = envInt('CLIENT_DEADLINE_MS', rolloutCount * rolloutMs + 60000, 1);
@@ -157,6 +163,12 @@ if (!Number.isFinite(histOffset)) {
 
 function note(msg) {
   if (verbose) process.stderr.write(`jsclient: ${msg}\n`);
+}
+
+// Wait for CLIENT_START_AT_MS before any SDK part exists: the metric readers'
+// export timers start with the workload, as in a process that starts then.
+if (startAtMs > Date.now()) {
+  await new Promise((resolve) => setTimeout(resolve, startAtMs - Date.now()));
 }
 
 // ------------------------------------------------------- error tracking ---
@@ -272,12 +284,15 @@ function newMetricExporter(label) {
       : protocol === 'http/protobuf'
         ? new ProtoMetricExporter(opts)
         : new JsonMetricExporter(opts);
-  const stats = { label, url, exports: 0, succeeded: 0, failed: 0, lastCounter: null, lastHistogramSum: null };
+  const stats = { label, url, exports: 0, succeeded: 0, failed: 0, lastCounter: null, lastHistogramSum: null, lastHistogramStart: null };
   watchExporter(exporter, stats, (resourceMetrics, s) => {
     for (const sm of resourceMetrics.scopeMetrics) {
       for (const md of sm.metrics) {
         if (md.descriptor.name === HISTOGRAM_NAME) {
-          for (const dp of md.dataPoints) s.lastHistogramSum = dp.value.sum;
+          for (const dp of md.dataPoints) {
+            s.lastHistogramSum = dp.value.sum;
+            s.lastHistogramStart = hrToNanos(dp.startTime);
+          }
           continue;
         }
         if (md.descriptor.name !== COUNTER_NAME) continue;
@@ -519,6 +534,7 @@ const summary = {
     failed: p.stats.failed,
     lastCounter: p.stats.lastCounter,
     lastHistogramSum: p.stats.lastHistogramSum,
+    lastHistogramStart: p.stats.lastHistogramStart,
   })),
 };
 process.stdout.write(`${JSON.stringify(summary)}\n`);
