@@ -10,7 +10,7 @@
 #   bench/ab.sh -matrix full         # that pair in every cell of senders 1,2,16,64 ×
 #                                    # spans per request 64,512,8192 × saturation,
 #                                    # 10k and 40k spans/s: 5 rounds (hours)
-#   bench/ab.sh -matrix quick        # the same cells, one short round each (~40 min)
+#   bench/ab.sh -matrix quick        # the same cells, one short round each (about 10 min)
 #
 # Extra arguments go to the driver, bench/ab (go run ./bench/ab -h lists
 # them). PIN=1 (with taskset and at least 2 CPUs) pins the driver (load
