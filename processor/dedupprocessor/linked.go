@@ -23,13 +23,6 @@ type link struct {
 
 var linked = &link{states: make(map[component.ID]map[*state]struct{})}
 
-// LinkedTakeBack returns the TakeBack that reaches the processors made by
-// the factories NewFactory returns, by component ID. A take back fails
-// when no processor, or more than one (two collectors in one process),
-// runs under that ID; pair NewFactoryWithTakeBack's factory and TakeBack
-// instead where that can happen.
-func LinkedTakeBack() *TakeBack { return &TakeBack{link: linked} }
-
 func (l *link) add(st *state) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -37,6 +37,13 @@ func NewFactoryWithTakeBack() (processor.Factory, *TakeBack) {
 	return f.processorFactory(), &TakeBack{f: f}
 }
 
+// LinkedTakeBack returns the TakeBack that reaches the processors made by
+// the factories NewFactory returns, by component ID. A take back fails
+// when no processor, or more than one (two collectors in one process),
+// runs under that ID; pair NewFactoryWithTakeBack's factory and TakeBack
+// instead where that can happen.
+func LinkedTakeBack() *TakeBack { return &TakeBack{link: linked} }
+
 // running returns the state of the processor id while it runs.
 func (t *TakeBack) running(id component.ID) (*state, error) {
 	if t.link != nil {
@@ -131,23 +138,23 @@ func (s *state) reportLoss(ctx context.Context, w *signalWindow, items int64, ta
 // exporter calls it when it starts, whether or not the processor runs yet,
 // and the returned function when it shuts down.
 func (t *TakeBack) WatchQueue(id, exporter component.ID, signal, sizer string, depth QueueDepth) (unwatch func()) {
-	return t.queues().watch(id, exporter, signal, sizer, depth, nil)
+	return t.watched().watch(id, exporter, signal, sizer, depth, nil)
 }
 
 // WatchUpstream is WatchQueue with the health of the exporter's upstream
 // (reachable, refusing, unreachable since when, its last error and
 // success) read by upstream, shown beside the queue.
 func (t *TakeBack) WatchUpstream(id, exporter component.ID, signal, sizer string, depth QueueDepth, upstream func() upstreamhealth.Snapshot) (unwatch func()) {
-	return t.queues().watch(id, exporter, signal, sizer, depth, upstream)
+	return t.watched().watch(id, exporter, signal, sizer, depth, upstream)
 }
 
 // Queues reads the sending queues watched for the dedup processor id,
 // by exporter and signal.
-func (t *TakeBack) Queues(id component.ID) []QueueStatus { return t.queues().read(id) }
+func (t *TakeBack) Queues(id component.ID) []QueueStatus { return t.watched().read(id) }
 
-// queues is where t's exporters report their sending queues: where the
+// watched is where t's exporters report their sending queues: where the
 // status pages of the processors t reaches read them.
-func (t *TakeBack) queues() *queueWatch {
+func (t *TakeBack) watched() *queueWatch {
 	if t.link != nil {
 		return &t.link.queues
 	}
