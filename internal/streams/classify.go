@@ -99,6 +99,7 @@ type Pair struct {
 	class   Class
 	pooled  bool  // class set by SetClass, not by this pair's evidence
 	noMM    bool  // a writer's min or max moved back: not cumulative, not compared
+	negSum  bool  // a writer measured a negative value: its sum may fall, not compared
 	part    uint8 // peer: the value whose bounds crossed
 	tests   uint32
 	moves   uint32
@@ -302,6 +303,14 @@ func (p *Pair) Add(shape Shape, pt Point) (moves int, ok bool) {
 			p.noMM = true
 		}
 	}
+	if cur.mm && cur.mn < 0 && !p.negSum {
+		// A sum of measurements some of which are negative may fall, so
+		// the bracketing bounds (which take the sum for a count) do not
+		// hold for it: forget the sum's and compare it no more. The joint
+		// test bounds the measurements by min and max instead, and stays.
+		p.negSum = true
+		p.bounded &^= 1 << 1
+	}
 	if cur.n > 2 {
 		if p.layout == 0 {
 			p.layout = pt.Layout | 1
@@ -379,6 +388,9 @@ func (p *Pair) bound(x, y *sample) {
 		}
 	}
 	for k := range min(x.n, y.n) {
+		if k == 1 && p.negSum {
+			continue
+		}
 		d := x.v[k] - y.v[k]
 		p.scale[k] = max(p.scale[k], math.Abs(x.v[k]), math.Abs(y.v[k]))
 		bit := uint8(1) << k
