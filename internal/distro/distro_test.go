@@ -5,6 +5,10 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/confmap"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/doubletake/doubletake/processor/dedupprocessor"
 )
 
 func TestComponentsCarryWhatTheGatewayPromises(t *testing.T) {
@@ -128,6 +132,37 @@ func TestDefaultConfigFSync(t *testing.T) {
 		}
 		if !strings.Contains(y, want) {
 			t.Errorf("FSync %t: the config lacks %q", on, want)
+		}
+	}
+}
+
+// TestDefaultConfigJudgesSecondWriters: the embedded default keeps the
+// processor's own overlap policy (auto), in both modes, so that processes
+// sharing one identity keep their counts where the gateway runs as shipped.
+func TestDefaultConfigJudgesSecondWriters(t *testing.T) {
+	want := dedupprocessor.NewFactory().CreateDefaultConfig().(*dedupprocessor.Config).Metrics.Overlap
+	if want != dedupprocessor.OverlapAuto {
+		t.Fatalf("the processor's default overlap is %q", want)
+	}
+	for _, upstream := range []string{"", "https://collector.example:4317"} {
+		o := DefaultOptions()
+		o.Upstream = upstream
+		text, err := DefaultConfig(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var raw map[string]any
+		if err := yaml.Unmarshal([]byte(text), &raw); err != nil {
+			t.Fatal(err)
+		}
+		procs, _ := raw["processors"].(map[string]any)
+		conf := confmap.NewFromStringMap(procs["dedup"].(map[string]any))
+		cfg := dedupprocessor.NewFactory().CreateDefaultConfig().(*dedupprocessor.Config)
+		if err := conf.Unmarshal(cfg); err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Metrics.Overlap != want {
+			t.Errorf("upstream %q: the embedded default sets metrics.overlap %q, the processor's default is %q", upstream, cfg.Metrics.Overlap, want)
 		}
 	}
 }
