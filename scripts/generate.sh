@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 
 components=(processor/dedupprocessor extension/guardextension exporter/dedupotlpexporter
   exporter/dedupotlphttpexporter exporter/serieslimitprometheusexporter
-  extension/encoding/otlpjsonencodingextension)
+  extension/encoding/otlpjsonencodingextension extension/logstorageextension)
 
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT

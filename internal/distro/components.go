@@ -30,6 +30,7 @@ import (
 	"github.com/doubletake/doubletake/exporter/serieslimitprometheusexporter"
 	"github.com/doubletake/doubletake/extension/encoding/otlpjsonencodingextension"
 	"github.com/doubletake/doubletake/extension/guardextension"
+	"github.com/doubletake/doubletake/extension/logstorageextension"
 	"github.com/doubletake/doubletake/processor/dedupprocessor"
 )
 
@@ -81,6 +82,7 @@ func Components() (otelcol.Factories, error) {
 		filestorage.NewFactory(),
 		bearertokenauthextension.NewFactory(),
 		guardextension.NewFactory(),
+		logstorageextension.NewFactory(),
 		otlpjsonencodingextension.NewFactory(),
 	); err != nil {
 		return f, err
