@@ -42,9 +42,11 @@ type Config struct {
 	Direct DirectConfig `mapstructure:"direct"`
 }
 
-// DirectConfig sends each request straight to the upstream, and answers
-// its sender with the upstream's answer, while the sending queue is empty:
-// then nothing is written to the queue's storage. Requests that arrive
+// DirectConfig sends each request at least as large as the queue's batch
+// (sending_queue::batch::min_size, when sized in bytes) straight to the
+// upstream, and answers its sender with the upstream's answer, while the
+// sending queue is empty: then nothing is written to the queue's storage.
+// A smaller request goes to the queue, which sends it with others. Requests that arrive
 // while a direct send is under way wait for it and are sent together (at
 // most max_request_bytes, encoded), unless it has run longer than
 // SlowAfter: then they go to the sending queue. A direct send is bounded

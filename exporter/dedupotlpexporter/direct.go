@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"go.opentelemetry.io/collector/exporter/exporterhelper"
+
 	"go.opentelemetry.io/collector/consumer/consumererror"
 )
 
@@ -11,6 +13,21 @@ import (
 // encoded size is bounded by max_request_bytes) and the requests that wait
 // for direct sends: past it a request goes to the queue.
 const maxDirectCalls = 1024
+
+// directMin is the smallest request sent directly: the queue batcher's
+// min_size in bytes, the batch it would wait to gather. A request that
+// fills it alone gains nothing from the queue; a smaller one, sent alone,
+// pays a whole upstream send (gRPC, compression, a wake-up per request)
+// for a few items, where the queue appends it to its storage and sends it
+// upstream with the others (bench/ab.sh -matrix: 64 and 512-span
+// requests from few senders). Without a batcher, or sized in items or
+// requests, every request qualifies.
+func directMin(q *exporterhelper.QueueBatchConfig) int {
+	if !q.Batch.HasValue() || q.Batch.Get().Sizer.String() != "bytes" {
+		return 0
+	}
+	return int(q.Batch.Get().MinSize)
+}
 
 // sized is a request with its encoded size, which bounds a direct group.
 type sized[T any] struct {

@@ -504,3 +504,47 @@ func TestDirectConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestDirectOnlyForRequestsThatFillABatch: with a queue batcher, a request
+// smaller than its min_size goes to the queue (which sends it upstream
+// with others) and one at least that large goes straight to the upstream,
+// the queue being empty. Both are delivered once.
+func TestDirectOnlyForRequestsThatFillABatch(t *testing.T) {
+	const minSize = 4096
+	r := startDirect(t, map[string]any{
+		"sending_queue": map[string]any{"enabled": true, "storage": "file_storage", "num_consumers": 1, "sizer": "bytes", "queue_size": 64 << 20,
+			"batch": map[string]any{"sizer": "bytes", "min_size": minSize, "max_size": 1 << 20, "flush_timeout": "10ms"}},
+	})
+	if r.exp.up.directMin != minSize {
+		t.Fatalf("directMin %d, want the batch's min_size %d", r.exp.up.directMin, minSize)
+	}
+	small := r.request("small", 5)
+	large := r.request("large", 400)
+	if s := (&ptrace.ProtoMarshaler{}).TracesSize(small); s >= minSize {
+		t.Fatalf("the small request is %d bytes", s)
+	}
+	if s := (&ptrace.ProtoMarshaler{}).TracesSize(large); s < minSize {
+		t.Fatalf("the large request is %d bytes", s)
+	}
+	wantSmall, wantLarge := cloneTraces(small), cloneTraces(large)
+	if err := r.proc.ConsumeTraces(context.Background(), small); err != nil {
+		t.Fatal(err)
+	}
+	if st := r.exp.group.Stats(); st.Calls != 1 {
+		t.Fatalf("the small request did not go to the queue: %+v", st)
+	}
+	waitUntil(t, "the small request upstream", func() bool { ok, _ := r.up.has(wantSmall); return ok })
+	waitUntil(t, "an empty queue", func() bool { return r.queueSize() == 0 })
+	if err := r.proc.ConsumeTraces(context.Background(), large); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := r.up.has(wantLarge); !ok {
+		t.Fatal("the large request was answered before the upstream had it")
+	}
+	if st := r.exp.direct.Stats(); st.Calls != 1 {
+		t.Fatalf("direct sends %+v, want the large request's", st)
+	}
+	if c := r.up.copies(); c != 0 {
+		t.Fatalf("%d copies upstream", c)
+	}
+}

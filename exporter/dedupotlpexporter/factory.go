@@ -151,6 +151,7 @@ func (f *factory) prepare(set exporter.Settings, cfg component.Config) (*upstrea
 	}
 	if q.HasValue() {
 		up.sizer = q.Get().Sizer.String()
+		up.directMin = directMin(q.Get())
 	}
 	outerSet := set
 	outerSet.MeterProvider = up.queue.meterProvider(set.MeterProvider)

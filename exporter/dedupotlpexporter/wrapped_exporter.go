@@ -44,6 +44,10 @@ type upstream struct {
 	// direct says whether requests go straight to the upstream while the
 	// queue is empty (direct::enabled, with a sending queue).
 	direct bool
+	// directMin is the smallest request (encoded bytes) sent directly:
+	// a smaller one goes to the queue, whose batcher sends it upstream
+	// with others (direct.go).
+	directMin int
 }
 
 // signal is what the wrapper knows of one signal's data.
@@ -134,7 +138,7 @@ func (w *wrapped[T]) send(ctx context.Context, data T) error {
 	if err != nil {
 		return err
 	}
-	if w.direct != nil && size <= w.up.cfg.MaxRequestBytes-envelope && w.direct.Waiting() < maxDirectCalls && !w.slow() && w.up.queueEmpty() {
+	if w.direct != nil && size >= w.up.directMin && size <= w.up.cfg.MaxRequestBytes-envelope && w.direct.Waiting() < maxDirectCalls && !w.slow() && w.up.queueEmpty() {
 		if mergeable(ctx) {
 			return w.direct.Do(ctx, sized[T]{data, size})
 		}
