@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/doubletake/doubletake/extension/logstorageextension/internal/metadata"
+	"github.com/doubletake/doubletake/internal/recovered"
 )
 
 type logStorage struct {
@@ -130,20 +131,42 @@ func (e *logStorage) GetClient(_ context.Context, kind component.Kind, id compon
 	}}, nil
 }
 
-// discarded logs and counts what opening a client cut.
+// discarded logs and counts what opening a client cut or found missing,
+// and has the status page and otelcol_processor_dedup_storage_recovered_items
+// show a loss (internal/recovered) until the process exits.
 func (e *logStorage) discarded(cn string) func(Discarded) {
 	return func(d Discarded) {
 		reason := "damaged"
-		if d.Torn {
+		fields := []zap.Field{zap.String("client", cn), zap.String("segment", d.Segment), zap.Int64("offset", d.Offset), zap.Int64("bytes", d.Bytes), zap.String("cause", d.Cause)}
+		switch {
+		case d.Torn:
 			reason = "torn"
-			e.logger.Warn("A write cut short by a crash was cut from the end of the newest segment; it was never acknowledged",
-				zap.String("client", cn), zap.String("segment", d.Segment), zap.Int64("offset", d.Offset), zap.Int64("bytes", d.Bytes), zap.String("cause", d.Cause))
-		} else {
-			e.logger.Error("A damaged segment was cut where its records stopped checking out: what its writes stored from there on is lost, unless a later write stored it again; the damaged bytes were kept aside",
-				zap.String("client", cn), zap.String("segment", d.Segment), zap.Int64("offset", d.Offset), zap.Int64("bytes", d.Bytes), zap.String("cause", d.Cause), zap.String("kept_as", d.KeptAs))
+			e.logger.Warn("A write cut short by a crash was cut from the end of the newest segment; it was never acknowledged", fields...)
+		case d.Truncated:
+			reason = "truncated"
+			line := fmt.Sprintf("log_storage %s: %s (%d bytes of acknowledged writes lost; what they stored cannot be counted)", cn, d.Cause, d.Bytes)
+			e.logger.Error("A segment lost writes that had been acknowledged (truncated, a copy cut short, or a power loss without fsync): what they stored is lost", fields...)
+			recovered.Add(recovered.File{Path: d.Segment, Store: storeOf(cn), LostUncounted: true, Line: line})
+		default:
+			line := fmt.Sprintf("log_storage %s: %s at offset %d: %d bytes cut, kept as %s (what they stored is lost unless written again later; it cannot be counted)", cn, d.Cause, d.Offset, d.Bytes, d.KeptAs)
+			e.logger.Error("A damaged range of a segment was cut; the records after it were kept. What the damaged records stored is lost unless a later write stored it again; the damaged bytes were kept aside",
+				append(fields, zap.String("kept_as", d.KeptAs))...)
+			recovered.Add(recovered.File{Path: d.Segment, MovedTo: d.KeptAs, Store: storeOf(cn), LostUncounted: true, Line: line})
 		}
 		e.tb.LogStorageDiscardedBytes.Add(context.Background(), d.Bytes, metric.WithAttributeSet(attribute.NewSet(attribute.String("client", cn), attribute.String("reason", reason))))
 	}
+}
+
+// storeOf names what a client holds for internal/recovered: an
+// exporter's persistent queue, dedup's journal, or another component's.
+func storeOf(clientName string) string {
+	switch {
+	case strings.HasPrefix(clientName, "exporter_"):
+		return "queue"
+	case strings.HasPrefix(clientName, "processor_dedup_"):
+		return "journal"
+	}
+	return "storage"
 }
 
 // closer frees the client's name when it is closed.

@@ -1,13 +1,11 @@
 package logstorageextension
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -34,6 +32,9 @@ const (
 	opDelete  = 2
 	// maxRecord bounds one record's payload: a longer header is damage.
 	maxRecord = 1 << 30
+	// maxSegmentFile bounds a segment file read at open: a segment holds
+	// records up to segment_bytes (at most 1 GiB) or one larger record.
+	maxSegmentFile = maxSegmentBytes + maxRecord + recHeader + int64(len(segMagic))
 	// inlineMax: values up to this size are also held in memory (the
 	// queue's indexes, the journal's meta and headers), larger ones are
 	// read from their segment.
@@ -72,9 +73,12 @@ type Discarded struct {
 	// Torn: the last record of the newest segment was cut short (a
 	// crash during its write: never acknowledged); else the bytes failed
 	// their checksum or framing (damage) and were kept aside in KeptAs.
-	Torn   bool
-	KeptAs string
-	Cause  string
+	Torn bool
+	// Truncated: the segment is shorter than the client had written
+	// (markFile), or missing: acknowledged writes are lost.
+	Truncated bool
+	KeptAs    string
+	Cause     string
 }
 
 // options configure a client.
@@ -103,6 +107,9 @@ type client struct {
 	// broken is set when a failed write could not be undone: the
 	// segment's end is unknown, so nothing more is written.
 	broken error
+	// markF is the mark file, markTimer its write pending (markSoon).
+	markF     *os.File
+	markTimer *time.Timer
 }
 
 func segName(num uint64) string { return fmt.Sprintf("%016x.log", num) }
@@ -118,12 +125,17 @@ func openClient(dir string, opt options) (*client, error) {
 	if err != nil {
 		return nil, err
 	}
+	hw := readMark(dir)
+	sizes := map[uint64]int64{}
 	for i, num := range nums {
-		if err := c.replay(num, i == len(nums)-1); err != nil {
+		size, err := c.replay(num, i == len(nums)-1, hw)
+		if err != nil {
 			c.closeFiles()
 			return nil, err
 		}
+		sizes[num] = size
 	}
+	c.checkMark(hw, sizes, nums)
 	c.countLive()
 	if len(c.segs) == 0 || c.segs[len(c.segs)-1].size >= c.opt.segmentBytes {
 		if err := c.roll(); err != nil {
@@ -160,57 +172,307 @@ func listSegments(dir string) ([]uint64, error) {
 }
 
 // replay reads segment num into the index. A record that fails its
-// checksum or framing ends what is read of the segment: the bytes from it
-// on are cut (kept aside unless they are the newest segment's torn tail).
-func (c *client) replay(num uint64, newest bool) error {
+// checksum or framing is damage, unless it is the newest segment's last
+// record, cut short (a write a crash interrupted): the damaged bytes are
+// kept aside and cut, and reading resumes at the next offset where a
+// whole record checks out (resync), so that damage costs the records it
+// hit, not the rest of the segment. The file is then rewritten without
+// the damaged bytes.
+func (c *client) replay(num uint64, newest bool, hw mark) (int64, error) {
 	path := filepath.Join(c.dir, segName(num))
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0, err
+	}
+	if st.Size() > maxSegmentFile {
+		return 0, fmt.Errorf("log_storage: %s is %d bytes, more than a segment can be (%d): not a segment of this store", path, st.Size(), maxSegmentFile)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	size := int64(len(data))
+	if newest && size < int64(len(segMagic)) && strings.HasPrefix(segMagic, string(data)) {
+		// Created, its magic not fully written: nothing in it.
+		if c.opt.discarded != nil && size > 0 {
+			c.opt.discarded(Discarded{Segment: path, Offset: 0, Bytes: size, Torn: true, Cause: "the segment's header was cut short"})
+		}
+		if err := os.Remove(path); err != nil {
+			return 0, fmt.Errorf("log_storage: removing %s: %w", path, err)
+		}
+		return size, nil
+	}
+	var good []byte // the segment without its damage, once it has some
+	var damaged []span
+	off := int64(len(segMagic))
+	if string(data[:min(size, off)]) != segMagic {
+		// Its header damaged: a good one is written, and the records
+		// after the damage are kept.
+		next := resync(data, 1)
+		damaged = append(damaged, span{0, next, "not a log_storage segment header (bad magic)"})
+		good = []byte(segMagic)
+		off = next
+	}
+	for off < size {
+		n, cause := checkRecord(data, off)
+		if cause == "" {
+			at := off // where the record is once the segment is rewritten
+			if good != nil {
+				at = int64(len(good))
+			}
+			if err := c.apply(num, at+recHeader, data[off+recHeader:off+recHeader+n]); err != nil {
+				cause = err.Error()
+			}
+		}
+		if cause == "" {
+			if good != nil {
+				good = append(good, data[off:off+recHeader+n]...)
+			}
+			off += recHeader + n
+			continue
+		}
+		// Damage, or a torn last record: find the next whole record.
+		next := resync(data, off+1)
+		if good == nil {
+			good = slices.Clone(data[:off])
+		}
+		if k := len(damaged) - 1; k >= 0 && damaged[k].to == off {
+			damaged[k].to = next
+		} else {
+			damaged = append(damaged, span{off, next, cause})
+		}
+		off = next
+	}
+	if len(damaged) > 0 {
+		// Torn: the newest segment's last record cut short, past what
+		// the mark says was written before (a write cut short by the
+		// crash, not a truncation of what had been acknowledged).
+		// A record cut short before the mark is a truncation: checkMark
+		// reports it, from the last whole record on.
+		tail := newest && len(damaged) == 1 && damaged[0].to == size && tornTail(data, damaged[0].from)
+		torn := tail && (!hw.ok || hw.num != num || damaged[0].from >= hw.size)
+		if tail && !torn {
+			size = damaged[0].from
+			damaged = nil
+		}
+		if err := c.cutDamage(path, data, good, damaged, torn); err != nil {
+			return 0, err
+		}
+		data = good
+	}
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return 0, err
+	}
+	seg := &segment{num: num, f: f, size: int64(len(data))}
+	c.addSegment(seg)
+	return size, nil
+}
+
+// markFile holds where the client had written to, about a second after
+// its writes and at Close: the newest segment's number and size, a format
+// version and a CRC32C. Opening the client compares it with the segments:
+// a segment shorter than the mark says, or missing, lost writes that had
+// been acknowledged (a truncation, a copy cut short, a power loss without
+// fsync), which a log's records alone cannot tell from writes that never
+// happened. Writes of the last second before the process stopped are not
+// covered.
+const markFile = "WRITTEN"
+
+// mark is a decoded markFile; ok is false without a valid one.
+type mark struct {
+	num  uint64
+	size int64
+	ok   bool
+}
+
+func readMark(dir string) mark {
+	b, err := os.ReadFile(filepath.Join(dir, markFile))
+	if err != nil || len(b) != 24 || binary.LittleEndian.Uint32(b[16:]) != 1 || crc32.Checksum(b[:20], castagnoli) != binary.LittleEndian.Uint32(b[20:]) {
+		return mark{}
+	}
+	return mark{num: binary.LittleEndian.Uint64(b), size: int64(binary.LittleEndian.Uint64(b[8:])), ok: true}
+}
+
+// checkMark reports the writes the segments lost against the mark: sizes
+// are the segments' sizes as found (before damage was cut).
+func (c *client) checkMark(hw mark, sizes map[uint64]int64, nums []uint64) {
+	if !hw.ok || c.opt.discarded == nil {
+		return
+	}
+	path := filepath.Join(c.dir, segName(hw.num))
+	if size, ok := sizes[hw.num]; ok {
+		if size < hw.size {
+			c.opt.discarded(Discarded{Segment: path, Offset: size, Bytes: hw.size - size, Truncated: true,
+				Cause: fmt.Sprintf("the segment is %d bytes, %d had been written: truncated", size, hw.size)})
+		}
+		return
+	}
+	if len(nums) > 0 && nums[len(nums)-1] > hw.num {
+		return // rolled past it, and it was removed as dead
+	}
+	c.opt.discarded(Discarded{Segment: path, Bytes: hw.size, Truncated: true,
+		Cause: fmt.Sprintf("the segment, %d bytes written, is missing", hw.size)})
+}
+
+// writeMark writes the mark of the newest segment.
+func (c *client) writeMark() error {
+	if len(c.segs) == 0 {
+		return nil
+	}
+	seg := c.segs[len(c.segs)-1]
+	var b [24]byte
+	binary.LittleEndian.PutUint64(b[:], seg.num)
+	binary.LittleEndian.PutUint64(b[8:], uint64(seg.size))
+	binary.LittleEndian.PutUint32(b[16:], 1)
+	binary.LittleEndian.PutUint32(b[20:], crc32.Checksum(b[:20], castagnoli))
+	if c.markF == nil {
+		f, err := os.OpenFile(filepath.Join(c.dir, markFile), os.O_CREATE|os.O_WRONLY, 0o600)
+		if err != nil {
+			return err
+		}
+		c.markF = f
+	}
+	_, err := c.markF.WriteAt(b[:], 0)
+	return err
+}
+
+// markSoon writes the mark a second after a write, once per second.
+func (c *client) markSoon() {
+	if c.markTimer != nil {
+		return
+	}
+	c.markTimer = time.AfterFunc(time.Second, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.markTimer = nil
+		if !c.closed {
+			_ = c.writeMark() // advisory: a mark not written checks less at the next open
+		}
+	})
+}
+
+// span is a damaged range of a segment.
+type span struct {
+	from, to int64
+	cause    string
+}
+
+// checkRecord checks the record at off: its length and checksum. It
+// returns the payload's length, or why the record is not whole.
+func checkRecord(data []byte, off int64) (int64, string) {
+	size := int64(len(data))
+	if off+recHeader > size {
+		return 0, "a record header cut short"
+	}
+	n := int64(binary.LittleEndian.Uint32(data[off:]))
+	if n > maxRecord || off+recHeader+n > size {
+		return 0, fmt.Sprintf("a record of %d bytes where %d remain", n, size-off-recHeader)
+	}
+	if n < 2 {
+		return 0, "an empty record"
+	}
+	// The operations must parse to the record's end before the checksum
+	// is computed: resync tries every offset of a damaged range, and most
+	// random lengths that fit would otherwise cost a checksum of up to
+	// the whole segment each.
+	if !parses(data[off+recHeader : off+recHeader+n]) {
+		return 0, "a record whose operations do not parse"
+	}
+	if crc32.Checksum(data[off+recHeader:off+recHeader+n], castagnoli) != binary.LittleEndian.Uint32(data[off+4:]) {
+		return 0, "a record's checksum does not match"
+	}
+	return n, ""
+}
+
+// parses says whether p is a sequence of whole operations.
+func parses(p []byte) bool {
+	for i := 0; i < len(p); {
+		op := p[i]
+		i++
+		if op != opSet && op != opDelete {
+			return false
+		}
+		kl, n := binary.Uvarint(p[i:])
+		if n <= 0 || kl > uint64(len(p)-i-n) {
+			return false
+		}
+		i += n + int(kl)
+		if op == opSet {
+			vl, n := binary.Uvarint(p[i:])
+			if n <= 0 || vl > uint64(len(p)-i-n) {
+				return false
+			}
+			i += n + int(vl)
+		}
+	}
+	return true
+}
+
+// resync returns the first offset from from on where a whole record
+// starts (its length in bounds, its checksum matching), or the end.
+func resync(data []byte, from int64) int64 {
+	for off := from; off+recHeader < int64(len(data)); off++ {
+		if _, cause := checkRecord(data, off); cause == "" {
+			return off
+		}
+	}
+	return int64(len(data))
+}
+
+// tornTail says whether the bytes from off on are one record cut short: a
+// header claiming more bytes than the segment has (or a header itself cut
+// short). A crash during a write leaves nothing else.
+func tornTail(data []byte, off int64) bool {
+	size := int64(len(data))
+	if off+recHeader > size {
+		return true
+	}
+	n := int64(binary.LittleEndian.Uint32(data[off:]))
+	return n >= 2 && n <= maxRecord && off+recHeader+n > size
+}
+
+// cutDamage keeps a segment's damaged bytes aside (unless they are a torn
+// tail), reports them, and rewrites the segment without them (a temporary
+// file, synced, renamed over it).
+func (c *client) cutDamage(path string, data, good []byte, damaged []span, torn bool) error {
+	for _, d := range damaged {
+		rep := Discarded{Segment: path, Offset: d.from, Bytes: d.to - d.from, Torn: torn, Cause: d.cause}
+		if !torn && rep.Bytes > 0 {
+			kept := fmt.Sprintf("%s.damaged-%d-%s", path, d.from, time.Now().UTC().Format("20060102T150405.000000000Z"))
+			if err := writeSynced(kept, data[d.from:d.to]); err != nil {
+				return fmt.Errorf("log_storage: keeping the damaged bytes of %s aside: %w", path, err)
+			}
+			rep.KeptAs = kept
+		}
+		if c.opt.discarded != nil {
+			c.opt.discarded(rep)
+		}
+	}
+	tmp := path + ".rewrite"
+	if err := writeSynced(tmp, good); err != nil {
+		return fmt.Errorf("log_storage: rewriting %s without its damage: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("log_storage: rewriting %s without its damage: %w", path, err)
+	}
+	return nil
+}
+
+func writeSynced(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
 		return err
 	}
-	st, err := f.Stat()
-	if err != nil {
+	if _, err := f.Write(b); err != nil {
 		f.Close()
 		return err
 	}
-	size := st.Size()
-	seg := &segment{num: num, f: f}
-	r := bufio.NewReaderSize(io.NewSectionReader(f, 0, size), 1<<20)
-	var magic [len(segMagic)]byte
-	if _, err := io.ReadFull(r, magic[:]); err != nil || string(magic[:]) != segMagic {
-		if newest && size < int64(len(segMagic)) && strings.HasPrefix(segMagic, string(magic[:size])) {
-			// Created, its magic not fully written: nothing in it.
-			return c.cut(seg, 0, size, true, "the segment's header was cut short", true)
-		}
-		return c.cut(seg, 0, size, false, "not a log_storage segment (bad magic)", true)
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
 	}
-	off := int64(len(segMagic))
-	var hdr [recHeader]byte
-	var payload []byte
-	for off < size {
-		if _, err := io.ReadFull(r, hdr[:]); err != nil {
-			return c.cut(seg, off, size-off, newest, "a record header cut short", false)
-		}
-		n := int64(binary.LittleEndian.Uint32(hdr[:4]))
-		if n > maxRecord || off+recHeader+n > size {
-			torn := newest && off+recHeader+n > size && n <= maxRecord
-			return c.cut(seg, off, size-off, torn, fmt.Sprintf("a record of %d bytes where %d remain", n, size-off-recHeader), false)
-		}
-		payload = slices.Grow(payload[:0], int(n))[:n]
-		if _, err := io.ReadFull(r, payload); err != nil {
-			return c.cut(seg, off, size-off, false, "reading a record: "+err.Error(), false)
-		}
-		if crc32.Checksum(payload, castagnoli) != binary.LittleEndian.Uint32(hdr[4:]) {
-			return c.cut(seg, off, size-off, false, "a record's checksum does not match", false)
-		}
-		if err := c.apply(num, off+recHeader, payload); err != nil {
-			return c.cut(seg, off, size-off, false, err.Error(), false)
-		}
-		off += recHeader + n
-	}
-	seg.size = off
-	c.addSegment(seg)
-	return nil
+	return f.Close()
 }
 
 // addSegment appends a replayed segment.
@@ -227,54 +489,6 @@ func (c *client) countLive() {
 			c.live += l.cost(k)
 		}
 	}
-}
-
-// cut discards the bytes of seg from off on, keeping them aside when they
-// are damage, and goes on with the segment before off (none when whole).
-func (c *client) cut(seg *segment, off, n int64, torn bool, cause string, whole bool) error {
-	d := Discarded{Segment: seg.f.Name(), Offset: off, Bytes: n, Torn: torn, Cause: cause}
-	if !torn && n > 0 {
-		kept := fmt.Sprintf("%s.damaged-%s", seg.f.Name(), time.Now().UTC().Format("20060102T150405.000000000Z"))
-		if err := copyRange(seg.f, off, n, kept); err != nil {
-			seg.f.Close()
-			return fmt.Errorf("log_storage: keeping the damaged part of %s aside: %w", seg.f.Name(), err)
-		}
-		d.KeptAs = kept
-	}
-	if c.opt.discarded != nil {
-		c.opt.discarded(d)
-	}
-	if whole {
-		name := seg.f.Name()
-		seg.f.Close()
-		if err := os.Remove(name); err != nil {
-			return fmt.Errorf("log_storage: removing %s: %w", name, err)
-		}
-		return nil
-	}
-	if err := seg.f.Truncate(off); err != nil {
-		seg.f.Close()
-		return fmt.Errorf("log_storage: cutting %s at %d: %w", seg.f.Name(), off, err)
-	}
-	seg.size = off
-	c.addSegment(seg)
-	return nil
-}
-
-func copyRange(f *os.File, off, n int64, to string) error {
-	out, err := os.OpenFile(to, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, io.NewSectionReader(f, off, n)); err != nil {
-		out.Close()
-		return err
-	}
-	if err := out.Sync(); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }
 
 // apply applies one record's operations to the index; base is the
@@ -544,7 +758,7 @@ func (c *client) write(b []byte) (*segment, error) {
 	}
 	if _, err := seg.f.WriteAt(b, seg.size); err != nil {
 		if terr := seg.f.Truncate(seg.size); terr != nil {
-			c.broken = fmt.Errorf("log_storage: a failed write to %s could not be cut off (%v), nothing more is written: %w", seg.f.Name(), terr, err)
+			c.broken = fmt.Errorf("log_storage: a failed write to %s could not be cut off (%w), nothing more is written: %w", seg.f.Name(), terr, err)
 		}
 		return nil, fmt.Errorf("log_storage: writing %s: %w", seg.f.Name(), err)
 	}
@@ -559,6 +773,7 @@ func (c *client) write(b []byte) (*segment, error) {
 	}
 	seg.size += int64(len(b))
 	c.total += int64(len(b))
+	c.markSoon()
 	return seg, nil
 }
 
@@ -680,9 +895,20 @@ func (c *client) Close(context.Context) error {
 		return nil
 	}
 	c.closed = true
+	if c.markTimer != nil {
+		c.markTimer.Stop()
+		c.markTimer = nil
+	}
 	var err error
 	if c.opt.fsync && len(c.segs) > 0 {
 		err = c.segs[len(c.segs)-1].f.Sync()
+	}
+	if c.broken == nil {
+		err = errors.Join(err, c.writeMark())
+	}
+	if c.markF != nil {
+		err = errors.Join(err, c.markF.Close())
+		c.markF = nil
 	}
 	c.closeFiles()
 	return err

@@ -67,7 +67,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.LogStorageDiscardedBytes, err = builder.meter.Int64Counter(
 		"otelcol_log_storage_discarded_bytes",
-		metric.WithDescription("Segment bytes cut when a client was opened: reason torn (a write cut short by a crash, never acknowledged) or damaged (kept aside as SEGMENT.damaged-TIME; what it stored is lost). [Alpha]"),
+		metric.WithDescription("Segment bytes cut or missing when a client was opened: reason torn (a write cut short by a crash, never acknowledged), damaged (kept aside as SEGMENT.damaged-OFFSET-TIME; what it stored is lost) or truncated (acknowledged writes missing). [Alpha]"),
 		metric.WithUnit("By"),
 	)
 	errs = errors.Join(errs, err)

@@ -40,7 +40,7 @@ func AssertEqualLogStorageCompactedBytes(t *testing.T, tt *componenttest.Telemet
 func AssertEqualLogStorageDiscardedBytes(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_log_storage_discarded_bytes",
-		Description: "Segment bytes cut when a client was opened: reason torn (a write cut short by a crash, never acknowledged) or damaged (kept aside as SEGMENT.damaged-TIME; what it stored is lost). [Alpha]",
+		Description: "Segment bytes cut or missing when a client was opened: reason torn (a write cut short by a crash, never acknowledged), damaged (kept aside as SEGMENT.damaged-OFFSET-TIME; what it stored is lost) or truncated (acknowledged writes missing). [Alpha]",
 		Unit:        "By",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
