@@ -141,8 +141,9 @@ checks one. The collector's --feature-gates flag works too (not listed).`
 			return &ExitError{Code: ExitInternal, Err: err}
 		}
 		// One gateway per data dir, its storage checked (and salvaged)
-		// before the collector opens it, its local files writable.
-		lock, err := prepareDataDir(opts)
+		// and, from file_storage, moved to log_storage before the
+		// collector opens it, its local files writable.
+		lock, err := prepareDataDir(opts, yaml)
 		if err != nil {
 			return &ExitError{Code: ExitInternal, Err: err}
 		}

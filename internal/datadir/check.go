@@ -14,7 +14,8 @@ import (
 )
 
 // kind is what a storage file holds, known from its name (file_storage
-// names a client's file kind_type_name[_signal]).
+// names a client's file kind_type_name[_signal]; Migrate adds
+// MigratingSuffix while it imports the file).
 type kind struct {
 	queue  bool   // an exporter's persistent queue
 	signal string // its signal
@@ -22,7 +23,7 @@ type kind struct {
 }
 
 func kindOf(path string) kind {
-	base := filepath.Base(path)
+	base := strings.TrimSuffix(filepath.Base(path), MigratingSuffix)
 	if strings.HasPrefix(base, "exporter_") {
 		for _, s := range []string{"traces", "logs", "metrics"} {
 			if strings.HasSuffix(base, "_"+s) {

@@ -79,7 +79,7 @@ func Recover(ctx context.Context, dir string, check Checker, warn func(msg strin
 	}
 	for _, e := range ents {
 		name := e.Name()
-		if !e.Type().IsRegular() || strings.Contains(name, DamagedMark) || strings.HasPrefix(name, ".") {
+		if !isStorageFile(e) {
 			if strings.HasPrefix(name, ".salvage-") { // a salvage cut short
 				_ = os.Remove(filepath.Join(dir, name))
 			}
