@@ -54,7 +54,7 @@ func TestDefaultConfigRendersBothModes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"endpoint: 127.0.0.1:4317", "file/traces:", "prometheus:", "storage: file_storage", "status:\n      http:\n        endpoint: 127.0.0.1:8890"} {
+	for _, want := range []string{"endpoint: 127.0.0.1:4317", "file/traces:", "prometheus:", "storage: log_storage", "directory: ./doubletake-data/log", "status:\n      http:\n        endpoint: 127.0.0.1:8890"} {
 		if !strings.Contains(local, want) {
 			t.Errorf("local default lacks %q", want)
 		}
@@ -65,7 +65,7 @@ func TestDefaultConfigRendersBothModes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"dedup_otlp_grpc/upstream:", "endpoint: collector.example:4317", "storage: file_storage", "sizer: bytes", "max_size: 4128768", "num_consumers: 1", "exporters: [dedup_otlp_grpc/upstream]"} {
+	for _, want := range []string{"dedup_otlp_grpc/upstream:", "endpoint: collector.example:4317", "storage: log_storage", "max_delay: 0s", "sizer: bytes", "max_size: 4128768", "num_consumers: 1", "exporters: [dedup_otlp_grpc/upstream]"} {
 		if !strings.Contains(up, want) {
 			t.Errorf("upstream default lacks %q", want)
 		}
