@@ -8,8 +8,10 @@ import (
 // Default and bounds of segment_bytes.
 const (
 	DefaultSegmentBytes = 64 << 20
-	minSegmentBytes     = 4096
-	maxSegmentBytes     = 1 << 30
+	// DefaultReadCacheBytes holds a second of a busy queue's entries.
+	DefaultReadCacheBytes = 8 << 20
+	minSegmentBytes       = 4096
+	maxSegmentBytes       = 1 << 30
 )
 
 // Config is log_storage's configuration.
@@ -23,12 +25,17 @@ type Config struct {
 	// SegmentBytes is the size at which a client starts a new segment
 	// file; a record larger than it gets a segment of its own.
 	SegmentBytes int64 `mapstructure:"segment_bytes"`
+	// ReadCacheBytes bounds the values (larger than 64 bytes) written by
+	// this process that each client keeps in memory, the oldest dropped
+	// first, so that reading an entry soon after writing it (the queue
+	// does) needs no read from the file. 0: none.
+	ReadCacheBytes int64 `mapstructure:"read_cache_bytes"`
 
 	_ struct{}
 }
 
 func createDefaultConfig() *Config {
-	return &Config{SegmentBytes: DefaultSegmentBytes}
+	return &Config{SegmentBytes: DefaultSegmentBytes, ReadCacheBytes: DefaultReadCacheBytes}
 }
 
 // Validate checks the configuration.
@@ -39,6 +46,9 @@ func (c *Config) Validate() error {
 	}
 	if c.SegmentBytes < minSegmentBytes || c.SegmentBytes > maxSegmentBytes {
 		errs = append(errs, fmt.Errorf("segment_bytes must be between %d and %d, not %d", minSegmentBytes, maxSegmentBytes, c.SegmentBytes))
+	}
+	if c.ReadCacheBytes < 0 || c.ReadCacheBytes > maxSegmentBytes {
+		errs = append(errs, fmt.Errorf("read_cache_bytes must be between 0 and %d, not %d", maxSegmentBytes, c.ReadCacheBytes))
 	}
 	return errors.Join(errs...)
 }

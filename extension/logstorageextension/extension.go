@@ -27,7 +27,7 @@ type logStorage struct {
 	tb     *metadata.TelemetryBuilder
 
 	mu   sync.Mutex
-	open map[string]bool
+	open map[string]*client
 }
 
 var _ storage.Extension = (*logStorage)(nil)
@@ -37,7 +37,26 @@ func newExtension(set extension.Settings, cfg *Config) (*logStorage, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &logStorage{cfg: *cfg, logger: set.Logger, tb: tb, open: map[string]bool{}}, nil
+	e := &logStorage{cfg: *cfg, logger: set.Logger, tb: tb, open: map[string]*client{}}
+	if err := tb.RegisterLogStorageCacheReadsCallback(e.observeCache); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// observeCache reports the open clients' read cache hits and misses.
+func (e *logStorage) observeCache(_ context.Context, o metric.Int64Observer) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for dir, c := range e.open {
+		c.mu.Lock()
+		hits, misses := c.cacheHits, c.cacheMisses
+		c.mu.Unlock()
+		name := filepath.Base(dir)
+		o.Observe(hits, metric.WithAttributes(attribute.String("client", name), attribute.String("outcome", "hit")))
+		o.Observe(misses, metric.WithAttributes(attribute.String("client", name), attribute.String("outcome", "miss")))
+	}
+	return nil
 }
 
 func (e *logStorage) Start(context.Context, component.Host) error {
@@ -109,12 +128,13 @@ func (e *logStorage) GetClient(_ context.Context, kind component.Kind, id compon
 	dir := ClientDir(e.cfg.Directory, cn)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.open[dir] {
+	if e.open[dir] != nil {
 		return nil, fmt.Errorf("log_storage: client %s is already open", cn)
 	}
 	c, err := openClient(dir, options{
 		fsync:        e.cfg.FSync,
 		segmentBytes: e.cfg.SegmentBytes,
+		cacheBytes:   e.cfg.ReadCacheBytes,
 		discarded:    e.discarded(cn),
 		compacted: func(n int64) {
 			e.tb.LogStorageCompactedBytes.Add(context.Background(), n, metric.WithAttributeSet(attribute.NewSet(attribute.String("client", cn))))
@@ -123,7 +143,7 @@ func (e *logStorage) GetClient(_ context.Context, kind component.Kind, id compon
 	if err != nil {
 		return nil, fmt.Errorf("log_storage: opening client %s: %w", cn, err)
 	}
-	e.open[dir] = true
+	e.open[dir] = c
 	return &closer{client: c, done: func() {
 		e.mu.Lock()
 		delete(e.open, dir)

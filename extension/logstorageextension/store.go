@@ -89,6 +89,8 @@ type options struct {
 	discarded func(Discarded)
 	// compacted counts the bytes of live values copied forward.
 	compacted func(int64)
+	// cacheBytes bounds the read cache (0: none).
+	cacheBytes int64
 }
 
 // client is one storage client: an append-only log with an in-memory
@@ -107,6 +109,14 @@ type client struct {
 	// broken is set when a failed write could not be undone: the
 	// segment's end is unknown, so nothing more is written.
 	broken error
+	// The read cache: values written by this process, larger than
+	// inlineMax, held in memory (loc.val) up to cacheBytes, oldest
+	// dropped first, so that the queue reads an entry it just wrote
+	// without a pread.
+	cacheQ                               []cacheRef
+	cacheSize                            int64
+	cached                               int
+	cacheHits, cacheMisses, cacheEvicted int64
 	// markF is the mark file, markTimer its write pending (markSoon).
 	markF     *os.File
 	markTimer *time.Timer
@@ -220,7 +230,7 @@ func (c *client) replay(num uint64, newest bool, hw mark) (int64, error) {
 			if good != nil {
 				at = int64(len(good))
 			}
-			if err := c.apply(num, at+recHeader, data[off+recHeader:off+recHeader+n]); err != nil {
+			if err := c.apply(num, at+recHeader, data[off+recHeader:off+recHeader+n], false); err != nil {
 				cause = err.Error()
 			}
 		}
@@ -493,7 +503,7 @@ func (c *client) countLive() {
 
 // apply applies one record's operations to the index; base is the
 // payload's offset in segment num.
-func (c *client) apply(num uint64, base int64, p []byte) error {
+func (c *client) apply(num uint64, base int64, p []byte, cache bool) error {
 	type change struct {
 		key string
 		l   loc
@@ -531,13 +541,72 @@ func (c *client) apply(num uint64, base int64, p []byte) error {
 	}
 	// Whole or not at all.
 	for _, ch := range changes {
+		if old, ok := c.idx[ch.key]; ok && old.n > inlineMax && old.val != nil {
+			c.cacheSize -= int64(old.n)
+			c.cached--
+		}
 		if ch.del {
 			delete(c.idx, ch.key)
-		} else {
-			c.idx[ch.key] = ch.l
+			continue
 		}
+		if cache && ch.l.n > inlineMax && int64(ch.l.n) <= c.opt.cacheBytes/4 {
+			off := ch.l.off - base
+			ch.l.val = slices.Clone(p[off : off+int64(ch.l.n)])
+			c.cacheSize += int64(ch.l.n)
+			c.cached++
+			c.cacheQ = append(c.cacheQ, cacheRef{ch.key, ch.l.seg, ch.l.off})
+		}
+		c.idx[ch.key] = ch.l
+	}
+	if cache {
+		c.evict()
 	}
 	return nil
+}
+
+// cacheRef is a value held in the read cache, oldest first in cacheQ.
+type cacheRef struct {
+	key string
+	seg uint64
+	off int64
+}
+
+// current says whether r still names key's value, held in memory.
+func (c *client) current(r cacheRef) (loc, bool) {
+	l, ok := c.idx[r.key]
+	return l, ok && l.seg == r.seg && l.off == r.off && l.n > inlineMax && l.val != nil
+}
+
+// evict drops the oldest cached values while the cache holds more than
+// cache_bytes, and the references to values deleted or overwritten
+// since (the queue deletes its entries in the order it wrote them, so
+// they are at the front; elsewhere a pass filters them out once they
+// outnumber the values held).
+func (c *client) evict() {
+	for len(c.cacheQ) > 0 {
+		r := c.cacheQ[0]
+		l, ok := c.current(r)
+		if ok && c.cacheSize <= c.opt.cacheBytes {
+			break
+		}
+		c.cacheQ = c.cacheQ[1:]
+		if ok {
+			l.val = nil
+			c.idx[r.key] = l
+			c.cacheSize -= int64(l.n)
+			c.cached--
+			c.cacheEvicted++
+		}
+	}
+	if len(c.cacheQ) > 1024+2*c.cached {
+		q := make([]cacheRef, 0, c.cached)
+		for _, r := range c.cacheQ {
+			if _, ok := c.current(r); ok {
+				q = append(q, r)
+			}
+		}
+		c.cacheQ = q
+	}
 }
 
 func (c *client) segment(num uint64) *segment {
@@ -695,7 +764,7 @@ func (c *client) Batch(_ context.Context, ops ...*storage.Operation) error {
 		return err
 	}
 	// Pass 2: the index, in order.
-	if err := c.apply(seg.num, seg.size-int64(len(b))+recHeader, b[recHeader:]); err != nil {
+	if err := c.apply(seg.num, seg.size-int64(len(b))+recHeader, b[recHeader:], true); err != nil {
 		return err // cannot happen: b was encoded above
 	}
 	for _, k := range keys {
@@ -734,6 +803,11 @@ func (c *client) read(key string) ([]byte, error) {
 	if l.n <= inlineMax {
 		return slices.Clone(l.val), nil
 	}
+	if l.val != nil {
+		c.cacheHits++
+		return slices.Clone(l.val), nil
+	}
+	c.cacheMisses++
 	s := c.segment(l.seg)
 	if s == nil {
 		return nil, fmt.Errorf("log_storage: %q is in segment %d, which is gone", key, l.seg)
@@ -853,7 +927,7 @@ func (c *client) copyForward(old *segment) error {
 			}
 			return err
 		}
-		if err := c.apply(seg.num, seg.size-int64(len(b))+recHeader, b[recHeader:]); err != nil {
+		if err := c.apply(seg.num, seg.size-int64(len(b))+recHeader, b[recHeader:], false); err != nil {
 			return err
 		}
 		for _, k := range wk {

@@ -3,10 +3,12 @@
 package metadata
 
 import (
+	"context"
 	"errors"
 	"sync"
 
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/embedded"
 	"go.opentelemetry.io/otel/trace"
 
 	"go.opentelemetry.io/collector/component"
@@ -26,6 +28,7 @@ type TelemetryBuilder struct {
 	meter                    metric.Meter
 	mu                       sync.Mutex
 	registrations            []metric.Registration
+	LogStorageCacheReads     metric.Int64ObservableCounter
 	LogStorageCompactedBytes metric.Int64Counter
 	LogStorageDiscardedBytes metric.Int64Counter
 }
@@ -39,6 +42,31 @@ type telemetryBuilderOptionFunc func(mb *TelemetryBuilder)
 
 func (tbof telemetryBuilderOptionFunc) apply(mb *TelemetryBuilder) {
 	tbof(mb)
+}
+
+// RegisterLogStorageCacheReadsCallback sets callback for observable LogStorageCacheReads metric.
+func (builder *TelemetryBuilder) RegisterLogStorageCacheReadsCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.LogStorageCacheReads, obs: o})
+		return nil
+	}, builder.LogStorageCacheReads)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+type observerInt64 struct {
+	embedded.Int64Observer
+	inst metric.Int64Observable
+	obs  metric.Observer
+}
+
+func (oi *observerInt64) Observe(value int64, opts ...metric.ObserveOption) {
+	oi.obs.ObserveInt64(oi.inst, value, opts...)
 }
 
 // Shutdown unregister all registered callbacks for async instruments.
@@ -59,6 +87,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	}
 	builder.meter = Meter(settings)
 	var err, errs error
+	builder.LogStorageCacheReads, err = builder.meter.Int64ObservableCounter(
+		"otelcol_log_storage_cache_reads",
+		metric.WithDescription("Reads of values larger than 64 bytes, served from the read cache (outcome hit: values written by this process, up to read_cache_bytes, the oldest dropped first) or read from the segment file (miss). [Alpha]"),
+		metric.WithUnit("{read}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.LogStorageCompactedBytes, err = builder.meter.Int64Counter(
 		"otelcol_log_storage_compacted_bytes",
 		metric.WithDescription("Bytes of current values written again so that the oldest segment could be removed (compaction). [Alpha]"),
