@@ -68,3 +68,36 @@ func TestReadCache(t *testing.T) {
 		t.Fatalf("after the queue's pattern: %d references for %d values, %d bytes", len(c.cacheQ), c.cached, c.cacheSize)
 	}
 }
+
+// TestReadCacheOffWithoutReads: a client that writes 1024 cached values
+// and reads none back (dedup's journal) stops caching and holds nothing.
+func TestReadCacheOffWithoutReads(t *testing.T) {
+	ctx := context.Background()
+	c, err := openClient(t.TempDir(), options{segmentBytes: 1 << 20, cacheBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	for i := range 1023 {
+		if err := c.Set(ctx, fmt.Sprint(i), bytes.Repeat([]byte{1}, 100)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c.cacheOff || c.cached == 0 {
+		t.Fatalf("off %v with %d cached, before 1024 values", c.cacheOff, c.cached)
+	}
+	if err := c.Set(ctx, "last", bytes.Repeat([]byte{1}, 100)); err != nil {
+		t.Fatal(err)
+	}
+	if !c.cacheOff || c.cached != 0 || c.cacheSize != 0 || len(c.cacheQ) != 0 {
+		t.Fatalf("off %v, %d cached, %d bytes, %d references: want none", c.cacheOff, c.cached, c.cacheSize, len(c.cacheQ))
+	}
+	for k, l := range c.idx {
+		if l.n > inlineMax && l.val != nil {
+			t.Fatalf("%s still held", k)
+		}
+	}
+	if v, err := c.Get(ctx, "7"); err != nil || len(v) != 100 {
+		t.Fatalf("a value after the cache went off: %v", err)
+	}
+}

@@ -117,6 +117,10 @@ type client struct {
 	cacheSize                            int64
 	cached                               int
 	cacheHits, cacheMisses, cacheEvicted int64
+	// cacheInserted counts the values cached; cacheOff is set once 1024
+	// were and none was read back.
+	cacheInserted int64
+	cacheOff      bool
 	// markF is the mark file, markTimer its write pending (markSoon).
 	markF     *os.File
 	markTimer *time.Timer
@@ -549,17 +553,30 @@ func (c *client) apply(num uint64, base int64, p []byte, cache bool) error {
 			delete(c.idx, ch.key)
 			continue
 		}
-		if cache && ch.l.n > inlineMax && int64(ch.l.n) <= c.opt.cacheBytes/4 {
+		if cache && !c.cacheOff && ch.l.n > inlineMax && int64(ch.l.n) <= c.opt.cacheBytes/4 {
 			off := ch.l.off - base
 			ch.l.val = slices.Clone(p[off : off+int64(ch.l.n)])
 			c.cacheSize += int64(ch.l.n)
 			c.cached++
 			c.cacheQ = append(c.cacheQ, cacheRef{ch.key, ch.l.seg, ch.l.off})
+			c.cacheInserted++
 		}
 		c.idx[ch.key] = ch.l
 	}
-	if cache {
+	if cache && !c.cacheOff {
 		c.evict()
+		// A client that never reads back what it wrote (dedup's
+		// journal: only at open) would only copy into the cache.
+		if c.cacheInserted >= 1024 && c.cacheHits == 0 {
+			c.cacheOff = true
+			for _, r := range c.cacheQ {
+				if l, ok := c.current(r); ok {
+					l.val = nil
+					c.idx[r.key] = l
+				}
+			}
+			c.cacheQ, c.cacheSize, c.cached = nil, 0, 0
+		}
 	}
 	return nil
 }
