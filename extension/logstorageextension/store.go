@@ -417,7 +417,9 @@ func (c *client) Batch(_ context.Context, ops ...*storage.Operation) error {
 		case storage.Get:
 			if p, ok := pending[op.Key]; ok {
 				if p.Type == storage.Set {
-					op.Value = slices.Clone(p.Value)
+					// Never nil, which is absent: Set(k, nil) stores
+					// an empty value, as a Get after the batch reads.
+					op.Value = append([]byte{}, p.Value...)
 				} else {
 					op.Value = nil
 				}
