@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
 	"hash/crc32"
 	"io"
 	"os"
@@ -192,15 +193,29 @@ func (c *client) replay(num uint64, newest bool) error {
 			return c.cut(seg, off, size-off, newest, "a record header cut short", false)
 		}
 		n := int64(binary.LittleEndian.Uint32(hdr[:4]))
-		if n > maxRecord || off+recHeader+n > size {
-			torn := newest && off+recHeader+n > size && n <= maxRecord
+		sum := binary.LittleEndian.Uint32(hdr[4:])
+		switch {
+		case n == 0:
+			// No write appends an empty record, and zeros read as
+			// one (their checksum is 0): zeros where records should
+			// be, as a file system leaves a file it extended but whose
+			// data it never wrote, would otherwise pass unnoticed.
+			return c.cut(seg, off, size-off, false, "a record of no bytes (zeros where records should be)", false)
+		case n > maxRecord:
+			return c.cut(seg, off, size-off, false, fmt.Sprintf("a record of %d bytes, more than %d", n, maxRecord), false)
+		case off+recHeader+n > size:
+			// The newest segment's last write cut short, unless the
+			// bytes after the header begin with a whole record: then
+			// its length field is damaged, and what follows it was
+			// acknowledged.
+			torn := newest && !wholeRecord(f, off+recHeader, size, sum)
 			return c.cut(seg, off, size-off, torn, fmt.Sprintf("a record of %d bytes where %d remain", n, size-off-recHeader), false)
 		}
 		payload = slices.Grow(payload[:0], int(n))[:n]
 		if _, err := io.ReadFull(r, payload); err != nil {
 			return c.cut(seg, off, size-off, false, "reading a record: "+err.Error(), false)
 		}
-		if crc32.Checksum(payload, castagnoli) != binary.LittleEndian.Uint32(hdr[4:]) {
+		if crc32.Checksum(payload, castagnoli) != sum {
 			return c.cut(seg, off, size-off, false, "a record's checksum does not match", false)
 		}
 		if err := c.apply(num, off+recHeader, payload); err != nil {
@@ -211,6 +226,51 @@ func (c *client) replay(num uint64, newest bool) error {
 	seg.size = off
 	c.addSegment(seg)
 	return nil
+}
+
+// wholeRecord reports whether the bytes of f from off to end begin with
+// whole operations whose checksum is sum: a complete record behind a
+// damaged length field. A write cut short holds part of its record, whose
+// checksum matches at an operation's end only by chance (2^-32 each).
+// One pass over the bytes, reading them as operations.
+func wholeRecord(f *os.File, off, end int64, sum uint32) bool {
+	r := &summing{r: bufio.NewReader(io.NewSectionReader(f, off, end-off)), h: crc32.New(castagnoli)}
+	for {
+		op, err := r.ReadByte()
+		if err != nil || op != opSet && op != opDelete {
+			return false
+		}
+		fields := 1 // the key
+		if op == opSet {
+			fields = 2 // and the value
+		}
+		for range fields {
+			n, err := binary.ReadUvarint(r)
+			if err != nil || n > uint64(end-off) {
+				return false
+			}
+			if _, err := io.CopyN(r.h, r.r, int64(n)); err != nil {
+				return false
+			}
+		}
+		if r.h.Sum32() == sum {
+			return true
+		}
+	}
+}
+
+// summing reads bytes and sums what it read.
+type summing struct {
+	r *bufio.Reader
+	h hash.Hash32
+}
+
+func (s *summing) ReadByte() (byte, error) {
+	b, err := s.r.ReadByte()
+	if err == nil {
+		s.h.Write([]byte{b})
+	}
+	return b, err
 }
 
 // addSegment appends a replayed segment.
