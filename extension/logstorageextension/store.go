@@ -101,8 +101,9 @@ type client struct {
 	total  int64
 	buf    []byte
 	closed bool
-	// broken is set when a failed write could not be undone: the
-	// segment's end is unknown, so nothing more is written.
+	// broken is set when what the newest segment holds is unknown (a
+	// failed write that could not be cut off, a failed fsync) or the
+	// oldest segment could not be removed: nothing more is written.
 	broken error
 }
 
@@ -606,7 +607,7 @@ func (c *client) write(b []byte) (*segment, error) {
 	}
 	if _, err := seg.f.WriteAt(b, seg.size); err != nil {
 		if terr := seg.f.Truncate(seg.size); terr != nil {
-			c.broken = fmt.Errorf("log_storage: a failed write to %s could not be cut off (%v), nothing more is written: %w", seg.f.Name(), terr, err)
+			c.broken = fmt.Errorf("log_storage: a failed write to %s could not be cut off (%w), nothing more is written: %w", seg.f.Name(), terr, err)
 		}
 		return nil, fmt.Errorf("log_storage: writing %s: %w", seg.f.Name(), err)
 	}
@@ -614,8 +615,14 @@ func (c *client) write(b []byte) (*segment, error) {
 		if err := seg.f.Sync(); err != nil {
 			// What was written may or may not be on disk: the
 			// caller was not told it is, and it stays in the log.
+			// Nor is what the segment held before: the kernel may
+			// have dropped the pages it could not write and report
+			// the next fsync a success, so a record written now
+			// could be acknowledged behind a hole. Nothing more is
+			// written; a reopen replays what the disk holds.
 			seg.size += int64(len(b))
 			c.total += int64(len(b))
+			c.broken = fmt.Errorf("log_storage: syncing %s failed, nothing more is written: %w", seg.f.Name(), err)
 			return nil, fmt.Errorf("log_storage: syncing %s: %w", seg.f.Name(), err)
 		}
 	}
