@@ -26,7 +26,7 @@ func checkState(t *testing.T, c *client, want map[string][]byte, more ...string)
 		switch {
 		case !ok && got != nil:
 			t.Fatalf("%q: got %d bytes, want none", k, len(got))
-		case ok && !bytes.Equal(got, w):
+		case ok && (got == nil || !bytes.Equal(got, w)):
 			t.Fatalf("%q: got %d bytes %.16x, want %d bytes %.16x", k, len(got), got, len(w), w)
 		}
 	}
