@@ -177,7 +177,9 @@ func (c *client) replay(num uint64, newest bool) error {
 	}
 	size := st.Size()
 	seg := &segment{num: num, f: f}
-	r := bufio.NewReaderSize(io.NewSectionReader(f, 0, size), 1<<20)
+	// A buffer no larger than the segment: a client of many small
+	// segments is replayed without a megabyte allocated for each.
+	r := bufio.NewReaderSize(io.NewSectionReader(f, 0, size), int(min(size, 1<<20)))
 	var magic [len(segMagic)]byte
 	if _, err := io.ReadFull(r, magic[:]); err != nil || string(magic[:]) != segMagic {
 		if newest && size < int64(len(segMagic)) && strings.HasPrefix(segMagic, string(magic[:size])) {
