@@ -21,6 +21,9 @@ import (
 // holds what a map holds, that its bookkeeping (live bytes per segment,
 // total bytes, file sizes) is right, and after every write that the disk
 // holds at most twice the current values, a segment and a record.
+// TestStoreModel reads every key back after every step; FuzzStore, to
+// run fast enough to be minimized, reads back what a step touched and
+// every key when values may have moved.
 
 const modelSegmentBytes = 4096
 
@@ -50,18 +53,25 @@ func (p *prog) next() byte {
 }
 
 type modelRun struct {
-	t      testing.TB
-	dir    string
-	c      *client
-	m      map[string][]byte
-	seq    uint64
-	maxRec int64 // the largest record written
-	steps  int
+	t   testing.TB
+	dir string
+	c   *client
+	// full: every step reads every key back; else a step reads the
+	// keys it touched, and every key only when values may have moved
+	// (a compaction, a reopen, the end), checking the index against
+	// the model in between.
+	full       bool
+	touched    []string
+	compaction int // compactions so far
+	m          map[string][]byte
+	seq        uint64
+	maxRec     int64 // the largest record written
+	steps      int
 }
 
-func runModel(t testing.TB, program []byte) {
-	r := &modelRun{t: t, dir: t.TempDir(), m: map[string][]byte{}}
-	r.c = mustOpen(t, r.dir, options{segmentBytes: modelSegmentBytes})
+func runModel(t testing.TB, program []byte, full bool) {
+	r := &modelRun{t: t, dir: t.TempDir(), m: map[string][]byte{}, full: full}
+	r.c = mustOpen(t, r.dir, r.options(nil))
 	defer func() { r.c.Close(context.Background()) }()
 	p := &prog{b: program}
 	for !p.done() {
@@ -71,25 +81,34 @@ func runModel(t testing.TB, program []byte) {
 	r.reopen()
 }
 
-func (r *modelRun) key(p *prog) string { return modelKeys[int(p.next())%len(modelKeys)] }
+// A program is one byte per step: the low 3 bits the operation, the
+// others the key; a Set takes one more byte for its value, a Batch one
+// for its length and then one byte per operation (the low 2 bits the
+// operation, the others one of the first 12 keys) and one per value. Short programs do
+// much, so that the fuzzer can minimize what it finds.
 
-// value is a new value whose size is inlined (0 to 64 bytes, nil too),
-// just over that, about a segment, or several segments.
-func (r *modelRun) value(p *prog) []byte {
-	s := p.next()
+func key(b byte) string { return modelKeys[int(b>>3)%len(modelKeys)] }
+
+// value is a new value of a size class (b's low 2 bits): inlined (1 to
+// 64 bytes, empty, or nil, which stores an empty value), up to about
+// 1 KiB, about a segment, up to two segments.
+func (r *modelRun) value(b byte) []byte {
 	var n int
-	switch s % 4 {
+	switch x := int(b >> 2); b & 3 {
 	case 0:
-		if s&0x30 == 0 {
+		switch {
+		case x == 0:
+			return []byte{}
+		case x%8 == 0:
 			return nil
 		}
-		n = int(p.next()) % (inlineMax + 1)
+		n = x * inlineMax / 63
 	case 1:
-		n = inlineMax + 1 + int(p.next())%64
+		n = inlineMax + 1 + x*16
 	case 2:
-		n = 128 + int(p.next())*16
+		n = 1100 + x*50
 	case 3:
-		n = 4000 + int(p.next())*48
+		n = 4000 + x*64
 	}
 	r.seq++
 	v := make([]byte, n)
@@ -102,39 +121,47 @@ func (r *modelRun) value(p *prog) []byte {
 	return v
 }
 
+func (r *modelRun) options(discarded func(Discarded)) options {
+	return options{segmentBytes: modelSegmentBytes, discarded: discarded, compacted: func(int64) { r.compaction++ }}
+}
+
 func (r *modelRun) step(p *prog) {
 	ctx := context.Background()
-	switch op := p.next() % 10; {
-	case op < 3:
-		k, v := r.key(p), r.value(p)
-		r.write(storage.SetOperation(k, v))
-	case op == 3:
-		r.write(storage.DeleteOperation(r.key(p)))
-	case op == 4:
-		k := r.key(p)
+	compaction := r.compaction
+	r.touched = r.touched[:0]
+	b := p.next()
+	switch b & 7 {
+	case 0, 1:
+		r.write(storage.SetOperation(key(b), r.value(p.next())))
+	case 2:
+		r.write(storage.DeleteOperation(key(b)))
+	case 3:
+		k := key(b)
+		r.touched = append(r.touched, k)
 		got, err := r.c.Get(ctx, k)
 		if err != nil {
-			r.t.Fatalf("step %d: Get(%q): %v", r.steps, k, err)
+			r.t.Fatalf("step %d: Get(%.40q): %v", r.steps, k, err)
 		}
 		want, ok := r.m[k]
 		r.same(k, got, want, ok)
 		scribble(got)
-	case op < 8:
-		n := 1 + int(p.next())%8
-		ops := make([]*storage.Operation, n)
+	case 4, 5:
+		ops := make([]*storage.Operation, 1+int(p.next())%8)
 		for i := range ops {
-			k := r.key(p)
-			switch p.next() % 3 {
-			case 0:
-				ops[i] = storage.SetOperation(k, r.value(p))
-			case 1:
+			o := p.next()
+			// Fewer keys than a step's: a batch often writes and
+			// reads the same key.
+			switch k := modelKeys[int(o>>2)%12]; o & 3 {
+			case 0, 1:
+				ops[i] = storage.SetOperation(k, r.value(p.next()))
+			case 2:
 				ops[i] = storage.DeleteOperation(k)
 			default:
 				ops[i] = storage.GetOperation(k)
 			}
 		}
 		r.write(ops...)
-	case op == 8:
+	case 6:
 		r.reopen()
 	default:
 		// Delete every key: whole segments fall dead.
@@ -146,7 +173,11 @@ func (r *modelRun) step(p *prog) {
 			r.write(ops...)
 		}
 	}
-	r.check()
+	if r.full || r.compaction != compaction {
+		r.check(modelKeys)
+	} else {
+		r.check(r.touched)
+	}
 }
 
 // write runs a Batch, checks its Gets against the model as of their
@@ -160,6 +191,7 @@ func (r *modelRun) write(ops ...*storage.Operation) {
 	wants := make([]want, len(ops))
 	writes := false
 	for i, op := range ops {
+		r.touched = append(r.touched, op.Key)
 		switch op.Type {
 		case storage.Set:
 			next[op.Key] = slices.Clone(op.Value)
@@ -200,33 +232,38 @@ func (r *modelRun) reopen() {
 		r.t.Fatalf("step %d: Close: %v", r.steps, err)
 	}
 	var ds []Discarded
-	r.c = mustOpen(r.t, r.dir, options{segmentBytes: modelSegmentBytes, discarded: func(d Discarded) { ds = append(ds, d) }})
+	r.c = mustOpen(r.t, r.dir, r.options(func(d Discarded) { ds = append(ds, d) }))
 	if len(ds) > 0 {
 		r.t.Fatalf("step %d: a clean reopen cut %+v", r.steps, ds)
 	}
-	r.check()
+	r.check(modelKeys)
 }
 
 func (r *modelRun) same(k string, got, want []byte, ok bool) {
 	r.t.Helper()
 	switch {
 	case !ok && got != nil:
-		r.t.Fatalf("step %d: %q: got %d bytes, want none (deleted or never set)", r.steps, k, len(got))
+		r.t.Fatalf("step %d: %.40q: got %d bytes, want none (deleted or never set)", r.steps, k, len(got))
 	case ok && got == nil:
-		r.t.Fatalf("step %d: %q: got none, want %d bytes", r.steps, k, len(want))
+		r.t.Fatalf("step %d: %.40q: got none, want %d bytes", r.steps, k, len(want))
 	case !bytes.Equal(got, want):
-		r.t.Fatalf("step %d: %q: got %d bytes %.16x, want %d bytes %.16x", r.steps, k, len(got), got, len(want), want)
+		i := 0
+		for i < min(len(got), len(want)) && got[i] == want[i] {
+			i++
+		}
+		r.t.Fatalf("step %d: %.40q: got %d bytes, want %d, differing from byte %d", r.steps, k, len(got), len(want), i)
 	}
 }
 
-// check compares every key with the model and the client's books with
-// its index and files.
-func (r *modelRun) check() {
+// check reads keys back, compares the index with the model (every key's
+// size and inlined value) and the client's books with its index and
+// files.
+func (r *modelRun) check(keys []string) {
 	r.t.Helper()
-	for _, k := range modelKeys {
+	for _, k := range keys {
 		got, err := r.c.Get(context.Background(), k)
 		if err != nil {
-			r.t.Fatalf("step %d: Get(%q): %v", r.steps, k, err)
+			r.t.Fatalf("step %d: Get(%.40q): %v", r.steps, k, err)
 		}
 		want, ok := r.m[k]
 		r.same(k, got, want, ok)
@@ -234,6 +271,13 @@ func (r *modelRun) check() {
 	}
 	r.c.mu.Lock()
 	n := len(r.c.idx)
+	for k, v := range r.m {
+		l, ok := r.c.idx[k]
+		if !ok || l.n != len(v) || l.n <= inlineMax && !bytes.Equal(l.val, v) {
+			r.c.mu.Unlock()
+			r.t.Fatalf("step %d: %.40q in the index (%v): %d bytes, want %d bytes %.16x", r.steps, k, ok, l.n, len(v), v)
+		}
+	}
 	r.c.mu.Unlock()
 	if n != len(r.m) {
 		r.t.Fatalf("step %d: the index holds %d keys, the model %d", r.steps, n, len(r.m))
@@ -353,21 +397,36 @@ func TestStoreModel(t *testing.T) {
 	}
 	for seed := range uint64(4) {
 		t.Run(strconv.FormatUint(seed, 10), func(t *testing.T) {
-			runModel(t, randomProgram(seed, n))
+			runModel(t, randomProgram(seed, n), true)
 		})
 	}
 }
 
 func FuzzStore(f *testing.F) {
 	for seed := range uint64(8) {
-		f.Add(randomProgram(100+seed, 400))
+		f.Add(randomProgram(100+seed, 96))
 	}
-	// The queue's pattern: put (meta and item), get, delete, reopen.
-	f.Add([]byte{5, 1, 6, 0, 7, 3, 8, 0, 1, 0, 5, 1, 6, 2, 8, 2, 5, 1, 6, 0, 7, 1, 8, 1, 8})
-	f.Fuzz(func(t *testing.T, program []byte) {
-		if len(program) > 4096 {
-			program = program[:4096]
+	// The queue's pattern: put (an index and an item in a batch), get,
+	// delete (an index and the item), and reopen.
+	// A batch setting the write index and the item; one setting the
+	// read index and deleting the item.
+	put := func(item byte) []byte { return []byte{4, 1, 4 << 2, 8, item << 2, 0x2d} }
+	del := func(item byte) []byte { return []byte{4, 1, 3 << 2, 8, item<<2 | 2} }
+	var queue []byte
+	for i := range byte(6) {
+		queue = slices.Concat(queue, put(7+i), []byte{(7+i)<<3 | 3}, del(7+i))
+		if i%2 == 1 {
+			queue = append(queue, 6)
 		}
-		runModel(t, program)
+	}
+	f.Add(queue)
+	f.Fuzz(func(t *testing.T, program []byte) {
+		// A few hundred steps at most: enough to roll and compact
+		// segments many times, cheap enough for the fuzzer to minimize
+		// what it finds.
+		if len(program) > 128 {
+			program = program[:128]
+		}
+		runModel(t, program, false)
 	})
 }
