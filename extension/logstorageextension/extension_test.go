@@ -150,6 +150,46 @@ func TestDiscardedReported(t *testing.T) {
 	}
 }
 
+// A compaction that fails is logged once, until compacting works again.
+func TestCompactionFailureLogged(t *testing.T) {
+	ctx := context.Background()
+	steps, at := compactionSteps(t)
+	base := t.TempDir()
+	e, logs := startExtension(t, base, componenttest.NewTelemetry())
+	sc := getClient(t, e, component.KindExporter, exporterID, "logs")
+	for _, s := range steps[:at] {
+		if err := sc.Batch(ctx, s.ops...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cn := ClientName(component.KindExporter, exporterID, "logs")
+	nums, err := listSegments(ClientDir(base, cn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := filepath.Join(ClientDir(base, cn), segName(nums[len(nums)-1]+1))
+	if err := os.Mkdir(next, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.Batch(ctx, steps[at].ops...); err != nil {
+		t.Fatal(err)
+	}
+	// Failing again, not logged again.
+	if err := sc.Set(ctx, "meta", []byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	errs := logs.FilterLevelExact(zapcore.ErrorLevel).All()
+	if len(errs) != 1 || !strings.HasPrefix(errs[0].Message, "Compacting failed") || errs[0].ContextMap()["client"] != cn || !strings.Contains(fmt.Sprint(errs[0].ContextMap()["error"]), "file exists") {
+		t.Fatalf("logged: %v", errs)
+	}
+	if err := os.Remove(next); err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A client's directory is named as file_storage names its file for the
 // same client (so that Import can take a file_storage file's data), a
 // name too long for a file hashed as file_storage hashes it.

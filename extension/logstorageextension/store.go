@@ -86,6 +86,9 @@ type options struct {
 	discarded func(Discarded)
 	// compacted counts the bytes of live values copied forward.
 	compacted func(int64)
+	// compactFailed is called when compacting after a write fails (the
+	// write stands), once until compacting succeeds again.
+	compactFailed func(error)
 }
 
 // client is one storage client: an append-only log with an in-memory
@@ -101,6 +104,8 @@ type client struct {
 	total  int64
 	buf    []byte
 	closed bool
+	// compactErr is the last compaction's failure, reported once.
+	compactErr error
 	// broken is set when what the newest segment holds is unknown (a
 	// failed write that could not be cut off, a failed fsync) or the
 	// oldest segment could not be removed: nothing more is written.
@@ -554,7 +559,19 @@ func (c *client) Batch(_ context.Context, ops ...*storage.Operation) error {
 			c.addLive(l, k, 1)
 		}
 	}
-	return c.compact()
+	// The write stands, in the log and the index, whether compacting
+	// after it works or not: an error here would tell the caller it
+	// failed (the persistent queue then deletes the item it read). A
+	// failed compaction is tried again after the next write.
+	if err := c.compact(); err != nil {
+		if c.compactErr == nil && c.opt.compactFailed != nil {
+			c.opt.compactFailed(err)
+		}
+		c.compactErr = err
+	} else {
+		c.compactErr = nil
+	}
+	return nil
 }
 
 // writtenKeys are the distinct keys ops set or delete.
