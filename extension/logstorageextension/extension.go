@@ -136,6 +136,10 @@ func (e *logStorage) GetClient(_ context.Context, kind component.Kind, id compon
 		segmentBytes: e.cfg.SegmentBytes,
 		cacheBytes:   e.cfg.ReadCacheBytes,
 		discarded:    e.discarded(cn),
+		compactFailed: func(err error) {
+			e.logger.Error("Compacting failed: the write stands, compacting is tried again after the next one; meanwhile the segments may hold more than twice the data",
+				zap.String("client", cn), zap.Error(err))
+		},
 		compacted: func(n int64) {
 			e.tb.LogStorageCompactedBytes.Add(context.Background(), n, metric.WithAttributeSet(attribute.NewSet(attribute.String("client", cn))))
 		},

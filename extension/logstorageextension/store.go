@@ -91,6 +91,9 @@ type options struct {
 	compacted func(int64)
 	// cacheBytes bounds the read cache (0: none).
 	cacheBytes int64
+	// compactFailed is called when compacting after a write fails (the
+	// write stands), once until compacting succeeds again.
+	compactFailed func(error)
 }
 
 // client is one storage client: an append-only log with an in-memory
@@ -106,8 +109,11 @@ type client struct {
 	total  int64
 	buf    []byte
 	closed bool
-	// broken is set when a failed write could not be undone: the
-	// segment's end is unknown, so nothing more is written.
+	// compactErr is the last compaction's failure, reported once.
+	compactErr error
+	// broken is set when what the newest segment holds is unknown (a
+	// failed write that could not be cut off, a failed fsync) or the
+	// oldest segment could not be removed: nothing more is written.
 	broken error
 	// The read cache: values written by this process, larger than
 	// inlineMax, held in memory (loc.val) up to cacheBytes, oldest
@@ -263,7 +269,7 @@ func (c *client) replay(num uint64, newest bool, hw mark) (int64, error) {
 		// crash, not a truncation of what had been acknowledged).
 		// A record cut short before the mark is a truncation: checkMark
 		// reports it, from the last whole record on.
-		tail := newest && len(damaged) == 1 && damaged[0].to == size && tornTail(data, damaged[0].from)
+		tail := newest && len(damaged) == 1 && damaged[0].from > 0 && damaged[0].to == size && tornTail(data, damaged[0].from)
 		torn := tail && (!hw.ok || hw.num != num || damaged[0].from >= hw.size)
 		if tail && !torn {
 			size = damaged[0].from
@@ -271,6 +277,14 @@ func (c *client) replay(num uint64, newest bool, hw mark) (int64, error) {
 		}
 		if err := c.cutDamage(path, data, good, damaged, torn); err != nil {
 			return 0, err
+		}
+		if len(good) == len(segMagic) && damaged != nil && damaged[0].from == 0 {
+			// Not a segment (junk, no whole record in it): kept aside
+			// whole above; nothing of it is left to read.
+			if err := os.Remove(path); err != nil {
+				return 0, fmt.Errorf("log_storage: removing %s: %w", path, err)
+			}
+			return size, nil
 		}
 		data = good
 	}
@@ -443,7 +457,10 @@ func tornTail(data []byte, off int64) bool {
 		return true
 	}
 	n := int64(binary.LittleEndian.Uint32(data[off:]))
-	return n >= 2 && n <= maxRecord && off+recHeader+n > size
+	// Unless the bytes after the header hold a whole record: then its
+	// length field is damaged, and the record was acknowledged.
+	return n >= 2 && n <= maxRecord && off+recHeader+n > size &&
+		!wholeRecord(data, off+recHeader, binary.LittleEndian.Uint32(data[off+4:]))
 }
 
 // cutDamage keeps a segment's damaged bytes aside (unless they are a torn
@@ -487,6 +504,40 @@ func writeSynced(path string, b []byte) error {
 		return err
 	}
 	return f.Close()
+}
+
+// wholeRecord reports whether data from off on begins with whole
+// operations whose checksum is sum: a complete record behind a damaged
+// length field. A write cut short holds part of its record, whose
+// checksum matches at an operation's end only by chance (2^-32 each).
+// One pass over the bytes, reading them as operations.
+func wholeRecord(data []byte, off int64, sum uint32) bool {
+	p := data[off:]
+	c := uint32(0)
+	for i := 0; i < len(p); {
+		start := i
+		op := p[i]
+		i++
+		if op != opSet && op != opDelete {
+			return false
+		}
+		fields := 1 // the key
+		if op == opSet {
+			fields = 2 // and the value
+		}
+		for range fields {
+			n, w := binary.Uvarint(p[i:])
+			if w <= 0 || n > uint64(len(p)-i-w) {
+				return false
+			}
+			i += w + int(n)
+		}
+		c = crc32.Update(c, castagnoli, p[start:i])
+		if c == sum {
+			return true
+		}
+	}
+	return false
 }
 
 // addSegment appends a replayed segment.
@@ -717,7 +768,9 @@ func (c *client) Batch(_ context.Context, ops ...*storage.Operation) error {
 		case storage.Get:
 			if p, ok := pending[op.Key]; ok {
 				if p.Type == storage.Set {
-					op.Value = slices.Clone(p.Value)
+					// Never nil, which is absent: Set(k, nil) stores
+					// an empty value, as a Get after the batch reads.
+					op.Value = append([]byte{}, p.Value...)
 				} else {
 					op.Value = nil
 				}
@@ -789,7 +842,19 @@ func (c *client) Batch(_ context.Context, ops ...*storage.Operation) error {
 			c.addLive(l, k, 1)
 		}
 	}
-	return c.compact()
+	// The write stands, in the log and the index, whether compacting
+	// after it works or not: an error here would tell the caller it
+	// failed (the persistent queue then deletes the item it read). A
+	// failed compaction is tried again after the next write.
+	if err := c.compact(); err != nil {
+		if c.compactErr == nil && c.opt.compactFailed != nil {
+			c.opt.compactFailed(err)
+		}
+		c.compactErr = err
+	} else {
+		c.compactErr = nil
+	}
+	return nil
 }
 
 // writtenKeys are the distinct keys ops set or delete.
@@ -857,8 +922,14 @@ func (c *client) write(b []byte) (*segment, error) {
 		if err := seg.f.Sync(); err != nil {
 			// What was written may or may not be on disk: the
 			// caller was not told it is, and it stays in the log.
+			// Nor is what the segment held before: the kernel may
+			// have dropped the pages it could not write and report
+			// the next fsync a success, so a record written now
+			// could be acknowledged behind a hole. Nothing more is
+			// written; a reopen replays what the disk holds.
 			seg.size += int64(len(b))
 			c.total += int64(len(b))
+			c.broken = fmt.Errorf("log_storage: syncing %s failed, nothing more is written: %w", seg.f.Name(), err)
 			return nil, fmt.Errorf("log_storage: syncing %s: %w", seg.f.Name(), err)
 		}
 	}
