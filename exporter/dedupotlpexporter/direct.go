@@ -4,9 +4,8 @@ import (
 	"context"
 	"time"
 
-	"go.opentelemetry.io/collector/exporter/exporterhelper"
-
 	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.opentelemetry.io/collector/exporter/exporterhelper"
 )
 
 // maxDirectCalls bounds the requests one direct send merges (their

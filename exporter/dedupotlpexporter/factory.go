@@ -152,6 +152,7 @@ func (f *factory) prepare(set exporter.Settings, cfg component.Config) (*upstrea
 	if q.HasValue() {
 		up.sizer = q.Get().Sizer.String()
 		up.directMin = directMin(q.Get())
+		up.storageID = q.Get().StorageID
 	}
 	outerSet := set
 	outerSet.MeterProvider = up.queue.meterProvider(set.MeterProvider)

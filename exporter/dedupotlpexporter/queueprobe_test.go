@@ -87,8 +87,9 @@ func TestQueueDepthReachesDedup(t *testing.T) {
 
 // newUpstreamTraces makes the traces exporter of a dedup_otlp_grpc/upstream
 // configured by raw (validated), with the TakeBack it reports to, and the
-// telemetry tel (nil: none, as with the service's metrics off).
-func newUpstreamTraces(t *testing.T, raw map[string]any, tel *componenttest.Telemetry) (exporter.Traces, *dedupprocessor.TakeBack) {
+// telemetry tel (nil: none, as with the service's metrics off); opts
+// change its settings.
+func newUpstreamTraces(t *testing.T, raw map[string]any, tel *componenttest.Telemetry, opts ...func(*exporter.Settings)) (exporter.Traces, *dedupprocessor.TakeBack) {
 	t.Helper()
 	_, tb := dedupprocessor.NewFactoryWithTakeBack()
 	f := NewGRPCFactory(tb)
@@ -103,6 +104,9 @@ func newUpstreamTraces(t *testing.T, raw map[string]any, tel *componenttest.Tele
 	set.ID = component.MustNewIDWithName("dedup_otlp_grpc", "upstream")
 	if tel != nil {
 		set.TelemetrySettings = tel.NewTelemetrySettings()
+	}
+	for _, o := range opts {
+		o(&set)
 	}
 	exp, err := f.CreateTraces(context.Background(), set, cfg)
 	if err != nil {

@@ -48,6 +48,9 @@ type upstream struct {
 	// a smaller one goes to the queue, whose batcher sends it upstream
 	// with others (direct.go).
 	directMin int
+	// storageID is the persistent queue's storage extension, nil without
+	// one: its clients are wrapped to report missing entries (missing.go).
+	storageID *component.ID
 }
 
 // signal is what the wrapper knows of one signal's data.
@@ -161,6 +164,11 @@ type tracesExporter struct {
 	*wrapped[ptrace.Traces]
 }
 
+// Start starts the exporterhelper with its queue's storage wrapped.
+func (e *tracesExporter) Start(ctx context.Context, host component.Host) error {
+	return e.Traces.Start(ctx, e.up.storageHost(host))
+}
+
 func (e *tracesExporter) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
 	return e.send(ctx, td)
 }
@@ -170,6 +178,11 @@ type logsExporter struct {
 	*wrapped[plog.Logs]
 }
 
+// Start starts the exporterhelper with its queue's storage wrapped.
+func (e *logsExporter) Start(ctx context.Context, host component.Host) error {
+	return e.Logs.Start(ctx, e.up.storageHost(host))
+}
+
 func (e *logsExporter) ConsumeLogs(ctx context.Context, ld plog.Logs) error {
 	return e.send(ctx, ld)
 }
@@ -177,6 +190,11 @@ func (e *logsExporter) ConsumeLogs(ctx context.Context, ld plog.Logs) error {
 type metricsExporter struct {
 	exporter.Metrics
 	*wrapped[pmetric.Metrics]
+}
+
+// Start starts the exporterhelper with its queue's storage wrapped.
+func (e *metricsExporter) Start(ctx context.Context, host component.Host) error {
+	return e.Metrics.Start(ctx, e.up.storageHost(host))
 }
 
 func (e *metricsExporter) ConsumeMetrics(ctx context.Context, md pmetric.Metrics) error {
@@ -229,7 +247,7 @@ func (up *upstream) lifecycle(c component.Component, signal string) []exporterhe
 	var unwatch, unobserve func()
 	return []exporterhelper.Option{
 		exporterhelper.WithStart(func(ctx context.Context, host component.Host) error {
-			if err := c.Start(ctx, host); err != nil {
+			if err := c.Start(ctx, baseHost(host)); err != nil {
 				return err
 			}
 			var err error

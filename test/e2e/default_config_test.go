@@ -30,14 +30,21 @@ type defaultGateway struct {
 // receiver: its own telemetry must not loop into it.
 func startDefault(t *testing.T, extra ...string) *defaultGateway {
 	t.Helper()
-	d := &defaultGateway{grpc: freePort(t), http: freePort(t), metrics: freePort(t), tel: freePort(t), health: freePort(t), status: freePort(t), dataDir: t.TempDir()}
+	d := newDefault(t, t.TempDir(), extra...)
+	d.g = startGateway(t, d.health, d.env, d.args...)
+	return d
+}
+
+// newDefault is startDefault's gateway on dataDir, not started (d.g nil).
+func newDefault(t *testing.T, dataDir string, extra ...string) *defaultGateway {
+	t.Helper()
+	d := &defaultGateway{grpc: freePort(t), http: freePort(t), metrics: freePort(t), tel: freePort(t), health: freePort(t), status: freePort(t), dataDir: dataDir}
 	d.args = append([]string{
 		"--grpc-endpoint", d.grpc, "--http-endpoint", d.http, "--metrics-endpoint", d.metrics,
 		"--telemetry-endpoint", d.tel, "--health-endpoint", d.health, "--data-dir", d.dataDir,
 		"--summary-interval", "100ms", "--status-endpoint", d.status,
 	}, extra...)
 	d.env = []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + d.http, "OTEL_TRACES_EXPORTER=otlp", "OTEL_METRICS_EXPORTER=otlp", "OTEL_LOGS_EXPORTER=otlp"}
-	d.g = startGateway(t, d.health, d.env, d.args...)
 	return d
 }
 

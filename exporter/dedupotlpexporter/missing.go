@@ -1,0 +1,134 @@
+package dedupotlpexporter
+
+import (
+	"context"
+	"maps"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/extension/xextension/storage"
+	"go.uber.org/zap"
+
+	"github.com/doubletake/doubletake/internal/recovered"
+)
+
+// The persistent queue (exporterhelper v0.161) keeps entry N under the
+// key "N" of its storage client and reads only entries it stored. An
+// entry the storage does not have is lost: log_storage cut its record as
+// damaged, or a file was truncated. The queue decodes the nil it then
+// reads as an empty request when it takes the entry to send, and sends
+// nothing, without a word; when, at start, it puts back the entries that
+// were being sent as the process stopped (under load, or while the
+// upstream is away, most of the queue), it logs a warning ("Failed
+// retrieving item") that nobody counts. The queue's storage client is
+// therefore wrapped (missingEntries): each entry it reads and does not
+// find is one warning (undecodableLine) and counted as undecodable
+// (otelcol_processor_dedup_storage_recovered_items and dedup's status
+// page). An entry that is there and does not decode is counted from the
+// queue's own line (undecodable.go).
+//
+// A queue whose storage failed a write after delivering an entry (a
+// logged error) may still list it as being sent; at the next start it is
+// counted missing though it was delivered.
+
+// storageHost is host with the sending queue's storage extension wrapped
+// (missingStorage), for the exporterhelper's Start; host as it is
+// without a persistent queue, or when the extension is not a storage
+// extension (the queue then reports that).
+func (up *upstream) storageHost(host component.Host) component.Host {
+	if up.storageID == nil {
+		return host
+	}
+	exts := host.GetExtensions()
+	se, ok := exts[*up.storageID].(storage.Extension)
+	if !ok {
+		return host
+	}
+	exts = maps.Clone(exts)
+	exts[*up.storageID] = missingStorage{Extension: se, logger: up.logger}
+	return queueHost{Host: host, exts: exts}
+}
+
+// queueHost is the host the exporterhelper starts with: the storage
+// extension of its queue wrapped.
+type queueHost struct {
+	component.Host
+	exts map[component.ID]component.Component
+}
+
+func (h queueHost) GetExtensions() map[component.ID]component.Component { return h.exts }
+
+// baseHost is the host storageHost was given: the inner exporter starts
+// with it, the interfaces it implements beyond component.Host included.
+func baseHost(host component.Host) component.Host {
+	if h, ok := host.(queueHost); ok {
+		return h.Host
+	}
+	return host
+}
+
+// missingStorage is a storage extension whose clients report missing
+// queue entries.
+type missingStorage struct {
+	storage.Extension
+	logger *zap.Logger
+}
+
+func (s missingStorage) GetClient(ctx context.Context, kind component.Kind, id component.ID, name string) (storage.Client, error) {
+	c, err := s.Extension.GetClient(ctx, kind, id, name)
+	if err != nil {
+		return nil, err
+	}
+	return missingEntries{Client: c, logger: s.logger.With(zap.String("storage_client", name))}, nil
+}
+
+// missingEntries reports each queue entry read and not found.
+type missingEntries struct {
+	storage.Client
+	logger *zap.Logger
+}
+
+func (c missingEntries) Get(ctx context.Context, key string) ([]byte, error) {
+	v, err := c.Client.Get(ctx, key)
+	if err == nil && v == nil && isEntryKey(key) {
+		c.missing(key)
+	}
+	return v, err
+}
+
+func (c missingEntries) Batch(ctx context.Context, ops ...*storage.Operation) error {
+	if err := c.Client.Batch(ctx, ops...); err != nil {
+		return err
+	}
+	var written map[string]bool
+	for _, op := range ops {
+		switch {
+		case op.Type != storage.Get:
+			if written == nil {
+				written = map[string]bool{}
+			}
+			written[op.Key] = true
+		case op.Value == nil && isEntryKey(op.Key) && !written[op.Key]:
+			// Not deleted by this batch: missing.
+			c.missing(op.Key)
+		}
+	}
+	return nil
+}
+
+func (c missingEntries) missing(key string) {
+	recovered.AddUndecodable(1)
+	c.logger.Warn(undecodableLine, zap.String("key", key), zap.String("cause", "the queue entry is not in its storage (a damaged or truncated storage file)"))
+}
+
+// isEntryKey says whether key names a queue entry: its index in decimal.
+func isEntryKey(key string) bool {
+	if key == "" || len(key) > 20 {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < '0' || key[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
