@@ -213,8 +213,9 @@ func (c *client) replay(num uint64, newest bool, hw mark) (int64, error) {
 	}
 	size := int64(len(data))
 	if newest && size < int64(len(segMagic)) && strings.HasPrefix(segMagic, string(data)) {
-		// Created, its magic not fully written: nothing in it.
-		if c.opt.discarded != nil && size > 0 {
+		// Created, its magic not fully written: nothing in it (when the
+		// mark names it, it had been written: checkMark reports that).
+		if c.opt.discarded != nil && size > 0 && (!hw.ok || hw.num != num) {
 			c.opt.discarded(Discarded{Segment: path, Offset: 0, Bytes: size, Torn: true, Cause: "the segment's header was cut short"})
 		}
 		if err := os.Remove(path); err != nil {
