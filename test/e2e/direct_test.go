@@ -68,7 +68,9 @@ func TestDirectKill9DuringForward(t *testing.T) {
 	up := newCollectorUpstream(t, freePort(t))
 	d := startDefault(t, "--upstream", "http://"+up.addr)
 	ctx := ctxTimeout(t, 3*time.Minute)
-	const senders, perRequest = 2, 100
+	// Requests that fill the queue's batch (1 MiB: about 1.4 MB each):
+	// only those go straight upstream; smaller ones go to the queue.
+	const senders, perRequest = 2, 8000
 	s := newAckSender(t, d.grpc)
 	var sent atomic.Int64
 	stop := streamTraces(t, ctx, s, senders, perRequest, 0x50, &sent)
@@ -132,7 +134,7 @@ func TestDirectUpstreamSlowThenAway(t *testing.T) {
 	up := newCollectorUpstream(t, addr)
 	d := startDefault(t, "--upstream", "http://"+addr)
 	ctx := ctxTimeout(t, 3*time.Minute)
-	const senders, perRequest = 2, 100
+	const senders, perRequest = 2, 8000 // sent direct: they fill the queue's batch
 	s := newAckSender(t, d.grpc)
 	var sent atomic.Int64
 	stop := streamTraces(t, ctx, s, senders, perRequest, 0x60, &sent)
@@ -217,8 +219,11 @@ func TestDirectRefusalSurvivesARestart(t *testing.T) {
 	s := newAckSender(t, d.grpc)
 	g := &spanGen{prefix: 0x70}
 	var poison ptrace.Traces
+	// Requests that fill the queue's batch (1 MiB), so that they are
+	// sent direct.
+	const perRequest = 8000
 	for r := range 10 {
-		td := g.request("mixed", 50, 100)
+		td := g.request("mixed", perRequest, 100)
 		if r == 4 {
 			td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(7).SetName("poison")
 			poison = ptrace.NewTraces()
@@ -227,15 +232,19 @@ func TestDirectRefusalSurvivesARestart(t *testing.T) {
 		if err := s.sendTraces(ctx, td); err != nil {
 			t.Fatal(err)
 		}
+		// Sent direct: the upstream had it before the answer (the queue
+		// answers once it is stored, and sends it later).
+		if r < 4 && !up.has(s.ackedIDs()) {
+			t.Fatalf("request %d was answered before the upstream had it: not sent direct", r)
+		}
 	}
 	waitFor(t, 30*time.Second, "the loss to be counted", func() bool {
 		return strings.Contains(get(t, "http://"+d.tel+"/metrics"), `otelcol_processor_dedup_lost_items{signal="traces"} 1`)
 	})
 	metrics := get(t, "http://"+d.tel+"/metrics")
 	inner, _ := promValue(metrics, `otelcol_exporter_sent_spans{exporter="otlp_grpc/upstream"`)
-	queued, _ := promValue(metrics, `otelcol_exporter_sent_spans{exporter="dedup_otlp_grpc/upstream"`)
-	if inner != 499 || queued != 0 {
-		t.Fatalf("the upstream took %v spans, %v of them from the queue; want the 499 others, sent direct", inner, queued)
+	if inner != 10*perRequest-1 {
+		t.Fatalf("the upstream took %v spans; want the %d others", inner, 10*perRequest-1)
 	}
 	if err := d.g.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
@@ -249,7 +258,7 @@ func TestDirectRefusalSurvivesARestart(t *testing.T) {
 	d.g.stop(t)
 	total, unique, _ := up.counts()
 	t.Logf("upstream got %d spans (%d distinct)", total, unique)
-	if total != 500 || unique != 500 {
-		t.Fatalf("upstream got %d spans (%d distinct), want each of the 500 once: after the restart the re-send passed the poison span, and only it", total, unique)
+	if total != 10*perRequest || unique != 10*perRequest {
+		t.Fatalf("upstream got %d spans (%d distinct), want each of the %d once: after the restart the re-send passed the poison span, and only it", total, unique, 10*perRequest)
 	}
 }
