@@ -762,12 +762,18 @@ func (c *client) Batch(_ context.Context, ops ...*storage.Operation) error {
 	// Pass 1: encode the writes; Gets after a write of the same batch see
 	// it (pending).
 	b := append(c.buf[:0], make([]byte, recHeader)...)
-	var pending map[string]*storage.Operation
 	writes := 0
-	for _, op := range ops {
+	var pending map[string]*storage.Operation // for a large batch only
+	for i, op := range ops {
 		switch op.Type {
 		case storage.Get:
-			if p, ok := pending[op.Key]; ok {
+			var p *storage.Operation
+			if len(ops) <= 32 {
+				p = lastWrite(ops[:i], op.Key)
+			} else {
+				p = pending[op.Key]
+			}
+			if p != nil {
 				if p.Type == storage.Set {
 					// Never nil, which is absent: Set(k, nil) stores
 					// an empty value, as a Get after the batch reads.
@@ -783,13 +789,13 @@ func (c *client) Batch(_ context.Context, ops ...*storage.Operation) error {
 			}
 			op.Value = v
 		case storage.Set, storage.Delete:
-			if writes > 0 || len(ops) > 1 {
+			writes++
+			if len(ops) > 32 {
 				if pending == nil {
 					pending = map[string]*storage.Operation{}
 				}
 				pending[op.Key] = op
 			}
-			writes++
 			if op.Type == storage.Set {
 				b = append(b, opSet)
 				b = binary.AppendUvarint(b, uint64(len(op.Key)))
@@ -854,6 +860,18 @@ func (c *client) Batch(_ context.Context, ops ...*storage.Operation) error {
 		c.compactErr = err
 	} else {
 		c.compactErr = nil
+	}
+	return nil
+}
+
+// lastWrite is the last Set or Delete of key in ops, nil when none. A
+// scan: the batches written are a few operations (the queue's are two),
+// and a map per batch cost more than it saved.
+func lastWrite(ops []*storage.Operation, key string) *storage.Operation {
+	for i := len(ops) - 1; i >= 0; i-- {
+		if op := ops[i]; op.Type != storage.Get && op.Key == key {
+			return op
+		}
 	}
 	return nil
 }

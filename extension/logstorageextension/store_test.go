@@ -242,3 +242,28 @@ func TestCompactionBoundsTheDisk(t *testing.T) {
 	defer closeClient(t, c)
 	checkState(t, c, want)
 }
+
+// TestLargeBatchGetSeesEarlierWrites: in a batch of more than 32
+// operations (looked up through a map, not a scan), a Get sees the Set or
+// Delete before it in the batch too.
+func TestLargeBatchGetSeesEarlierWrites(t *testing.T) {
+	ctx := context.Background()
+	c := mustOpen(t, t.TempDir(), options{segmentBytes: 1 << 20})
+	defer closeClient(t, c)
+	if err := c.Set(ctx, "gone", []byte("before")); err != nil {
+		t.Fatal(err)
+	}
+	var ops []*storage.Operation
+	for i := range 40 {
+		ops = append(ops, storage.SetOperation(fmt.Sprint("k", i), []byte(fmt.Sprint("v", i))))
+	}
+	ops = append(ops, storage.DeleteOperation("gone"), storage.SetOperation("k3", nil))
+	gets := []*storage.Operation{storage.GetOperation("k5"), storage.GetOperation("gone"), storage.GetOperation("k3")}
+	ops = append(ops, gets...)
+	if err := c.Batch(ctx, ops...); err != nil {
+		t.Fatal(err)
+	}
+	if string(gets[0].Value) != "v5" || gets[1].Value != nil || gets[2].Value == nil || len(gets[2].Value) != 0 {
+		t.Fatalf("in-batch gets: %q %q %q", gets[0].Value, gets[1].Value, gets[2].Value)
+	}
+}
