@@ -222,6 +222,9 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 		"CLIENT_ROLLOUTS=50", "CLIENT_ROLLOUT_MS=100", "CLIENT_METRIC_INTERVAL_MS=400", "CLIENT_SECOND_DELAY_MS=1500"}
 	runJS(t, append(base, "CLIENT_SERVICE=double", "CLIENT_MODE=traces-double,metrics-double")...)
 	sendCollision(t, d.http, "collider", "jobs_done")
+	// With overlap: auto the collision's writers are peers, each its own
+	// series: no election. A restart is elected whatever the policy.
+	sendRestart(t, d.http, "restarter", "jobs_done")
 
 	missing := map[string]bool{}
 	for _, q := range queries {
