@@ -499,7 +499,7 @@ func damagedBacklog(t *testing.T, client string, damage func(t *testing.T, path 
 	t.Cleanup(func() { _ = srv.Close() })
 
 	began := time.Now()
-	d.restart(t)
+	d.restartOnNewPorts(t) // the backlog's sender is gone
 	// The cost of reading the damaged segment is CPU time: the wall clock
 	// it takes depends on what else the machine runs.
 	cpu := processCPU(t, d.g.cmd.Process.Pid)

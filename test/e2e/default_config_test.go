@@ -23,6 +23,7 @@ type defaultGateway struct {
 	g                                                 *gateway
 	grpc, http, metrics, tel, health, status, dataDir string
 	args, env                                         []string
+	extra                                             []string // the flags newDefault was given
 }
 
 // startDefault runs `doubletake run` with the embedded default config, on
@@ -38,7 +39,7 @@ func startDefault(t *testing.T, extra ...string) *defaultGateway {
 // newDefault is startDefault's gateway on dataDir, not started (d.g nil).
 func newDefault(t *testing.T, dataDir string, extra ...string) *defaultGateway {
 	t.Helper()
-	d := &defaultGateway{grpc: freePort(t), http: freePort(t), metrics: freePort(t), tel: freePort(t), health: freePort(t), status: freePort(t), dataDir: dataDir}
+	d := &defaultGateway{grpc: freePort(t), http: freePort(t), metrics: freePort(t), tel: freePort(t), health: freePort(t), status: freePort(t), dataDir: dataDir, extra: extra}
 	d.args = append([]string{
 		"--grpc-endpoint", d.grpc, "--http-endpoint", d.http, "--metrics-endpoint", d.metrics,
 		"--telemetry-endpoint", d.tel, "--health-endpoint", d.health, "--data-dir", d.dataDir,
@@ -60,6 +61,16 @@ const (
 func (d *defaultGateway) restart(t *testing.T) {
 	t.Helper()
 	d.g = startGateway(t, d.health, d.env, d.args...)
+}
+
+// restartOnNewPorts starts the same gateway again on the same data dir,
+// listening on new free ports: for a test whose senders are gone, so that
+// a port another test took since the kill cannot fail the restart.
+func (d *defaultGateway) restartOnNewPorts(t *testing.T) {
+	t.Helper()
+	n := newDefault(t, d.dataDir, d.extra...)
+	n.g = startGateway(t, n.health, n.env, n.args...)
+	*d = *n
 }
 
 // sendDoubled exports spans spans through two BatchSpanProcessors over
