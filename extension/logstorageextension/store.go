@@ -119,10 +119,10 @@ type client struct {
 	// inlineMax, held in memory (loc.val) up to cacheBytes, oldest
 	// dropped first, so that the queue reads an entry it just wrote
 	// without a pread.
-	cacheQ                               []cacheRef
-	cacheSize                            int64
-	cached                               int
-	cacheHits, cacheMisses, cacheEvicted int64
+	cacheQ                 []cacheRef
+	cacheSize              int64
+	cached                 int
+	cacheHits, cacheMisses int64
 	// cacheInserted counts the values cached; cacheOff is set once 1024
 	// were and none was read back.
 	cacheInserted int64
@@ -664,7 +664,6 @@ func (c *client) evict() {
 			c.idx[r.key] = l
 			c.cacheSize -= int64(l.n)
 			c.cached--
-			c.cacheEvicted++
 		}
 	}
 	if len(c.cacheQ) > 1024+2*c.cached {
