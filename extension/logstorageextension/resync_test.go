@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -118,5 +119,43 @@ func TestTruncationIsNotTakenForATornWrite(t *testing.T) {
 	_, got = reopen(t, dir)
 	if len(got) != 1 || !got[0].Torn || got[0].KeptAs != "" {
 		t.Fatalf("reports %+v, want one torn write", got)
+	}
+}
+
+// TestMarkNotARegularFile: a FIFO or a symlink where the mark should be
+// neither blocks the open nor is written through; it is replaced by a
+// mark of the client's own.
+func TestMarkNotARegularFile(t *testing.T) {
+	for _, kind := range []string{"fifo", "symlink"} {
+		t.Run(kind, func(t *testing.T) {
+			dir := t.TempDir()
+			fill(t, dir, 5)
+			path := filepath.Join(dir, markFile)
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+			target := filepath.Join(t.TempDir(), "elsewhere")
+			if kind == "fifo" {
+				if err := syscall.Mkfifo(path, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := os.Symlink(target, path); err != nil {
+				t.Fatal(err)
+			}
+			c, got := reopen(t, dir)
+			if len(got) != 0 {
+				t.Fatalf("reports %+v", got)
+			}
+			if err := c.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			st, err := os.Lstat(path)
+			if err != nil || !st.Mode().IsRegular() {
+				t.Fatalf("the mark after close: %v, %v", st, err)
+			}
+			if _, err := os.Stat(target); !os.IsNotExist(err) {
+				t.Fatalf("written through the symlink: %v", err)
+			}
+		})
 	}
 }

@@ -316,7 +316,15 @@ type mark struct {
 }
 
 func readMark(dir string) mark {
-	b, err := os.ReadFile(filepath.Join(dir, markFile))
+	path := filepath.Join(dir, markFile)
+	// Only a regular file is the mark: reading a FIFO would block the
+	// open, and writing through a symlink would write elsewhere. Anything
+	// else in its place is removed, and the client writes a new one.
+	if st, err := os.Lstat(path); err == nil && !st.Mode().IsRegular() {
+		_ = os.Remove(path)
+		return mark{}
+	}
+	b, err := os.ReadFile(path)
 	if err != nil || len(b) != 24 || binary.LittleEndian.Uint32(b[16:]) != 1 || crc32.Checksum(b[:20], castagnoli) != binary.LittleEndian.Uint32(b[20:]) {
 		return mark{}
 	}
