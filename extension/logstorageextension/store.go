@@ -162,6 +162,9 @@ func openClient(dir string, opt options) (*client, error) {
 			c.closeFiles()
 			return nil, err
 		}
+	} else {
+		last := c.segs[len(c.segs)-1]
+		preallocate(last.f, last.size, c.opt.segmentBytes)
 	}
 	if err := c.dropDead(); err != nil {
 		c.closeFiles()
@@ -725,9 +728,22 @@ func (c *client) roll() error {
 		}
 	}
 	seg := &segment{num: num, f: f, size: int64(len(segMagic))}
+	preallocate(f, seg.size, c.opt.segmentBytes)
+	if len(c.segs) > 0 {
+		// The segment left holds what was written to it: the blocks
+		// reserved past that go back.
+		c.release(c.segs[len(c.segs)-1])
+	}
 	c.segs = append(c.segs, seg)
 	c.total += seg.size
 	return nil
+}
+
+// release gives back the blocks preallocated past what seg holds
+// (truncating to its own size frees them; the size does not change). Best
+// effort: they are freed with the file at the latest.
+func (c *client) release(seg *segment) {
+	_ = seg.f.Truncate(seg.size)
 }
 
 func syncNew(f *os.File, dir string) error {
@@ -1093,6 +1109,9 @@ func (c *client) Close(context.Context) error {
 	}
 	if c.broken == nil {
 		err = errors.Join(err, c.writeMark())
+		if len(c.segs) > 0 {
+			c.release(c.segs[len(c.segs)-1])
+		}
 	}
 	if c.markF != nil {
 		err = errors.Join(err, c.markF.Close())
