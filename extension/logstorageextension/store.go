@@ -63,6 +63,9 @@ type segment struct {
 	f    *os.File
 	size int64 // bytes written
 	live int64 // cost of the values in it that are current
+	// reserved is how far its blocks are reserved (preallocate): past
+	// size while it is written.
+	reserved int64
 }
 
 // Discarded says what opening a client cut from its segments.
@@ -94,7 +97,15 @@ type options struct {
 	// compactFailed is called when compacting after a write fails (the
 	// write stands), once until compacting succeeds again.
 	compactFailed func(error)
+	// reserveBytes is how far ahead of the writes the newest segment's
+	// blocks are reserved (0: reserveAhead; negative: none).
+	reserveBytes int64
 }
+
+// reserveAhead is how far ahead of its writes the newest segment has its
+// blocks reserved: a reservation per 4 MiB written, and no more than
+// that idle on disk per client.
+const reserveAhead = 4 << 20
 
 // client is one storage client: an append-only log with an in-memory
 // index. It is safe for concurrent use.
@@ -162,9 +173,6 @@ func openClient(dir string, opt options) (*client, error) {
 			c.closeFiles()
 			return nil, err
 		}
-	} else {
-		last := c.segs[len(c.segs)-1]
-		preallocate(last.f, last.size, c.opt.segmentBytes)
 	}
 	if err := c.dropDead(); err != nil {
 		c.closeFiles()
@@ -728,7 +736,6 @@ func (c *client) roll() error {
 		}
 	}
 	seg := &segment{num: num, f: f, size: int64(len(segMagic))}
-	preallocate(f, seg.size, c.opt.segmentBytes)
 	if len(c.segs) > 0 {
 		// The segment left holds what was written to it: the blocks
 		// reserved past that go back.
@@ -739,11 +746,32 @@ func (c *client) roll() error {
 	return nil
 }
 
-// release gives back the blocks preallocated past what seg holds
-// (truncating to its own size frees them; the size does not change). Best
-// effort: they are freed with the file at the latest.
+// reserve reserves seg's blocks for a write of n bytes, and reserveAhead
+// past it within the segment, when they are not yet. One try per
+// reservation: a filesystem that refuses (no fallocate, no room) is asked
+// again only a reservation later, and the write goes ahead as it would
+// have.
+func (c *client) reserve(seg *segment, n int64) {
+	ahead := c.opt.reserveBytes
+	if ahead == 0 {
+		ahead = reserveAhead
+	}
+	if ahead < 0 || seg.size+n <= seg.reserved {
+		return
+	}
+	end := min(seg.size+n+ahead, max(c.opt.segmentBytes, seg.size+n))
+	preallocate(seg.f, seg.size, end)
+	seg.reserved = end
+}
+
+// release gives back the blocks reserved past what seg holds (truncating
+// to its own size frees them; the size does not change). Best effort:
+// they are freed with the file at the latest.
 func (c *client) release(seg *segment) {
-	_ = seg.f.Truncate(seg.size)
+	if seg.reserved > seg.size {
+		_ = seg.f.Truncate(seg.size)
+		seg.reserved = seg.size
+	}
 }
 
 func syncNew(f *os.File, dir string) error {
@@ -954,6 +982,7 @@ func (c *client) write(b []byte) (*segment, error) {
 		}
 		seg = c.segs[len(c.segs)-1]
 	}
+	c.reserve(seg, int64(len(b)))
 	if _, err := seg.f.WriteAt(b, seg.size); err != nil {
 		if terr := seg.f.Truncate(seg.size); terr != nil {
 			c.broken = fmt.Errorf("log_storage: a failed write to %s could not be cut off (%w), nothing more is written: %w", seg.f.Name(), terr, err)
