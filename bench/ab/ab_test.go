@@ -62,3 +62,30 @@ func TestMatrixTableVerdicts(t *testing.T) {
 		}
 	}
 }
+
+// TestMatrixBacklogCells: a cell where the default accepted more than it
+// delivered is listed with its ratio per delivered span beside the one
+// per accepted span; cells that delivered what they accepted are not.
+func TestMatrixBacklogCells(t *testing.T) {
+	var results []runResult
+	for i := range 3 {
+		results = append(results,
+			// Stock delivers what it accepts: 1 core for 100k spans/s.
+			runResult{Load: "sat", Senders: 64, Batch: 512, Variant: without, Round: i + 1, CPUPerM: 10, Accepted: 100000, Delivered: 100000, GatewayCores: 1},
+			// The default accepts 200k/s on 1 core and delivers 50k/s.
+			runResult{Load: "sat", Senders: 64, Batch: 512, Variant: with, Round: i + 1, CPUPerM: 5, Accepted: 200000, Delivered: 50000, GatewayCores: 1},
+			runResult{Load: "fixed", Rate: 10000, Senders: 1, Batch: 64, Variant: without, Round: i + 1, CPUPerM: 10, Accepted: 10000, Delivered: 10000, GatewayCores: 0.1},
+			runResult{Load: "fixed", Rate: 10000, Senders: 1, Batch: 64, Variant: with, Round: i + 1, CPUPerM: 10, Accepted: 10000, Delivered: 10020, GatewayCores: 0.1})
+	}
+	out := matrixTable(results, scenarioKeys(results))
+	want := "| 64×512 saturation | 0.500 | 2.000 | 4.00 | 100000 | 50000 |"
+	if !strings.Contains(out, want) {
+		t.Fatalf("the backlog table lacks %q:\n%s", want, out)
+	}
+	if strings.Contains(out, "| 1×64 fixed 10k/s | 1.000 |") {
+		t.Fatalf("a cell that delivered what it accepted is listed:\n%s", out)
+	}
+	if out := backlogTable(results[len(results)-2:], scenarioKeys(results[len(results)-2:])); out != "" {
+		t.Fatalf("no backlog, yet a table:\n%s", out)
+	}
+}

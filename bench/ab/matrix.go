@@ -99,5 +99,54 @@ func matrixTable(results []runResult, keys []scenarioKey) string {
 		fmt.Fprintf(&b, " Below 1 (the default costs less than the stock collector): %s.", strings.Join(below, "; "))
 	}
 	b.WriteString("\n")
+	b.WriteString(backlogTable(results, keys))
+	return b.String()
+}
+
+// backlogSlack is how much more a side may accept than it delivers in a
+// window before the cell is listed by backlogTable.
+const backlogSlack = 1.05
+
+// backlogTable lists the cells where a side accepted more than it
+// delivered in some round (its queue grew during the window, so the
+// delivery of that backlog is not in the window): both per-span ratios,
+// per accepted span (the matrix's) and per delivered span (gateway CPU
+// over the spans the sink received), the most accepted per delivered and
+// the delivered spans/s of both. Empty when no cell grew a backlog.
+func backlogTable(results []runResult, keys []scenarioKey) string {
+	cpuAcc := func(r runResult) float64 { return r.CPUPerM }
+	cpuDel := func(r runResult) float64 {
+		if r.Delivered <= 0 {
+			return 0
+		}
+		return r.GatewayCores / r.Delivered * 1e6
+	}
+	del := func(r runResult) float64 { return r.Delivered }
+	var rows []string
+	for _, k := range keys {
+		most := 0.0
+		for _, r := range results {
+			if keyOf(r) == k && r.Delivered > 0 {
+				most = max(most, r.Accepted/r.Delivered)
+			}
+		}
+		if most <= backlogSlack {
+			continue
+		}
+		rows = append(rows, fmt.Sprintf("| %s %s | %.3f | %.3f | %.2f | %.0f | %.0f |\n",
+			shapeName(k.senders, k.batch), strings.TrimPrefix(loadName(k), shapeName(k.senders, k.batch)+" "),
+			median(pairedRatios(results, k, cpuAcc)), median(pairedRatios(results, k, cpuDel)), most,
+			median(pick(results, k, without, del)), median(pick(results, k, with, del))))
+	}
+	if len(rows) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nCells where a side accepted more than %.2f times what it delivered in a round (its queue grew in the window; the backlog's delivery is not in it): the paired ratio default/stock per accepted span and per delivered span (gateway CPU over the spans the sink received), the most accepted per delivered, and the delivered spans/s of both (medians).\n\n", backlogSlack)
+	b.WriteString("| cell | per accepted span | per delivered span | accepted / delivered (most) | delivered/s stock | delivered/s default |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|\n")
+	for _, r := range rows {
+		b.WriteString(r)
+	}
 	return b.String()
 }
