@@ -518,6 +518,16 @@ func TestDirectOnlyForRequestsThatFillABatch(t *testing.T) {
 	if r.exp.up.directMin != minSize {
 		t.Fatalf("directMin %d, want the batch's min_size %d", r.exp.up.directMin, minSize)
 	}
+	// A batch larger than directMinCap (the embedded default gathers the
+	// upstream's limit): requests of directMinCap still go direct.
+	big := startDirect(t, map[string]any{
+		"max_request_bytes": 4 << 20,
+		"sending_queue": map[string]any{"enabled": true, "storage": "file_storage", "num_consumers": 1, "sizer": "bytes", "queue_size": 64 << 20,
+			"batch": map[string]any{"sizer": "bytes", "min_size": 4 << 20, "max_size": 4 << 20, "flush_timeout": "10ms"}},
+	})
+	if big.exp.up.directMin != directMinCap {
+		t.Fatalf("directMin %d with a 4 MiB batch, want %d", big.exp.up.directMin, directMinCap)
+	}
 	small := r.request("small", 5)
 	large := r.request("large", 400)
 	if s := (&ptrace.ProtoMarshaler{}).TracesSize(small); s >= minSize {
