@@ -135,3 +135,44 @@ func BenchmarkSegmentAppend(b *testing.B) {
 		})
 	}
 }
+
+// TestReserveLeftByACrash: a process killed while writing leaves its
+// reserve (at most reserveBytes past what it wrote); the next process
+// gives it back once it leaves that segment behind.
+func TestReserveLeftByACrash(t *testing.T) {
+	dir := t.TempDir()
+	const segBytes, ahead, slack = 1 << 20, 256 << 10, 64 << 10
+	opt := options{segmentBytes: segBytes, reserveBytes: ahead}
+	c := mustOpen(t, dir, opt)
+	want := map[string][]byte{}
+	set(t, c, want, "a", val(1, 10_000))
+	first, size := newestSegment(c)
+	if got := allocated(t, first); got < size+ahead {
+		t.Skipf("no reserve on this filesystem (%d bytes allocated)", got)
+	}
+	// kill -9: no Close, the files are simply let go.
+	c.mu.Lock()
+	if c.markTimer != nil {
+		c.markTimer.Stop()
+	}
+	c.closeFiles()
+	c.mu.Unlock()
+	c = mustOpen(t, dir, opt)
+	defer closeClient(t, c)
+	if got := allocated(t, first); got > size+ahead+slack {
+		t.Fatalf("after the crash %d bytes allocated for %d written: more than the reserve", got, size)
+	}
+	set(t, c, want, "b", val(2, 600_000))
+	set(t, c, want, "b", val(3, 600_000)) // rolls
+	if n := segmentCount(c); n != 2 {
+		t.Fatalf("%d segments, want 2", n)
+	}
+	fi, err := os.Stat(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := allocated(t, first); got > fi.Size()+slack {
+		t.Fatalf("the segment left behind (%d bytes) still takes %d bytes", fi.Size(), got)
+	}
+	checkState(t, c, want)
+}
