@@ -195,11 +195,18 @@ func TestSplitKeepsEveryWriter(t *testing.T) {
 	const rollouts = 20
 	var wg sync.WaitGroup
 	results := make([]jsResult, 2)
+	// The JS SDK stamps a stream's start in milliseconds at its first
+	// measurement: two processes started together can stamp one start,
+	// and are then one writer that nothing in OTLP tells apart
+	// (docs/metrics.md; it happened in CI here). Their workloads start
+	// 200 ms apart, after a second for node to load.
+	t0 := time.Now().Add(time.Second)
 	for i := range results {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i] = m.jsMetrics(t, "metrics-single", rollouts, "CLIENT_ROLLOUT_MS="+strconv.Itoa(90+20*i))
+			results[i] = m.jsMetrics(t, "metrics-single", rollouts, "CLIENT_ROLLOUT_MS="+strconv.Itoa(90+20*i),
+				"CLIENT_START_AT_MS="+strconv.FormatInt(t0.Add(time.Duration(i)*200*time.Millisecond).UnixMilli(), 10))
 		}()
 	}
 	wg.Wait()
