@@ -986,8 +986,9 @@ func (c *client) write(b []byte) (*segment, error) {
 	if _, err := seg.f.WriteAt(b, seg.size); err != nil {
 		if terr := seg.f.Truncate(seg.size); terr != nil {
 			c.broken = fmt.Errorf("log_storage: a failed write to %s could not be cut off (%w), nothing more is written: %w", seg.f.Name(), terr, err)
+		} else {
+			seg.reserved = seg.size // the cut gave the reserve back too
 		}
-		seg.reserved = seg.size // the cut gave the reserve back too
 		return nil, fmt.Errorf("log_storage: writing %s: %w", seg.f.Name(), err)
 	}
 	if c.opt.fsync {
