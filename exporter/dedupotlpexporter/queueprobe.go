@@ -2,11 +2,14 @@ package dedupotlpexporter
 
 import (
 	"context"
+	"math"
 	"reflect"
 	"sync"
 
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/embedded"
+
+	"github.com/doubletake/doubletake/internal/admission"
 )
 
 // The instruments exporterhelper reports its sending queue with.
@@ -148,3 +151,29 @@ func (o *probeObserver) ObserveInt64(inst metric.Int64Observable, v int64, _ ...
 }
 
 func (*probeObserver) ObserveFloat64(metric.Float64Observable, float64, ...metric.ObserveOption) {}
+
+// The sending queue, for the receivers' servers (internal/admission).
+var _ admission.Queue = (*upstream)(nil)
+
+// Free is the room the sending queue has left, in its sizer's unit; all
+// the room there is while it cannot be read.
+func (up *upstream) Free() (int64, admission.Unit) {
+	unit := admission.Bytes
+	switch up.sizer {
+	case "items":
+		unit = admission.Items
+	case "requests":
+		unit = admission.Requests
+	}
+	if !up.queue.readable() {
+		return math.MaxInt64, unit
+	}
+	size, capacity := up.queue.read()
+	if capacity <= 0 {
+		return math.MaxInt64, unit
+	}
+	return capacity - size, unit
+}
+
+// Name names the queue by its exporter's ID.
+func (up *upstream) Name() string { return up.id.String() }

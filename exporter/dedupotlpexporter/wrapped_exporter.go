@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/doubletake/doubletake/internal/admission"
 	"github.com/doubletake/doubletake/internal/groupcommit"
 	"github.com/doubletake/doubletake/internal/upstreamhealth"
 	"github.com/doubletake/doubletake/processor/dedupprocessor"
@@ -137,6 +138,11 @@ func newWrapped[T any](up *upstream, sig *signal[T], consume, push func(context.
 }
 
 func (w *wrapped[T]) send(ctx context.Context, data T) error {
+	if w.up.sizer != "" {
+		// The receiver's server learns that its requests come here, and
+		// refuses them before decoding while the queue has no room.
+		admission.Enter(ctx, w.up)
+	}
 	size, err := w.sig.check(w.up, data)
 	if err != nil {
 		return err

@@ -4,21 +4,34 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync"
+	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/extension"
 	"go.opentelemetry.io/collector/extension/extensionmiddleware"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
 	"github.com/doubletake/doubletake/extension/guardextension/internal/metadata"
+	"github.com/doubletake/doubletake/internal/admission"
 	"github.com/doubletake/doubletake/internal/guard"
 )
+
+// fullWarnEvery is the least time between two warnings of requests
+// refused for a full queue.
+const fullWarnEvery = 10 * time.Second
 
 type guardExt struct {
 	cfg     Config
 	refused metric.Int64Counter
+	logger  *zap.Logger
+
+	mu       sync.Mutex
+	lastWarn time.Time
+	unwarned int64 // queue-full refusals since the last warning
 }
 
 var (
@@ -31,8 +44,7 @@ func newGuard(set extension.Settings, cfg *Config) (*guardExt, error) {
 	if err != nil {
 		return nil, err
 	}
-	refused := tb.GuardRefusedRequests
-	return &guardExt{cfg: *cfg, refused: refused}, nil
+	return &guardExt{cfg: *cfg, refused: tb.GuardRefusedRequests, logger: set.Logger}, nil
 }
 
 // Start applies max_grpc_decompressions, process-wide.
@@ -44,14 +56,51 @@ func (g *guardExt) Start(context.Context, component.Host) error {
 func (*guardExt) Shutdown(context.Context) error { return nil }
 
 // refusalAttrs labels a refusal by protocol and reason: depth (nesting
-// beyond max_depth) or in_flight (bodies beyond max_in_flight_bytes).
+// beyond max_depth), in_flight (bodies beyond max_in_flight_bytes) or
+// queue_full (the queue the request would enter has no room for it).
 func refusalAttrs(protocol string, err error) attribute.Set {
 	reason := "depth"
 	var inFlight *guard.InFlightError
-	if errors.As(err, &inFlight) {
+	var full *admission.FullError
+	switch {
+	case errors.As(err, &inFlight):
 		reason = "in_flight"
+	case errors.As(err, &full):
+		reason = "queue_full"
 	}
 	return attribute.NewSet(attribute.String("protocol", protocol), attribute.String("reason", reason))
+}
+
+// onRefuse counts a refusal, and warns of those for a full queue at most
+// every fullWarnEvery (they are retryable, and come by the thousand a
+// second while a queue is full).
+func (g *guardExt) onRefuse(protocol string, err error) {
+	g.refused.Add(context.Background(), 1, metric.WithAttributeSet(refusalAttrs(protocol, err)))
+	var full *admission.FullError
+	if !errors.As(err, &full) {
+		return
+	}
+	g.mu.Lock()
+	g.unwarned++
+	now := time.Now()
+	if now.Sub(g.lastWarn) < fullWarnEvery {
+		g.mu.Unlock()
+		return
+	}
+	n := g.unwarned
+	g.unwarned, g.lastWarn = 0, now
+	g.mu.Unlock()
+	g.logger.Warn("Refusing requests before decoding them: the sending queue they would enter is full; senders retry them (503 / Unavailable)",
+		zap.String("queue", full.Queue), zap.Int64("refused_since_last_warning", n))
+}
+
+// onRouteVaried logs that a server's requests of one kind were seen
+// entering different queues.
+func (g *guardExt) onRouteVaried(protocol string) func(kind string) {
+	return func(kind string) {
+		g.logger.Info("Requests of one kind enter different queues (routing, filtering or batching before the exporter); they are no longer refused before decoding when a queue is full, only by the queue itself",
+			zap.String("protocol", protocol), zap.String("kind", kind))
+	}
 }
 
 // GetHTTPHandler wraps a server's handler; confighttp applies it after
@@ -61,9 +110,8 @@ func (g *guardExt) GetHTTPHandler(context.Context) (extensionmiddleware.WrapHTTP
 		return guard.HTTPHandler(next, guard.HTTPConfig{
 			MaxDepth:         g.cfg.MaxDepth,
 			MaxInFlightBytes: g.cfg.MaxInFlightBytes,
-			OnRefuse: func(err error) {
-				g.refused.Add(context.Background(), 1, metric.WithAttributeSet(refusalAttrs("http", err)))
-			},
+			OnRefuse:         func(err error) { g.onRefuse("http", err) },
+			OnRouteVaried:    g.onRouteVaried("http"),
 		}), nil
 	}, nil
 }
@@ -71,7 +119,7 @@ func (g *guardExt) GetHTTPHandler(context.Context) (extensionmiddleware.WrapHTTP
 // GetGRPCServerOptions returns the guard's codec and interceptor; each
 // server gets its own.
 func (g *guardExt) GetGRPCServerOptions(context.Context) ([]grpc.ServerOption, error) {
-	return guard.NewGRPC(g.cfg.MaxDepth, nil, func(err error) {
-		g.refused.Add(context.Background(), 1, metric.WithAttributeSet(refusalAttrs("grpc", err)))
-	}).ServerOptions(), nil
+	gg := guard.NewGRPC(g.cfg.MaxDepth, nil, func(err error) { g.onRefuse("grpc", err) })
+	gg.OnRouteVaried(g.onRouteVaried("grpc"))
+	return gg.ServerOptions(), nil
 }

@@ -11,7 +11,11 @@ import (
 
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/extension/extensiontest"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/doubletake/doubletake/internal/admission"
+	"github.com/doubletake/doubletake/internal/guard"
 	"github.com/doubletake/doubletake/internal/guard/guardtest"
 )
 
@@ -71,5 +75,44 @@ func TestMiddlewares(t *testing.T) {
 	h.ServeHTTP(rec, req)
 	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "more than 128 nested messages") {
 		t.Fatalf("%d %q, want 400 saying why", rec.Code, rec.Body.String())
+	}
+}
+
+// Each refusal is counted under its reason; those for a full queue, which
+// come by the thousand a second while it is full, are warned of once per
+// fullWarnEvery with how many there were.
+func TestRefusalsCountedAndFullQueueWarnedSparingly(t *testing.T) {
+	for _, c := range []struct {
+		err    error
+		reason string
+	}{
+		{&guard.DepthError{}, "depth"},
+		{&guard.InFlightError{Limit: 1}, "in_flight"},
+		{&admission.FullError{Queue: "q"}, "queue_full"},
+	} {
+		attrs := refusalAttrs("grpc", c.err)
+		if got, _ := attrs.Value("reason"); got.AsString() != c.reason {
+			t.Errorf("%T: reason %q, want %q", c.err, got.AsString(), c.reason)
+		}
+	}
+	core, logs := observer.New(zap.InfoLevel)
+	set := extensiontest.NewNopSettings(Type)
+	set.Logger = zap.New(core)
+	g, err := newGuard(set, createDefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 100 {
+		g.onRefuse("grpc", &admission.FullError{Queue: "dedup_otlp_grpc/upstream"})
+		g.onRefuse("http", &guard.InFlightError{Limit: 1})
+	}
+	if logs.Len() != 1 {
+		t.Fatalf("%d log entries for 100 queue-full refusals within %s, want 1", logs.Len(), fullWarnEvery)
+	}
+	g.lastWarn = g.lastWarn.Add(-fullWarnEvery)
+	g.onRefuse("grpc", &admission.FullError{Queue: "dedup_otlp_grpc/upstream"})
+	all := logs.All()
+	if len(all) != 2 || all[1].ContextMap()["refused_since_last_warning"] != int64(100) || all[1].ContextMap()["queue"] != "dedup_otlp_grpc/upstream" {
+		t.Fatalf("entries %v; want a second one counting the 100 refusals since the first", all)
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
+
+	"github.com/doubletake/doubletake/internal/admission"
 )
 
 // maxPending bounds the refusals recorded by the codec and not yet answered
@@ -20,12 +22,16 @@ const maxPending = 1024
 
 // GRPC guards a gRPC server: its codec checks each request's bytes before
 // unmarshalling them, and its interceptor answers a refused request with
-// InvalidArgument. (A codec's own error would reach the client as Internal:
-// grpc-go wraps it.)
+// InvalidArgument, or Unavailable when the queue the server's requests of
+// its kind enter is full (admission). (A codec's own error would reach the
+// client as Internal: grpc-go wraps it.)
 type GRPC struct {
 	maxDepth int
 	delegate encoding.CodecV2
 	onRefuse func(error)
+	// routes learns, per kind of request (TracesRequest, MetricsRequest,
+	// LogsRequest), the queues its requests enter.
+	routes [LogsRequest + 1]admission.Learner
 
 	mu       sync.Mutex
 	pending  map[any]error // refused request messages, by pointer
@@ -42,6 +48,16 @@ func NewGRPC(maxDepth int, delegate encoding.CodecV2, onRefuse func(error)) *GRP
 	return &GRPC{maxDepth: maxDepth, delegate: delegate, onRefuse: onRefuse, pending: map[any]error{}}
 }
 
+// OnRouteVaried sets what is called once per kind of request whose
+// requests are first seen entering different queues (kind: traces, metrics
+// or logs); from then on they are never refused for a full queue before
+// decoding. Call before the server starts.
+func (g *GRPC) OnRouteVaried(f func(kind string)) {
+	for _, m := range [...]Message{TracesRequest, MetricsRequest, LogsRequest} {
+		g.routes[m].OnVaried = func() { f(m.kind()) }
+	}
+}
+
 // ServerOptions installs the guard: the codec and the unary interceptor
 // must be used together.
 func (g *GRPC) ServerOptions() []grpc.ServerOption {
@@ -52,20 +68,29 @@ func (g *GRPC) ServerOptions() []grpc.ServerOption {
 }
 
 func (g *GRPC) intercept(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
-	if g.npending.Load() == 0 {
+	if g.npending.Load() > 0 {
+		g.mu.Lock()
+		err, refused := g.pending[req]
+		if refused {
+			delete(g.pending, req)
+			g.npending.Store(int64(len(g.pending)))
+		}
+		g.mu.Unlock()
+		if refused {
+			if s, ok := status.FromError(err); ok {
+				return nil, s.Err()
+			}
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+	}
+	root := rootOfValue(req)
+	if root == Unknown {
 		return next(ctx, req)
 	}
-	g.mu.Lock()
-	err, refused := g.pending[req]
-	if refused {
-		delete(g.pending, req)
-		g.npending.Store(int64(len(g.pending)))
-	}
-	g.mu.Unlock()
-	if refused {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
-	}
-	return next(ctx, req)
+	ctx, route := admission.NewContext(ctx)
+	resp, err := next(ctx, req)
+	g.routes[root].Observe(route, err)
+	return resp, err
 }
 
 type codec struct{ g *GRPC }
@@ -84,7 +109,18 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 		b = buf.ReadOnlyData()
 		data = mem.BufferSlice{buf}
 	}
-	if err := CheckProto(b, rootOfValue(v), c.g.maxDepth); err != nil {
+	// A full queue is checked first: it costs no walk of the bytes.
+	root := rootOfValue(v)
+	var err error
+	if root != Unknown {
+		if q := c.g.routes[root].Full(int64(len(b))); q != nil {
+			err = &admission.FullError{Queue: q.Name()}
+		}
+	}
+	if err == nil {
+		err = CheckProto(b, root, c.g.maxDepth)
+	}
+	if err != nil {
 		// Leave v empty; the interceptor refuses the call.
 		if c.g.onRefuse != nil {
 			c.g.onRefuse(err)

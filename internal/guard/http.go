@@ -10,6 +10,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/doubletake/doubletake/internal/admission"
 )
 
 // The OTLP/HTTP content types.
@@ -26,9 +28,14 @@ type HTTPConfig struct {
 	// MaxInFlightBytes bounds the (decompressed) body bytes read and held
 	// by all requests in flight together; 0 leaves them unbounded.
 	MaxInFlightBytes int64
-	// OnRefuse, if not nil, is called with each refusal: a *DepthError or
-	// an *InFlightError.
+	// OnRefuse, if not nil, is called with each refusal: a *DepthError,
+	// an *InFlightError or an *admission.FullError.
 	OnRefuse func(error)
+	// OnRouteVaried, if not nil, is called once per kind of request
+	// (traces, metrics, logs) whose requests are first seen entering
+	// different queues; from then on they are never refused for a full
+	// queue before decoding.
+	OnRouteVaried func(kind string)
 }
 
 // HTTPHandler checks the body of every OTLP/HTTP request (protobuf or JSON,
@@ -46,29 +53,45 @@ type HTTPConfig struct {
 // A request's bytes count until next returns, or until a read fails (the
 // reader then drops what it read), so that a refused request's bytes are
 // given back before it is answered.
+//
+// Requests to a path ending in /traces, /metrics or /logs are also given an
+// admission.Route: once every such request of one kind has entered the same
+// queues, the read that reaches the end of a body fails with an
+// *admission.FullError (Unavailable: 503, retryable) when one of them has
+// less room than the body (protobuf: its bytes; JSON: half of them, about
+// what it encodes to), before anything decodes it.
 func HTTPHandler(next http.Handler, cfg HTTPConfig) http.Handler {
 	maxDepth := cfg.MaxDepth
 	if maxDepth <= 0 || maxDepth > MaxDepthLimit {
 		maxDepth = DefaultMaxDepth
 	}
 	inFlight := &budget{limit: cfg.MaxInFlightBytes}
+	var routes [LogsRequest + 1]admission.Learner
+	if cfg.OnRouteVaried != nil {
+		for _, m := range [...]Message{TracesRequest, MetricsRequest, LogsRequest} {
+			routes[m].OnVaried = func() { cfg.OnRouteVaried(m.kind()) }
+		}
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body == nil || r.Body == http.NoBody {
 			next.ServeHTTP(w, r)
 			return
 		}
 		var c *checkingReader
+		root := rootOfPath(r.URL.Path)
 		ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+		encodedPer := int64(1) // body bytes per encoded (protobuf) byte
 		switch ct {
 		case contentProtobuf:
 			size := unboundedEnd // decompressed, or chunked
 			if r.ContentLength >= 0 {
 				size = int(r.ContentLength)
 			}
-			c = newProtoReader(r.Body, rootOfPath(r.URL.Path), maxDepth, size)
+			c = newProtoReader(r.Body, root, maxDepth, size)
 		case contentJSON:
 			j := &jsonWalker{limit: 2 * maxDepth}
 			c = &checkingReader{body: r.Body, feed: j.feed, err: j.err}
+			encodedPer = 2
 		default:
 			next.ServeHTTP(w, r)
 			return
@@ -76,9 +99,50 @@ func HTTPHandler(next http.Handler, cfg HTTPConfig) http.Handler {
 		c.budget, c.onRefuse = inFlight, cfg.OnRefuse
 		defer c.release()
 		r.Body = c
-		next.ServeHTTP(w, r)
+		if root == Unknown {
+			next.ServeHTTP(w, r)
+			return
+		}
+		learner := &routes[root]
+		c.atEnd = func(read int64) error {
+			if q := learner.Full(read / encodedPer); q != nil {
+				return &admission.FullError{Queue: q.Name()}
+			}
+			return nil
+		}
+		ctx, route := admission.NewContext(r.Context())
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r.WithContext(ctx))
+		var err error
+		if sw.code >= 300 {
+			err = fmt.Errorf("answered %d", sw.code)
+		}
+		learner.Observe(route, err)
 	})
 }
+
+// statusWriter keeps the status a handler answered with.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the writer underneath.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // InFlightError refuses a request whose body would take the bytes held by
 // requests in flight past their bound.
@@ -157,6 +221,10 @@ type checkingReader struct {
 	held     int64
 	onRefuse func(error)
 	refusal  error
+	// atEnd, if not nil, may refuse the body once it has been read whole
+	// (read: its bytes), before the reader sees its end.
+	atEnd func(read int64) error
+	read  int64
 }
 
 func (c *checkingReader) Read(p []byte) (int, error) {
@@ -180,6 +248,12 @@ func (c *checkingReader) Read(p []byte) (int, error) {
 		}
 		if !c.feed(p[:n]) {
 			return 0, c.refuse(c.err())
+		}
+		c.read += int64(n)
+	}
+	if err == io.EOF && c.atEnd != nil {
+		if rerr := c.atEnd(c.read); rerr != nil {
+			return 0, c.refuse(rerr)
 		}
 	}
 	return n, err

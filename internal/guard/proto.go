@@ -5,6 +5,19 @@ type Message uint8
 
 // Request roots and the messages inside them. Only messages whose fields
 // hold other messages are told apart; the rest are leaf.
+// kind names a request root's signal: traces, metrics or logs.
+func (m Message) kind() string {
+	switch m {
+	case TracesRequest:
+		return "traces"
+	case MetricsRequest:
+		return "metrics"
+	case LogsRequest:
+		return "logs"
+	}
+	return "unknown"
+}
+
 const (
 	leaf    Message = iota // a message without message fields
 	Unknown                // a request of unknown signal: every root is tried

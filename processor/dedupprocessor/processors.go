@@ -8,11 +8,15 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/doubletake/doubletake/internal/admission"
 )
 
 // The processors the factory makes, one per pipeline and signal: each
 // judges a request in its signal's unit of the shared state, forwards what
-// is left, and settles the unit with the next consumer's answer.
+// is left, and settles the unit with the next consumer's answer. A request
+// left with nothing to forward is marked as ended (internal/admission), so
+// that the receiver's server does not take it for one routed elsewhere.
 
 type tracesProcessor struct {
 	component.StartFunc
@@ -31,6 +35,7 @@ func (p *tracesProcessor) ConsumeTraces(ctx context.Context, td ptrace.Traces) e
 	sc := u.begin()
 	defer u.end(sc)
 	if !u.judge(ctx, td, sc, p.st.tel, p.drop, p.keepFirst) {
+		admission.End(ctx)
 		return nil
 	}
 	if p.st.nested != nil {
@@ -56,6 +61,7 @@ func (p *logsProcessor) ConsumeLogs(ctx context.Context, ld plog.Logs) error {
 	sc := u.begin()
 	defer u.end(sc)
 	if !u.judge(ctx, ld, sc, p.st.tel, p.drop) {
+		admission.End(ctx)
 		return nil
 	}
 	u.hold(sc)
@@ -82,6 +88,7 @@ func (p *metricsProcessor) ConsumeMetrics(ctx context.Context, md pmetric.Metric
 	sc := u.begin()
 	defer u.end(sc)
 	if !u.judge(md, sc, p.drop, p.splitAttr) {
+		admission.End(ctx)
 		return nil
 	}
 	return settle(ctx, sc, p.st.tel, p.next.ConsumeMetrics(ctx, md))

@@ -60,7 +60,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	var err, errs error
 	builder.GuardRefusedRequests, err = builder.meter.Int64Counter(
 		"otelcol_guard_refused_requests",
-		metric.WithDescription("Requests refused before decoding: reason depth (nesting beyond max_depth) or in_flight (request bodies beyond max_in_flight_bytes). [Alpha]"),
+		metric.WithDescription("Requests refused before decoding: reason depth (nesting beyond max_depth), in_flight (request bodies beyond max_in_flight_bytes) or queue_full (retryable: the sending queue the request would enter has no room for it). [Alpha]"),
 		metric.WithUnit("{request}"),
 	)
 	errs = errors.Join(errs, err)

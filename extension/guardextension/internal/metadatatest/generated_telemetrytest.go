@@ -24,7 +24,7 @@ func NewSettings(tt *componenttest.Telemetry) extension.Settings {
 func AssertEqualGuardRefusedRequests(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_guard_refused_requests",
-		Description: "Requests refused before decoding: reason depth (nesting beyond max_depth) or in_flight (request bodies beyond max_in_flight_bytes). [Alpha]",
+		Description: "Requests refused before decoding: reason depth (nesting beyond max_depth), in_flight (request bodies beyond max_in_flight_bytes) or queue_full (retryable: the sending queue the request would enter has no room for it). [Alpha]",
 		Unit:        "{request}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
