@@ -19,6 +19,12 @@
 //	service:
 //	  extensions: [guard]
 //
+// It also refuses, with a retryable 503 / Unavailable and before decoding,
+// a request that a full sending queue would refuse after: once every
+// request of its kind has entered the same queues (a dedup_otlp_* exporter
+// records that it was entered, see internal/admission), a request one of
+// them has no room for.
+//
 // On HTTP it runs after confighttp's decompression and size limit, so it
 // sees the decompressed body; on gRPC it installs the server's codec, so no
 // other middleware of the same server may set one.
