@@ -18,6 +18,7 @@ package admission
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -129,7 +130,8 @@ func (l *Learner) Observe(r *Route, err error) {
 	defer l.mu.Unlock()
 	switch p := l.learned.Load(); {
 	case p == nil:
-		l.learned.Store(&queues)
+		learned := slices.Clone(queues)
+		l.learned.Store(&learned)
 	case !sameSet(*p, queues) && !l.varied.Load():
 		l.varied.Store(true)
 		if l.OnVaried != nil {
