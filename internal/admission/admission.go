@@ -90,6 +90,14 @@ func End(ctx context.Context) {
 	}
 }
 
+// Reached says whether the request entered a queue or was consumed whole
+// on its way (End).
+func (r *Route) Reached() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.queues) > 0 || r.ended
+}
+
 // Ended says whether End was called for the request.
 func (r *Route) Ended() bool {
 	r.mu.Lock()
@@ -112,7 +120,8 @@ type Learner struct {
 // with err. A request that failed before it entered any queue (refused on
 // its way: invalid, memory pressure) and one consumed whole on its way
 // (End) say nothing; any other request's queues must be the ones every
-// earlier request entered.
+// earlier request entered. (A request holding no items, which the OTLP
+// receiver answers without passing it on, must not be observed.)
 func (l *Learner) Observe(r *Route, err error) {
 	if l.varied.Load() {
 		return

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -50,9 +51,10 @@ type enteringSink struct {
 	requests atomic.Int64
 }
 
-func (s *enteringSink) Export(ctx context.Context, _ ptraceotlp.ExportRequest) (ptraceotlp.ExportResponse, error) {
+func (s *enteringSink) Export(ctx context.Context, req ptraceotlp.ExportRequest) (ptraceotlp.ExportResponse, error) {
 	s.requests.Add(1)
-	if !s.skip.Load() {
+	// As the OTLP receiver: a request without spans is answered at once.
+	if !s.skip.Load() && req.Traces().SpanCount() > 0 {
 		admission.Enter(ctx, s.q)
 	}
 	return ptraceotlp.NewExportResponse(), nil
@@ -98,13 +100,18 @@ func TestGRPCRefusesBeforeDecodingWhileTheQueueIsFull(t *testing.T) {
 	if _, err := client.Export(ctx, req); err != nil {
 		t.Fatal(err)
 	}
+	// A request without items, which the receiver answers itself, says
+	// nothing about where requests go.
+	if _, err := client.Export(ctx, ptraceotlp.NewExportRequest()); err != nil {
+		t.Fatal(err)
+	}
 	sink.q.free.Store(int64(len(size)) - 1) // one byte short
 	_, err := client.Export(ctx, req)
 	st, _ := grpcstatus.FromError(err)
 	if st.Code() != codes.Unavailable || st.Message() != "sending queue is full (dedup_otlp_grpc/upstream); retry later" {
 		t.Fatalf("full queue: %v, want Unavailable naming the queue", err)
 	}
-	if d, r := codec.decoded.Load(), sink.requests.Load(); d != 1 || r != 1 {
+	if d, r := codec.decoded.Load(), sink.requests.Load(); d != 2 || r != 2 {
 		t.Fatalf("decoded %d, handled %d; want the refused request neither decoded nor handled", d, r)
 	}
 	var full *admission.FullError
@@ -115,7 +122,7 @@ func TestGRPCRefusesBeforeDecodingWhileTheQueueIsFull(t *testing.T) {
 	if _, err := client.Export(ctx, req); err != nil {
 		t.Fatalf("with room again: %v", err)
 	}
-	if codec.decoded.Load() != 2 || sink.requests.Load() != 2 {
+	if codec.decoded.Load() != 3 || sink.requests.Load() != 3 {
 		t.Fatal("the retry was not decoded and handled")
 	}
 }
@@ -154,14 +161,24 @@ func TestHTTPRefusesBeforeDecodingWhileTheQueueIsFull(t *testing.T) {
 	q.free.Store(1 << 30)
 	var decoded atomic.Int64
 	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, err := io.ReadAll(r.Body); err != nil {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
 			st, _ := grpcstatus.FromError(err)
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = io.WriteString(w, st.Code().String()+": "+st.Message())
 			return
 		}
 		decoded.Add(1)
-		admission.Enter(r.Context(), q)
+		// As the OTLP receiver: a request without spans is answered at once.
+		var td ptrace.Traces
+		if r.Header.Get("Content-Type") == "application/json" {
+			td, err = (&ptrace.JSONUnmarshaler{}).UnmarshalTraces(body)
+		} else {
+			td, err = (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces(body)
+		}
+		if err == nil && td.SpanCount() > 0 {
+			admission.Enter(r.Context(), q)
+		}
 	})
 	var refused atomic.Int64
 	srv := httptest.NewServer(guard.HTTPHandler(next, guard.HTTPConfig{OnRefuse: func(error) { refused.Add(1) }}))
@@ -179,13 +196,20 @@ func TestHTTPRefusesBeforeDecodingWhileTheQueueIsFull(t *testing.T) {
 	if code, msg := post("/v1/traces", "application/x-protobuf", body); code != http.StatusOK {
 		t.Fatalf("%d %s", code, msg)
 	}
+	// Requests without items, which the receiver answers itself, say
+	// nothing about where requests go.
+	for _, empty := range []string{`{}`, `{"resourceSpans":[]}`} {
+		if code, msg := post("/v1/traces", "application/json", []byte(empty)); code != http.StatusOK {
+			t.Fatalf("%s: %d %s", empty, code, msg)
+		}
+	}
 	q.free.Store(int64(len(body)) - 1)
 	code, msg := post("/v1/traces", "application/x-protobuf", body)
 	if code != http.StatusServiceUnavailable || msg != "Unavailable: sending queue is full (dedup_otlp_grpc/upstream); retry later" {
 		t.Fatalf("full queue: %d %q, want 503 naming the queue", code, msg)
 	}
-	if decoded.Load() != 1 || refused.Load() != 1 {
-		t.Fatalf("decoded %d, refused %d; want 1 and 1", decoded.Load(), refused.Load())
+	if decoded.Load() != 3 || refused.Load() != 1 {
+		t.Fatalf("decoded %d, refused %d; want 3 and 1", decoded.Load(), refused.Load())
 	}
 	// JSON counts half its bytes: a body of twice the room fits, two bytes
 	// more do not.
@@ -205,7 +229,73 @@ func TestHTTPRefusesBeforeDecodingWhileTheQueueIsFull(t *testing.T) {
 	if code, msg := post("/v1/traces", "application/x-protobuf", body); code != http.StatusOK {
 		t.Fatalf("with room again: %d %q", code, msg)
 	}
-	if decoded.Load() != 4 || refused.Load() != 2 {
-		t.Fatalf("decoded %d, refused %d; want 4 and 2", decoded.Load(), refused.Load())
+	if decoded.Load() != 6 || refused.Load() != 2 {
+		t.Fatalf("decoded %d, refused %d; want 6 and 2", decoded.Load(), refused.Load())
+	}
+}
+
+// Over HTTP too, requests with items that do not enter the queue turn the
+// refusals before decoding off.
+func TestHTTPDoesNotRefuseWhenRoutesVary(t *testing.T) {
+	q := &fakeQueue{}
+	q.free.Store(1 << 30)
+	next := http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		if r.Header.Get("X-Route") == "" {
+			admission.Enter(r.Context(), q)
+		}
+	})
+	var kinds []string
+	srv := httptest.NewServer(guard.HTTPHandler(next, guard.HTTPConfig{OnRouteVaried: func(kind string) { kinds = append(kinds, kind) }}))
+	defer srv.Close()
+	body := realTraces(t)
+	post := func(route string) int {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/traces", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/x-protobuf")
+		req.Header.Set("X-Route", route)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	post("")
+	post("elsewhere")
+	q.free.Store(0)
+	if code := post(""); code != http.StatusOK {
+		t.Fatalf("refused for a queue requests may skip: %d", code)
+	}
+	if len(kinds) != 1 || kinds[0] != "traces" {
+		t.Fatalf("OnRouteVaried calls %v, want one for traces", kinds)
+	}
+}
+
+// A request holding a resource but no spans is answered by the receiver
+// without the pipeline, and the guard does not decode to tell it from one
+// routed around the queue: it turns the refusals before decoding off, the
+// safe side (the queue still refuses what it has no room for).
+func TestGRPCResourceWithoutItemsTurnsRefusalsOff(t *testing.T) {
+	var kinds []string
+	g := guard.NewGRPC(guard.DefaultMaxDepth, nil, nil)
+	g.OnRouteVaried(func(kind string) { kinds = append(kinds, kind) })
+	sink := &enteringSink{q: &fakeQueue{}}
+	sink.q.free.Store(1 << 30)
+	client := startGRPC(t, g, sink)
+	ctx := context.Background()
+	if _, err := client.Export(ctx, ptraceotlp.NewExportRequestFromTraces(tracesWithDepth(2))); err != nil {
+		t.Fatal(err)
+	}
+	hollow := ptrace.NewTraces()
+	hollow.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty()
+	if _, err := client.Export(ctx, ptraceotlp.NewExportRequestFromTraces(hollow)); err != nil {
+		t.Fatal(err)
+	}
+	if len(kinds) != 1 || kinds[0] != "traces" {
+		t.Fatalf("OnRouteVaried calls %v, want one for traces", kinds)
+	}
+	sink.q.free.Store(0)
+	if _, err := client.Export(ctx, ptraceotlp.NewExportRequestFromTraces(tracesWithDepth(2))); err != nil {
+		t.Fatalf("refused before decoding after the refusals were turned off: %v", err)
 	}
 }

@@ -92,9 +92,14 @@ func HTTPHandler(next http.Handler, cfg HTTPConfig) http.Handler {
 			j := &jsonWalker{limit: 2 * maxDepth}
 			c = &checkingReader{body: r.Body, feed: j.feed, err: j.err}
 			encodedPer = 2
+			// Nothing inside the resource list: no resource, no items.
+			c.noItems = func() bool { return j.deepest <= 2 }
 		default:
 			next.ServeHTTP(w, r)
 			return
+		}
+		if c.noItems == nil {
+			c.noItems = func() bool { return c.read == 0 }
 		}
 		c.budget, c.onRefuse = inFlight, cfg.OnRefuse
 		defer c.release()
@@ -116,6 +121,10 @@ func HTTPHandler(next http.Handler, cfg HTTPConfig) http.Handler {
 		var err error
 		if sw.code >= 300 {
 			err = fmt.Errorf("answered %d", sw.code)
+		}
+		if err == nil && !route.Reached() && c.noItems() {
+			// The receiver answers a request without items itself.
+			return
 		}
 		learner.Observe(route, err)
 	})
@@ -225,6 +234,9 @@ type checkingReader struct {
 	// (read: its bytes), before the reader sees its end.
 	atEnd func(read int64) error
 	read  int64
+	// noItems says whether the body read holds no resource, so no items
+	// (protobuf: no bytes).
+	noItems func() bool
 }
 
 func (c *checkingReader) Read(p []byte) (int, error) {

@@ -18,6 +18,7 @@ type jsonWalker struct {
 	limit    int
 	pos      int
 	depth    int
+	deepest  int // the most containers open at once so far
 	inString bool
 	escaped  bool
 	tooDeep  bool
@@ -69,6 +70,7 @@ func (w *jsonWalker) feed(p []byte) bool {
 				w.depth, w.tooDeep, w.pos = depth, true, w.pos+i
 				return false
 			}
+			w.deepest = max(w.deepest, depth)
 		case '}', ']':
 			if depth > 0 {
 				depth--

@@ -30,7 +30,8 @@ func burnCPUs(t *testing.T) {
 // with one CPU-burning process per CPU: kill -9 mid-stream, during an
 // outage and its drain, and during a direct send; an upstream that turns
 // slow and then away, and a 60 s outage; permanent refusals, after the
-// queue and on the direct path (with a restart); oversized requests.
+// queue and on the direct path (with a restart); oversized requests; a
+// full queue's refusals before decoding, and their retries.
 // DOUBLETAKE_CONTENTION_ROUNDS (default 1) repeats the quick ones.
 func TestDeliveryUnderContention(t *testing.T) {
 	rounds := 1
@@ -53,6 +54,7 @@ func TestDeliveryUnderContention(t *testing.T) {
 		{"UpstreamPermanentRefusalTakesBack", TestUpstreamPermanentRefusalTakesBack},
 		{"DirectRefusalSurvivesARestart", TestDirectRefusalSurvivesARestart},
 		{"UpstreamLimitWithOversizedRequests", TestUpstreamLimitWithOversizedRequests},
+		{"FullQueueRefusesBeforeDecoding", TestFullQueueRefusesBeforeDecoding},
 	}
 	for r := 1; r <= rounds; r++ {
 		for _, tc := range quick {
