@@ -5,6 +5,8 @@ import (
 	"math"
 	"reflect"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/embedded"
@@ -155,8 +157,35 @@ func (*probeObserver) ObserveFloat64(metric.Float64Observable, float64, ...metri
 // The sending queue, for the receivers' servers (internal/admission).
 var _ admission.Queue = (*upstream)(nil)
 
-// Free is the room the sending queue has left, in its sizer's unit; all
-// the room there is while it cannot be read.
+// roomMaxAge is how long a reading of the queue's room serves the
+// receivers' servers before it is read again.
+const roomMaxAge = time.Millisecond
+
+// room caches the sending queue's room for the receivers' servers, which
+// ask for every request before decoding it: the persistent queue reports
+// its size under the lock it holds while it writes an entry, so reading it
+// each time would make every request wait for the write under way. One
+// caller at a time reads it again, once the reading is roomMaxAge old; the
+// others take the last reading. A stale reading costs a request refused
+// that would have fitted (its sender retries) or one let through that the
+// queue refuses itself, as without the check.
+type room struct {
+	free       atomic.Int64
+	at         atomic.Int64 // when free was read, Unix nanoseconds; 0: never
+	refreshing atomic.Bool
+	// now is the clock, Unix nanoseconds; nil: time.Now.
+	now func() int64
+}
+
+func (r *room) clock() int64 {
+	if r.now != nil {
+		return r.now()
+	}
+	return time.Now().UnixNano()
+}
+
+// Free is the room the sending queue has left, in its sizer's unit, read
+// at most roomMaxAge ago; all the room there is while it cannot be read.
 func (up *upstream) Free() (int64, admission.Unit) {
 	unit := admission.Bytes
 	switch up.sizer {
@@ -165,14 +194,28 @@ func (up *upstream) Free() (int64, admission.Unit) {
 	case "requests":
 		unit = admission.Requests
 	}
+	r := &up.room
+	at := r.at.Load()
+	if (at == 0 || r.clock()-at >= int64(roomMaxAge)) && r.refreshing.CompareAndSwap(false, true) {
+		r.free.Store(up.readFree())
+		r.at.Store(r.clock())
+		r.refreshing.Store(false)
+	} else if at == 0 {
+		return math.MaxInt64, unit // another caller reads it for the first time
+	}
+	return r.free.Load(), unit
+}
+
+// readFree reads the queue's room now.
+func (up *upstream) readFree() int64 {
 	if !up.queue.readable() {
-		return math.MaxInt64, unit
+		return math.MaxInt64
 	}
 	size, capacity := up.queue.read()
 	if capacity <= 0 {
-		return math.MaxInt64, unit
+		return math.MaxInt64
 	}
-	return capacity - size, unit
+	return capacity - size
 }
 
 // Name names the queue by its exporter's ID.

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/doubletake/doubletake/internal/admission"
 	"github.com/doubletake/doubletake/processor/dedupprocessor"
 )
 
@@ -113,4 +114,68 @@ func newUpstreamTraces(t *testing.T, raw map[string]any, tel *componenttest.Tele
 		t.Fatal(err)
 	}
 	return exp, tb
+}
+
+// TestFreeFollowsTheQueue: the room the receivers' servers see is the
+// queue's capacity less what its gauge says it holds, read again only once
+// the last reading is roomMaxAge old; a request that reaches the exporter
+// enters its route (internal/admission).
+func TestFreeFollowsTheQueue(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close() // nothing listens: the queue keeps what it is given
+
+	tel := componenttest.NewTelemetry()
+	defer func() { _ = tel.Shutdown(context.Background()) }()
+	exp, _ := newUpstreamTraces(t, map[string]any{
+		"endpoint": dead, "tls": map[string]any{"insecure": true}, "dedup": "dedup",
+		"retry_on_failure": map[string]any{"enabled": true, "initial_interval": "10s", "max_elapsed_time": 0},
+		"sending_queue":    map[string]any{"enabled": true, "sizer": "bytes", "queue_size": 1 << 20},
+	}, tel)
+	up := exp.(*tracesExporter).up
+	clock := int64(1)
+	up.room.now = func() int64 { return clock }
+	if err := exp.Start(context.Background(), componenttest.NewNopHost()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = exp.Shutdown(context.Background()) }()
+	if free, unit := up.Free(); free != 1<<20 || unit != admission.Bytes {
+		t.Fatalf("empty queue: free %d unit %v, want %d bytes", free, unit, 1<<20)
+	}
+	size := func() int64 {
+		m, err := tel.GetMetric("otelcol_exporter_queue_size")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Data.(metricdata.Gauge[int64]).DataPoints[0].Value
+	}
+	for range 3 {
+		ctx, route := admission.NewContext(context.Background())
+		if err := exp.ConsumeTraces(ctx, spansOf(10, func(int) string { return "op" })); err != nil {
+			t.Fatal(err)
+		}
+		if !route.Reached() {
+			t.Fatal("a request the exporter took did not enter its route")
+		}
+	}
+	// The first entry may be taken from the queue for the first send; the
+	// rest stay while the upstream does not answer.
+	deadline := time.Now().Add(10 * time.Second)
+	for s := size(); s == 0; s = size() {
+		if time.Now().After(deadline) {
+			t.Fatal("the queue never held what it was given")
+		}
+		time.Sleep(10 * time.Millisecond) // polling with a deadline
+	}
+	if free, _ := up.Free(); free != 1<<20 {
+		t.Fatalf("free %d within roomMaxAge of the last reading, want that reading (%d)", free, 1<<20)
+	}
+	clock += int64(roomMaxAge)
+	free, _ := up.Free()
+	if want := int64(1<<20) - size(); free != want {
+		t.Fatalf("free %d after roomMaxAge, want capacity less the gauge's size: %d", free, want)
+	}
 }

@@ -38,7 +38,9 @@ type upstream struct {
 	// the exporter runs; sizer is its unit, "" without a queue.
 	queue *queueProbe
 	sizer string
-	id    component.ID
+	// room is the queue's room as the receivers' servers read it.
+	room room
+	id   component.ID
 	// grouped says whether requests are written to the queue in groups
 	// (group_commit on, with a sending queue).
 	grouped bool
