@@ -16,7 +16,9 @@
 // or framing ends its segment: a torn tail of the newest segment (a write
 // cut short by a crash, never acknowledged) is cut; anything else is
 // damage, kept aside as SEGMENT.damaged-TIME, logged, and counted in
-// otelcol_log_storage_discarded_bytes.
+// otelcol_log_storage_discarded_bytes. An entry named as a segment that is
+// not a regular file (a symlink, a FIFO, a directory) is moved aside
+// unread as NAME.foreign-TIME and logged.
 //
 //	extensions:
 //	  log_storage:

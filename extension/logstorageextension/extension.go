@@ -163,6 +163,12 @@ func (e *logStorage) discarded(cn string) func(Discarded) {
 		reason := "damaged"
 		fields := []zap.Field{zap.String("client", cn), zap.String("segment", d.Segment), zap.Int64("offset", d.Offset), zap.Int64("bytes", d.Bytes), zap.String("cause", d.Cause)}
 		switch {
+		case d.Foreign:
+			line := fmt.Sprintf("log_storage %s: %s, kept as %s (what it held, if it was a segment, is lost; it cannot be counted)", cn, d.Cause, d.KeptAs)
+			e.logger.Error("An entry named as a segment was not a regular file: it was moved aside unread. If it was a segment (a symlink to one, say), what it stored is lost",
+				append(fields, zap.String("kept_as", d.KeptAs))...)
+			recovered.Add(recovered.File{Path: d.Segment, MovedTo: d.KeptAs, Store: storeOf(cn), LostUncounted: true, Line: line})
+			return
 		case d.Torn:
 			reason = "torn"
 			e.logger.Warn("A write cut short by a crash was cut from the end of the newest segment; it was never acknowledged", fields...)

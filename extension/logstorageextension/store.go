@@ -80,6 +80,10 @@ type Discarded struct {
 	// Truncated: the segment is shorter than the client had written
 	// (markFile), or missing: acknowledged writes are lost.
 	Truncated bool
+	// Foreign: an entry named as a segment was not a regular file (a
+	// symlink, a FIFO, a directory); it was moved aside to KeptAs unread,
+	// and Bytes is 0: what it held, if anything, is not known.
+	Foreign bool
 	KeptAs    string
 	Cause     string
 }
@@ -152,8 +156,11 @@ func openClient(dir string, opt options) (*client, error) {
 		return nil, err
 	}
 	c := &client{dir: dir, opt: opt, idx: map[string]loc{}}
-	nums, err := listSegments(dir)
+	nums, foreign, err := listSegments(dir)
 	if err != nil {
+		return nil, err
+	}
+	if err := c.setAsideForeign(foreign); err != nil {
 		return nil, err
 	}
 	hw := readMark(dir)
@@ -181,25 +188,50 @@ func openClient(dir string, opt options) (*client, error) {
 	return c, nil
 }
 
-func listSegments(dir string) ([]uint64, error) {
+// listSegments lists the segments in dir by number, and the entries named
+// as segments that are not regular files (foreign).
+func listSegments(dir string) (nums []uint64, foreign []os.DirEntry, err error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var nums []uint64
 	for _, e := range ents {
 		name := e.Name()
-		if !e.Type().IsRegular() || len(name) != 20 || !strings.HasSuffix(name, ".log") {
+		if len(name) != 20 || !strings.HasSuffix(name, ".log") {
 			continue
 		}
 		n, err := strconv.ParseUint(name[:16], 16, 64)
 		if err != nil {
 			continue
 		}
+		if !e.Type().IsRegular() {
+			foreign = append(foreign, e)
+			continue
+		}
 		nums = append(nums, n)
 	}
 	slices.Sort(nums)
-	return nums, nil
+	return nums, foreign, nil
+}
+
+// setAsideForeign moves each entry named as a segment that is not a
+// regular file (a symlink, a FIFO, a directory) aside, unread: reading a
+// FIFO blocks, a symlink points at what the client did not write, and left
+// in place the entry would take the name of the next segment the client
+// rolls to. What it held, if it was a segment, is lost uncounted: reported.
+func (c *client) setAsideForeign(foreign []os.DirEntry) error {
+	for _, e := range foreign {
+		path := filepath.Join(c.dir, e.Name())
+		kept := fmt.Sprintf("%s.foreign-%s", path, time.Now().UTC().Format("20060102T150405.000000000Z"))
+		if err := os.Rename(path, kept); err != nil {
+			return fmt.Errorf("log_storage: %s is not a regular file (%s) and could not be moved aside: %w", path, e.Type(), err)
+		}
+		if c.opt.discarded != nil {
+			c.opt.discarded(Discarded{Segment: path, Foreign: true, KeptAs: kept,
+				Cause: fmt.Sprintf("named as a segment but not a regular file (%s): moved aside unread", e.Type())})
+		}
+	}
+	return nil
 }
 
 // replay reads segment num into the index. A record that fails its
