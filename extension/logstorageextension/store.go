@@ -84,8 +84,8 @@ type Discarded struct {
 	// symlink, a FIFO, a directory); it was moved aside to KeptAs unread,
 	// and Bytes is 0: what it held, if anything, is not known.
 	Foreign bool
-	KeptAs    string
-	Cause     string
+	KeptAs  string
+	Cause   string
 }
 
 // options configure a client.
