@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -54,8 +55,11 @@ func TestMiddlewares(t *testing.T) {
 	defer func() { _ = ext.Shutdown(context.Background()) }()
 	g := ext.(*guardExt)
 	opts, err := g.GetGRPCServerOptions(context.Background())
-	if err != nil || len(opts) != 2 {
-		t.Fatalf("gRPC options: %d, %v; want the codec and the interceptor", len(opts), err)
+	if err != nil || len(opts) != 3 {
+		t.Fatalf("gRPC options: %d, %v; want the codec, the interceptor and the stream workers", len(opts), err)
+	}
+	if n := streamWorkers(); n < 32 || n < uint32(16*runtime.GOMAXPROCS(0)) {
+		t.Fatalf("%d stream workers, want at least 32 and 16 per CPU", n)
 	}
 	wrap, err := g.GetHTTPHandler(context.Background())
 	if err != nil {
