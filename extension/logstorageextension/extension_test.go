@@ -95,7 +95,7 @@ func TestDiscardedReported(t *testing.T) {
 	cutAt := offs[len(offs)/2]
 	damaged := offs[len(offs)/2+1] - cutAt // that record only: the next one is read again
 	flipBit(t, first, cutAt+recHeader+2, 0)
-	nums, _, err := listSegments(dir)
+	nums, _, err := listSegments(osFS{}, dir)
 	if err != nil || len(nums) < 3 {
 		t.Fatalf("segments %v, %v", nums, err)
 	}
@@ -171,7 +171,7 @@ func TestCompactionFailureLogged(t *testing.T) {
 		}
 	}
 	cn := ClientName(component.KindExporter, exporterID, "logs")
-	nums, _, err := listSegments(ClientDir(base, cn))
+	nums, _, err := listSegments(osFS{}, ClientDir(base, cn))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ func swapFile(c *client, f *os.File) func() {
 	defer c.mu.Unlock()
 	s := c.segs[len(c.segs)-1]
 	orig := s.f
-	s.f = f
+	s.f = osFile{f}
 	return func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()

@@ -52,7 +52,7 @@ func TestImport(t *testing.T) {
 		t.Fatal(err)
 	}
 	noImporting(t, dir)
-	nums, _, err := listSegments(dir)
+	nums, _, err := listSegments(osFS{}, dir)
 	if err != nil || len(nums) < 3 {
 		t.Fatalf("segments %v, %v; want several", nums, err)
 	}
@@ -105,7 +105,7 @@ func TestImportReplacesLeftover(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, e := range ents {
-		if !strings.HasSuffix(e.Name(), ".log") && e.Name() != markFile {
+		if !strings.HasSuffix(e.Name(), ".log") && e.Name() != markFile && e.Name() != reserveFile {
 			t.Fatalf("%s in the client's directory", e.Name())
 		}
 	}
@@ -128,7 +128,7 @@ func TestImportEmpty(t *testing.T) {
 	if err := Import(dir, importData(), 0); err != nil {
 		t.Fatal(err)
 	}
-	if nums, _, err := listSegments(dir); err != nil || len(nums) != 1 {
+	if nums, _, err := listSegments(osFS{}, dir); err != nil || len(nums) != 1 {
 		t.Fatalf("segments %v, %v; want one of the default size", nums, err)
 	}
 }

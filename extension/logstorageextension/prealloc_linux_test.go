@@ -123,7 +123,7 @@ func BenchmarkSegmentAppend(b *testing.B) {
 				}
 				if reserve && off+rec > reserved {
 					reserved = off + rec + reserveAhead
-					preallocate(f, off, reserved)
+					_ = preallocate(f, off, reserved, true)
 				}
 				if _, err := f.WriteAt(v, off); err != nil {
 					b.Fatal(err)

@@ -60,7 +60,7 @@ func (l loc) cost(key string) int64 { return int64(len(key) + l.n + opCost) }
 
 type segment struct {
 	num  uint64
-	f    *os.File
+	f    storeFile
 	size int64 // bytes written
 	live int64 // cost of the values in it that are current
 	// reserved is how far its blocks are reserved (preallocate): past
@@ -104,6 +104,15 @@ type options struct {
 	// reserveBytes is how far ahead of the writes the newest segment's
 	// blocks are reserved (0: reserveAhead; negative: none).
 	reserveBytes int64
+	// fs is the filesystem (nil: the operating system's).
+	fs fileSystem
+	// reserveBase is the drain reserve held whatever the client holds
+	// (0: reserveBase; negative: no drain reserve at all).
+	reserveBase int64
+	// fullChanged is called when new data starts to be refused for
+	// lack of room (full) and when it is taken again, with the bytes
+	// free (-1: not known).
+	fullChanged func(full bool, free int64, cause error)
 }
 
 // reserveAhead is how far ahead of its writes the newest segment has its
@@ -116,6 +125,7 @@ const reserveAhead = 4 << 20
 type client struct {
 	dir string
 	opt options
+	fs  fileSystem
 
 	mu     sync.Mutex
 	idx    map[string]loc
@@ -143,8 +153,16 @@ type client struct {
 	cacheInserted int64
 	cacheOff      bool
 	// markF is the mark file, markTimer its write pending (markSoon).
-	markF     *os.File
+	markF     storeFile
 	markTimer *time.Timer
+	// The drain reserve (reserve.go): its file and size; full while
+	// new data is refused for lack of room; refused, the writes so
+	// refused; gaveBack, the bytes given to draining writes.
+	resF     storeFile
+	resSize  int64
+	full     bool
+	refused  int64
+	gaveBack int64
 }
 
 func segName(num uint64) string { return fmt.Sprintf("%016x.log", num) }
@@ -152,18 +170,21 @@ func segName(num uint64) string { return fmt.Sprintf("%016x.log", num) }
 // openClient opens (creating it when absent) the client in dir and
 // replays its segments.
 func openClient(dir string, opt options) (*client, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if opt.fs == nil {
+		opt.fs = osFS{}
+	}
+	if err := opt.fs.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	c := &client{dir: dir, opt: opt, idx: map[string]loc{}}
-	nums, foreign, err := listSegments(dir)
+	c := &client{dir: dir, opt: opt, fs: opt.fs, idx: map[string]loc{}}
+	nums, foreign, err := listSegments(c.fs, dir)
 	if err != nil {
 		return nil, err
 	}
 	if err := c.setAsideForeign(foreign); err != nil {
 		return nil, err
 	}
-	hw := readMark(dir)
+	hw := readMark(c.fs, dir)
 	sizes := map[uint64]int64{}
 	for i, num := range nums {
 		size, err := c.replay(num, i == len(nums)-1, hw)
@@ -175,6 +196,10 @@ func openClient(dir string, opt options) (*client, error) {
 	}
 	c.checkMark(hw, sizes, nums)
 	c.countLive()
+	if err := c.openReserve(); err != nil {
+		c.closeFiles()
+		return nil, err
+	}
 	if len(c.segs) == 0 || c.segs[len(c.segs)-1].size >= c.opt.segmentBytes {
 		if err := c.roll(); err != nil {
 			c.closeFiles()
@@ -190,8 +215,8 @@ func openClient(dir string, opt options) (*client, error) {
 
 // listSegments lists the segments in dir by number, and the entries named
 // as segments that are not regular files (foreign).
-func listSegments(dir string) (nums []uint64, foreign []os.DirEntry, err error) {
-	ents, err := os.ReadDir(dir)
+func listSegments(fsys fileSystem, dir string) (nums []uint64, foreign []os.DirEntry, err error) {
+	ents, err := fsys.ReadDir(dir)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -223,7 +248,7 @@ func (c *client) setAsideForeign(foreign []os.DirEntry) error {
 	for _, e := range foreign {
 		path := filepath.Join(c.dir, e.Name())
 		kept := fmt.Sprintf("%s.foreign-%s", path, time.Now().UTC().Format("20060102T150405.000000000Z"))
-		if err := os.Rename(path, kept); err != nil {
+		if err := c.fs.Rename(path, kept); err != nil {
 			return fmt.Errorf("log_storage: %s is not a regular file (%s) and could not be moved aside: %w", path, e.Type(), err)
 		}
 		if c.opt.discarded != nil {
@@ -243,14 +268,14 @@ func (c *client) setAsideForeign(foreign []os.DirEntry) error {
 // the damaged bytes.
 func (c *client) replay(num uint64, newest bool, hw mark) (int64, error) {
 	path := filepath.Join(c.dir, segName(num))
-	st, err := os.Stat(path)
+	st, err := c.fs.Stat(path)
 	if err != nil {
 		return 0, err
 	}
 	if st.Size() > maxSegmentFile {
 		return 0, fmt.Errorf("log_storage: %s is %d bytes, more than a segment can be (%d): not a segment of this store", path, st.Size(), maxSegmentFile)
 	}
-	data, err := os.ReadFile(path)
+	data, err := c.fs.ReadFile(path)
 	if err != nil {
 		return 0, err
 	}
@@ -261,7 +286,7 @@ func (c *client) replay(num uint64, newest bool, hw mark) (int64, error) {
 		if c.opt.discarded != nil && size > 0 && (!hw.ok || hw.num != num) {
 			c.opt.discarded(Discarded{Segment: path, Offset: 0, Bytes: size, Torn: true, Cause: "the segment's header was cut short"})
 		}
-		if err := os.Remove(path); err != nil {
+		if err := c.fs.Remove(path); err != nil {
 			return 0, fmt.Errorf("log_storage: removing %s: %w", path, err)
 		}
 		return size, nil
@@ -325,14 +350,14 @@ func (c *client) replay(num uint64, newest bool, hw mark) (int64, error) {
 		if len(good) == len(segMagic) && damaged != nil && damaged[0].from == 0 {
 			// Not a segment (junk, no whole record in it): kept aside
 			// whole above; nothing of it is left to read.
-			if err := os.Remove(path); err != nil {
+			if err := c.fs.Remove(path); err != nil {
 				return 0, fmt.Errorf("log_storage: removing %s: %w", path, err)
 			}
 			return size, nil
 		}
 		data = good
 	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	f, err := c.fs.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return 0, err
 	}
@@ -358,16 +383,16 @@ type mark struct {
 	ok   bool
 }
 
-func readMark(dir string) mark {
+func readMark(fsys fileSystem, dir string) mark {
 	path := filepath.Join(dir, markFile)
 	// Only a regular file is the mark: reading a FIFO would block the
 	// open, and writing through a symlink would write elsewhere. Anything
 	// else in its place is removed, and the client writes a new one.
-	if st, err := os.Lstat(path); err == nil && !st.Mode().IsRegular() {
-		_ = os.Remove(path)
+	if st, err := fsys.Lstat(path); err == nil && !st.Mode().IsRegular() {
+		_ = fsys.Remove(path)
 		return mark{}
 	}
-	b, err := os.ReadFile(path)
+	b, err := fsys.ReadFile(path)
 	if err != nil || len(b) != 24 || binary.LittleEndian.Uint32(b[16:]) != 1 || crc32.Checksum(b[:20], castagnoli) != binary.LittleEndian.Uint32(b[20:]) {
 		return mark{}
 	}
@@ -407,7 +432,7 @@ func (c *client) writeMark() error {
 	binary.LittleEndian.PutUint32(b[16:], 1)
 	binary.LittleEndian.PutUint32(b[20:], crc32.Checksum(b[:20], castagnoli))
 	if c.markF == nil {
-		f, err := os.OpenFile(filepath.Join(c.dir, markFile), os.O_CREATE|os.O_WRONLY, 0o600)
+		f, err := c.fs.OpenFile(filepath.Join(c.dir, markFile), os.O_CREATE|os.O_WRONLY, 0o600)
 		if err != nil {
 			return err
 		}
@@ -523,7 +548,7 @@ func (c *client) cutDamage(path string, data, good []byte, damaged []span, torn 
 		rep := Discarded{Segment: path, Offset: d.from, Bytes: d.to - d.from, Torn: torn, Cause: d.cause}
 		if !torn && rep.Bytes > 0 {
 			kept := fmt.Sprintf("%s.damaged-%d-%s", path, d.from, time.Now().UTC().Format("20060102T150405.000000000Z"))
-			if err := writeSynced(kept, data[d.from:d.to]); err != nil {
+			if err := writeSynced(c.fs, kept, data[d.from:d.to]); err != nil {
 				return fmt.Errorf("log_storage: keeping the damaged bytes of %s aside: %w", path, err)
 			}
 			rep.KeptAs = kept
@@ -533,21 +558,21 @@ func (c *client) cutDamage(path string, data, good []byte, damaged []span, torn 
 		}
 	}
 	tmp := path + ".rewrite"
-	if err := writeSynced(tmp, good); err != nil {
+	if err := writeSynced(c.fs, tmp, good); err != nil {
 		return fmt.Errorf("log_storage: rewriting %s without its damage: %w", path, err)
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := c.fs.Rename(tmp, path); err != nil {
 		return fmt.Errorf("log_storage: rewriting %s without its damage: %w", path, err)
 	}
 	return nil
 }
 
-func writeSynced(path string, b []byte) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+func writeSynced(fsys fileSystem, path string, b []byte) error {
+	f, err := fsys.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
 		return err
 	}
-	if _, err := f.Write(b); err != nil {
+	if _, err := f.WriteAt(b, 0); err != nil {
 		f.Close()
 		return err
 	}
@@ -751,20 +776,26 @@ func (c *client) roll() error {
 		num = c.segs[len(c.segs)-1].num + 1
 	}
 	path := filepath.Join(c.dir, segName(num))
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
+	f, err := c.fs.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
 	if err != nil {
 		return fmt.Errorf("log_storage: %w", err)
 	}
-	if _, err := f.WriteAt([]byte(segMagic), 0); err != nil {
+	// A segment not started is removed again; left in place, it would
+	// hold the name the next roll takes: then nothing more is written,
+	// and a reopen cuts its torn header.
+	abandon := func(err error) error {
 		f.Close()
-		os.Remove(path)
+		if rerr := c.fs.Remove(path); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+			c.broken = fmt.Errorf("log_storage: %s, not started (%w), could not be removed, nothing more is written: %w", path, err, rerr)
+		}
 		return fmt.Errorf("log_storage: %w", err)
 	}
+	if _, err := f.WriteAt([]byte(segMagic), 0); err != nil {
+		return abandon(err)
+	}
 	if c.opt.fsync {
-		if err := syncNew(f, c.dir); err != nil {
-			f.Close()
-			os.Remove(path)
-			return fmt.Errorf("log_storage: %w", err)
+		if err := syncNew(c.fs, f, c.dir); err != nil {
+			return abandon(err)
 		}
 	}
 	seg := &segment{num: num, f: f, size: int64(len(segMagic))}
@@ -779,21 +810,37 @@ func (c *client) roll() error {
 }
 
 // reserve reserves seg's blocks for a write of n bytes, and reserveAhead
-// past it within the segment, when they are not yet. One try per
-// reservation: a filesystem that refuses (no fallocate, no room) is asked
-// again only a reservation later, and the write goes ahead as it would
-// have.
-func (c *client) reserve(seg *segment, n int64) {
+// past it within the segment, when they are not yet. A filesystem without
+// fallocate is written as before. Without room for the reserve ahead,
+// only the write's own blocks are reserved: an error then is a filesystem
+// without room for the write itself (or failing), so that new data is
+// refused before any of it is written.
+func (c *client) reserve(seg *segment, n int64) error {
 	ahead := c.opt.reserveBytes
 	if ahead == 0 {
 		ahead = reserveAhead
 	}
 	if ahead < 0 || seg.size+n <= seg.reserved {
-		return
+		return nil
 	}
 	end := min(seg.size+n+ahead, max(c.opt.segmentBytes, seg.size+n))
-	preallocate(seg.f, seg.size, end)
+	err := seg.f.Allocate(seg.size, end, true)
+	if err != nil && end > seg.size+n && !errors.Is(err, errors.ErrUnsupported) {
+		end = seg.size + n
+		err = seg.f.Allocate(seg.size, end, true)
+	}
+	switch {
+	case errors.Is(err, errors.ErrUnsupported):
+		return nil
+	case err != nil:
+		// What a failed fallocate reserved (ext4 may keep part of it)
+		// goes back with a cut to the size written.
+		_ = seg.f.Truncate(seg.size)
+		seg.reserved = seg.size
+		return err
+	}
 	seg.reserved = end
+	return nil
 }
 
 // release gives back the blocks reserved past what seg holds (truncating
@@ -806,16 +853,11 @@ func (c *client) release(seg *segment) {
 	}
 }
 
-func syncNew(f *os.File, dir string) error {
+func syncNew(fsys fileSystem, f storeFile, dir string) error {
 	if err := f.Sync(); err != nil {
 		return err
 	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return fsys.SyncDir(dir)
 }
 
 func (c *client) Get(ctx context.Context, key string) ([]byte, error) {
@@ -846,6 +888,7 @@ func (c *client) Batch(_ context.Context, ops ...*storage.Operation) error {
 	// it (pending).
 	b := append(c.buf[:0], make([]byte, recHeader)...)
 	writes := 0
+	var growth int64
 	var pending map[string]*storage.Operation // for a large batch only
 	for i, op := range ops {
 		switch op.Type {
@@ -879,7 +922,15 @@ func (c *client) Batch(_ context.Context, ops ...*storage.Operation) error {
 				}
 				pending[op.Key] = op
 			}
+			// growth: what the write adds to the values held
+			// (keys written twice in a batch are counted twice:
+			// the queue's batches write each key once).
+			old, held := c.idx[op.Key]
+			if held {
+				growth -= old.cost(op.Key)
+			}
 			if op.Type == storage.Set {
+				growth += int64(len(op.Key) + len(op.Value) + opCost)
 				b = append(b, opSet)
 				b = binary.AppendUvarint(b, uint64(len(op.Key)))
 				b = append(b, op.Key...)
@@ -914,7 +965,11 @@ func (c *client) Batch(_ context.Context, ops ...*storage.Operation) error {
 			c.addLive(l, k, -1)
 		}
 	}
-	seg, err := c.write(b)
+	kind := writeDrain
+	if growth > inlineMax {
+		kind = writeNew
+	}
+	seg, err := c.write(b, kind)
 	if err != nil {
 		for _, k := range keys {
 			if l, ok := c.idx[k]; ok {
@@ -998,15 +1053,74 @@ func (c *client) read(key string) ([]byte, error) {
 	}
 	v := make([]byte, l.n)
 	if _, err := s.f.ReadAt(v, l.off); err != nil {
+		// Nothing more is written: the queue on top drops an
+		// entry it could not read (it writes that it took it and
+		// then deletes it), and a reopen reads it again.
+		c.broken = fmt.Errorf("log_storage: reading %q from %s failed, nothing more is written: %w", key, s.f.Name(), err)
 		return nil, fmt.Errorf("log_storage: reading %q: %w", key, err)
 	}
 	return v, nil
 }
 
-// write appends record b to the newest segment, starting a new one when
-// b does not fit, and syncs it with fsync. A failed write is cut off
+// writeKind is what a write does to the room the client takes.
+type writeKind int
+
+const (
+	// writeDrain moves what is held along: the queue's index updates,
+	// deletes, a value overwritten by one no larger.
+	writeDrain writeKind = iota
+	// writeNew stores new data.
+	writeNew
+	// writeCompact copies live values forward.
+	writeCompact
+)
+
+// write appends record b to the newest segment (writeOnce) and syncs it.
+// New data (growth) first has the drain reserve made whole and its own
+// blocks reserved: without room for either it is refused (errFull),
+// retryably, before anything is written. A write that only moves what is
+// held along (the queue's index updates, deletes) takes room from the
+// drain reserve when the filesystem has none left, so that a full disk
+// still drains.
+func (c *client) write(b []byte, kind writeKind) (*segment, error) {
+	growth := kind == writeNew
+	if growth {
+		if err := c.fillReserve(); err != nil {
+			return nil, c.refuse(err)
+		}
+	}
+	for {
+		seg, err := c.writeOnce(b, growth)
+		switch {
+		case err == nil:
+			if growth && c.full {
+				c.setFull(false, nil)
+			}
+			return seg, nil
+		case c.broken != nil || !noSpace(err):
+			return nil, err
+		case growth:
+			return nil, c.refuse(err)
+		case kind == writeCompact:
+			// Compacting takes no room from the drain reserve: it
+			// is tried again after a later write.
+			return nil, err
+		case !c.giveBack(int64(len(b))):
+			// The drain reserve is spent: the filesystem has no
+			// room even to drain. Nothing more is written, so
+			// that the queue on top cannot drop the entry it was
+			// taking (it advances past an entry whose index
+			// update failed); a restart reads it again.
+			c.broken = fmt.Errorf("log_storage: the filesystem of %s is full and the drain reserve is spent, nothing more is written: %w", c.dir, err)
+			return nil, err
+		}
+	}
+}
+
+// writeOnce appends record b to the newest segment, starting a new one
+// when b does not fit, and syncs it with fsync. A failed write is cut off
 // again; when that fails too, the client writes no more.
-func (c *client) write(b []byte) (*segment, error) {
+func (c *client) writeOnce(b []byte, growth bool) (*segment, error) {
 	seg := c.segs[len(c.segs)-1]
 	if seg.size > int64(len(segMagic)) && seg.size+int64(len(b)) > c.opt.segmentBytes {
 		if err := c.roll(); err != nil {
@@ -1014,7 +1128,9 @@ func (c *client) write(b []byte) (*segment, error) {
 		}
 		seg = c.segs[len(c.segs)-1]
 	}
-	c.reserve(seg, int64(len(b)))
+	if err := c.reserve(seg, int64(len(b))); err != nil && growth {
+		return nil, fmt.Errorf("log_storage: reserving room in %s: %w", seg.f.Name(), err)
+	}
 	if _, err := seg.f.WriteAt(b, seg.size); err != nil {
 		if terr := seg.f.Truncate(seg.size); terr != nil {
 			c.broken = fmt.Errorf("log_storage: a failed write to %s could not be cut off (%w), nothing more is written: %w", seg.f.Name(), terr, err)
@@ -1026,14 +1142,21 @@ func (c *client) write(b []byte) (*segment, error) {
 	if c.opt.fsync {
 		if err := seg.f.Sync(); err != nil {
 			// What was written may or may not be on disk: the
-			// caller was not told it is, and it stays in the log.
-			// Nor is what the segment held before: the kernel may
-			// have dropped the pages it could not write and report
-			// the next fsync a success, so a record written now
-			// could be acknowledged behind a hole. Nothing more is
-			// written; a reopen replays what the disk holds.
-			seg.size += int64(len(b))
-			c.total += int64(len(b))
+			// caller is told it failed, and it is cut off again
+			// (a reopen finds it, when the cut did not reach the
+			// disk either: in doubt, whole or not at all). Nor is
+			// what the segment held before certain: the kernel
+			// may have dropped the pages it could not write and
+			// report the next fsync a success, so a record
+			// written now could be acknowledged behind a hole.
+			// Nothing more is written; a reopen replays what the
+			// disk holds.
+			if terr := seg.f.Truncate(seg.size); terr != nil {
+				seg.size += int64(len(b))
+				c.total += int64(len(b))
+			} else {
+				seg.reserved = seg.size
+			}
 			c.broken = fmt.Errorf("log_storage: syncing %s failed, nothing more is written: %w", seg.f.Name(), err)
 			return nil, fmt.Errorf("log_storage: syncing %s: %w", seg.f.Name(), err)
 		}
@@ -1052,6 +1175,10 @@ func (c *client) write(b []byte) (*segment, error) {
 func (c *client) compact() error {
 	if err := c.dropDead(); err != nil {
 		return err
+	}
+	if c.full {
+		// No room to copy into: what draining frees comes first.
+		return nil
 	}
 	for len(c.segs) > 1 && c.total > 2*c.live+c.opt.segmentBytes {
 		old := c.segs[0]
@@ -1073,7 +1200,7 @@ func (c *client) dropDead() error {
 		old := c.segs[0]
 		name := old.f.Name()
 		old.f.Close()
-		if err := os.Remove(name); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := c.fs.Remove(name); err != nil && !errors.Is(err, os.ErrNotExist) {
 			c.broken = fmt.Errorf("log_storage: removing %s: %w", name, err)
 			return c.broken
 		}
@@ -1113,7 +1240,7 @@ func (c *client) copyForward(old *segment) error {
 		for _, k := range wk {
 			c.addLive(c.idx[k], k, -1)
 		}
-		seg, err := c.write(b)
+		seg, err := c.write(b, writeCompact)
 		if err != nil {
 			for _, k := range wk {
 				c.addLive(c.idx[k], k, 1)
@@ -1153,6 +1280,10 @@ func (c *client) closeFiles() {
 		s.f.Close()
 	}
 	c.segs = nil
+	if c.resF != nil {
+		c.resF.Close()
+		c.resF = nil
+	}
 }
 
 func (c *client) Close(context.Context) error {
