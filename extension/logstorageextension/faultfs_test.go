@@ -110,7 +110,7 @@ func (f *faultFS) SyncDir(dir string) error {
 	if ft := f.inject("syncdir"); ft.err != nil {
 		return pathErr("sync", dir, ft.err)
 	}
-	return f.osFS.SyncDir(dir)
+	return nil // as Sync
 }
 
 func (f *faultFS) OpenFile(name string, flag int, perm os.FileMode) (storeFile, error) {
@@ -155,11 +155,13 @@ func (f *faultFile) Truncate(size int64) error {
 	return f.storeFile.Truncate(size)
 }
 
+// Sync reaches no disk: a crash here is the process's (kill -9), which
+// the page cache survives, and the tests run thousands of programs.
 func (f *faultFile) Sync() error {
 	if ft := f.fs.inject("sync"); ft.err != nil {
 		return pathErr("sync", f.Name(), ft.err)
 	}
-	return f.storeFile.Sync()
+	return nil
 }
 
 func (f *faultFile) Close() error {
