@@ -31,13 +31,13 @@ import (
 
 // contractRun is one run of a workload against a client with faults.
 type contractRun struct {
-	t    testing.TB
-	dir  string
-	fs   *faultFS
-	c    *client
-	m    map[string][]byte // what the client acknowledged
-	w, r uint64            // the queue's write and read indexes, as acknowledged
-	taken []uint64         // entries taken and not done
+	t     testing.TB
+	dir   string
+	fs    *faultFS
+	c     *client
+	m     map[string][]byte // what the client acknowledged
+	w, r  uint64            // the queue's write and read indexes, as acknowledged
+	taken []uint64          // entries taken and not done
 	seq   uint64
 	step  int
 	// plan decides the faults; nil while the client is reopened clean.
@@ -372,4 +372,3 @@ func FuzzFaultSchedule(f *testing.F) {
 		cr.run(program)
 	})
 }
-

@@ -195,8 +195,8 @@ type fullDiskEngine struct {
 	// comparison: the engine is measured, not held to the contract
 	// (file_storage: its losses are logged, for the record).
 	comparison bool
-	factory extension.Factory
-	cfg     func(dir string) component.Config
+	factory    extension.Factory
+	cfg        func(dir string) component.Config
 }
 
 func fullDiskEngines() []fullDiskEngine {
