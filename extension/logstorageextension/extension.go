@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -19,6 +20,7 @@ import (
 
 	"github.com/doubletake/doubletake/extension/logstorageextension/internal/metadata"
 	"github.com/doubletake/doubletake/internal/recovered"
+	"github.com/doubletake/doubletake/internal/storagestate"
 )
 
 type logStorage struct {
@@ -28,20 +30,109 @@ type logStorage struct {
 
 	mu   sync.Mutex
 	open map[string]*client
+	// closedRefused: writes refused by clients since closed, by name.
+	closedRefused map[string]int64
 }
 
-var _ storage.Extension = (*logStorage)(nil)
+var (
+	_ storage.Extension     = (*logStorage)(nil)
+	_ storagestate.Reporter = (*logStorage)(nil)
+)
 
 func newExtension(set extension.Settings, cfg *Config) (*logStorage, error) {
 	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
 	if err != nil {
 		return nil, err
 	}
-	e := &logStorage{cfg: *cfg, logger: set.Logger, tb: tb, open: map[string]*client{}}
+	e := &logStorage{cfg: *cfg, logger: set.Logger, tb: tb, open: map[string]*client{}, closedRefused: map[string]int64{}}
 	if err := tb.RegisterLogStorageCacheReadsCallback(e.observeCache); err != nil {
 		return nil, err
 	}
+	if err := tb.RegisterLogStorageFullCallback(e.observeFull); err != nil {
+		return nil, err
+	}
+	if err := tb.RegisterLogStorageRefusedWritesCallback(e.observeRefused); err != nil {
+		return nil, err
+	}
+	if err := tb.RegisterLogStorageFreeBytesCallback(e.observeFree); err != nil {
+		return nil, err
+	}
 	return e, nil
+}
+
+// clientStates are the open clients' full states, by client name.
+func (e *logStorage) clientStates() map[string]FullState {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make(map[string]FullState, len(e.open))
+	for dir, c := range e.open {
+		out[filepath.Base(dir)] = c.fullState()
+	}
+	return out
+}
+
+func (e *logStorage) observeFull(_ context.Context, o metric.Int64Observer) error {
+	for name, st := range e.clientStates() {
+		v := int64(0)
+		if st.Full {
+			v = 1
+		}
+		o.Observe(v, metric.WithAttributes(attribute.String("client", name)))
+	}
+	return nil
+}
+
+func (e *logStorage) observeRefused(_ context.Context, o metric.Int64Observer) error {
+	for name, st := range e.clientStates() {
+		o.Observe(st.Refused+e.refusedBefore(name), metric.WithAttributes(attribute.String("client", name)))
+	}
+	return nil
+}
+
+// refusedBefore is what the clients of name closed earlier refused, so
+// that the counter does not fall when a client reopens.
+func (e *logStorage) refusedBefore(name string) int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.closedRefused[name]
+}
+
+func (e *logStorage) observeFree(_ context.Context, o metric.Int64Observer) error {
+	if free, err := freeBytes(e.cfg.Directory); err == nil {
+		o.Observe(free)
+	}
+	return nil
+}
+
+// StorageState is the data dir's state for the status page
+// (internal/storagestate).
+func (e *logStorage) StorageState() storagestate.State {
+	st := storagestate.State{Directory: e.cfg.Directory, FreeBytes: -1}
+	if free, err := freeBytes(e.cfg.Directory); err == nil {
+		st.FreeBytes = free
+	}
+	for name, cs := range e.clientStates() {
+		if cs.Full {
+			st.FullClients = append(st.FullClients, name)
+		}
+		st.RefusedWrites += cs.Refused + e.refusedBefore(name)
+	}
+	slices.Sort(st.FullClients)
+	return st
+}
+
+// fullChanged logs a client's data dir turning full (new data refused)
+// and ending so: one line each, no line per refused request.
+func (e *logStorage) fullChanged(cn string) func(bool, int64, error) {
+	return func(full bool, free int64, cause error) {
+		fields := []zap.Field{zap.String("client", cn), zap.String("directory", e.cfg.Directory), zap.Int64("free_bytes", free)}
+		if full {
+			e.logger.Warn("The data dir is full: new data is refused (retryably: HTTP 503, gRPC Unavailable) until the queue drains or room is freed; what was accepted is kept and delivered",
+				append(fields, zap.NamedError("cause", cause))...)
+			return
+		}
+		e.logger.Warn("The data dir has room again: new data is taken", fields...)
+	}
 }
 
 // observeCache reports the open clients' read cache hits and misses.
@@ -136,6 +227,7 @@ func (e *logStorage) GetClient(_ context.Context, kind component.Kind, id compon
 		segmentBytes: e.cfg.SegmentBytes,
 		cacheBytes:   e.cfg.ReadCacheBytes,
 		discarded:    e.discarded(cn),
+		fullChanged:  e.fullChanged(cn),
 		compactFailed: func(err error) {
 			e.logger.Error("Compacting failed: the write stands, compacting is tried again after the next one; meanwhile the segments may hold more than twice the data",
 				zap.String("client", cn), zap.Error(err))
@@ -149,8 +241,10 @@ func (e *logStorage) GetClient(_ context.Context, kind component.Kind, id compon
 	}
 	e.open[dir] = c
 	return &closer{client: c, done: func() {
+		refused := c.fullState().Refused
 		e.mu.Lock()
 		delete(e.open, dir)
+		e.closedRefused[cn] += refused
 		e.mu.Unlock()
 	}}, nil
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/filestorage"
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/config/configretry"
 	"go.opentelemetry.io/collector/exporter"
@@ -20,7 +23,10 @@ import (
 	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/collector/extension"
 	"go.opentelemetry.io/collector/extension/extensiontest"
+	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.uber.org/zap/zapcore"
 	"golang.org/x/sys/unix"
 )
 
@@ -287,5 +293,70 @@ func TestFullDiskFreedByHand(t *testing.T) {
 			r.checkOnce(e, acked)
 			t.Logf("%s: %d acknowledged, %d delivered, %d empty", e.name, len(acked), len(r.delivered), r.empty)
 		})
+	}
+}
+
+// A full data dir is visible and quiet: one warn line when new data
+// starts to be refused and one when it is taken again, none per refused
+// write; otelcol_log_storage_full, _refused_writes and _free_bytes, and
+// the state the status page reads (storagestate).
+func TestFullDiskReported(t *testing.T) {
+	ctx := context.Background()
+	mnt := mountTmpfs(t, 4<<20)
+	tt := componenttest.NewTelemetry()
+	e, logs := startExtension(t, filepath.Join(mnt, "data"), tt)
+	sc := getClient(t, e, component.KindExporter, exporterID, "logs")
+	cn := ClientName(component.KindExporter, exporterID, "logs")
+	value := make([]byte, 16<<10)
+	var i, refused int
+	for ; refused < 20; i++ {
+		err := sc.Batch(ctx, storage.SetOperation("meta", []byte{byte(i)}), storage.SetOperation(strconv.Itoa(i), value))
+		switch {
+		case err == nil:
+		case IsFull(err):
+			refused++
+		default:
+			t.Fatalf("write %d: %v, not a full data dir's refusal", i, err)
+		}
+	}
+	st := e.StorageState()
+	if !st.Full() || !slices.Equal(st.FullClients, []string{cn}) || st.RefusedWrites != int64(refused) || st.FreeBytes < 0 || st.FreeBytes > 1<<20 {
+		t.Fatalf("state when full: %+v", st)
+	}
+	got, err := tt.GetMetric("otelcol_log_storage_full")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := got.Data.(metricdata.Gauge[int64]).DataPoints; len(v) != 1 || v[0].Value != 1 {
+		t.Fatalf("otelcol_log_storage_full: %+v", v)
+	}
+	got, err = tt.GetMetric("otelcol_log_storage_refused_writes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := got.Data.(metricdata.Sum[int64]).DataPoints; len(v) != 1 || v[0].Value != int64(refused) {
+		t.Fatalf("otelcol_log_storage_refused_writes: %+v", v)
+	}
+	if _, err := tt.GetMetric("otelcol_log_storage_free_bytes"); err != nil {
+		t.Fatal(err)
+	}
+	// Drained: every entry deleted, one a batch, as the queue does.
+	for k := range i {
+		if err := sc.Batch(ctx, storage.SetOperation("meta", []byte{byte(k)}), storage.DeleteOperation(strconv.Itoa(k))); err != nil {
+			t.Fatalf("deleting entry %d on a full disk: %v", k, err)
+		}
+	}
+	if err := sc.Set(ctx, strconv.Itoa(i), value); err != nil {
+		t.Fatalf("after draining: %v", err)
+	}
+	if st := e.StorageState(); st.Full() {
+		t.Fatalf("state after draining: %+v", st)
+	}
+	warns := logs.FilterLevelExact(zapcore.WarnLevel).All()
+	if len(warns) != 2 || !strings.HasPrefix(warns[0].Message, "The data dir is full") || !strings.HasPrefix(warns[1].Message, "The data dir has room again") {
+		t.Fatalf("warn lines: %v", warns)
+	}
+	if err := sc.Close(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

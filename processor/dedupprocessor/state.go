@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/doubletake/doubletake/internal/storagestate"
 	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/statuspage"
 	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/window"
 )
@@ -33,6 +34,9 @@ type state struct {
 	status *statuspage.Server // nil unless status.http.endpoint; reads statusSnapshot (status.go)
 	header statuspage.Header  // the page's fixed header: version, start, endpoint
 	queues *queueWatch        // the factory's: the sending queues exporters after dedup report
+	// dataDirs are the storage extensions that report their data dir's
+	// room (log_storage), found through the host at start.
+	dataDirs []storagestate.Reporter
 
 	// mu guards the background work: the storage while it is open, and
 	// the context whose cancel stops the loops that wg waits for.
@@ -132,6 +136,7 @@ func (s *state) start(ctx context.Context, host component.Host) error {
 		}
 		s.persist = p
 	}
+	s.dataDirs = dataDirReporters(host)
 	if err := s.status.Start(ctx, host); err != nil {
 		s.closePersistence()
 		return err

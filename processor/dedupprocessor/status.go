@@ -59,6 +59,7 @@ func (s *state) statusSnapshot(now time.Time) statuspage.Status {
 		out.Queues = s.queues.read(s.id)
 	}
 	out.Storage = storageStatus()
+	out.DataDirs = dataDirStatus(s.dataDirs)
 	for _, q := range out.Queues {
 		if q.Upstream != nil && q.Upstream.Endpoint != "" {
 			out.Header.Upstreams = append(out.Header.Upstreams, q.Upstream.Endpoint)

@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/doubletake/doubletake/internal/buildinfo"
+	"github.com/doubletake/doubletake/internal/storagestate"
 	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/statuspage"
 )
 
@@ -513,5 +514,58 @@ func TestStatusPageHeader(t *testing.T) {
 	if !strings.Contains(page, `<p id="header">Version `+want+` (commit 0123456789ab with local changes);`) ||
 		!strings.Contains(page, "status page on 127.0.0.1:0; upstream not reported.") {
 		t.Errorf("page header:\n%.1500s", page)
+	}
+}
+
+// fakeDataDir is a storage extension reporting its data dir's room, as
+// log_storage does (its own tests fill a real filesystem).
+type fakeDataDir struct {
+	component.StartFunc
+	component.ShutdownFunc
+	st atomic.Pointer[storagestate.State]
+}
+
+func (f *fakeDataDir) StorageState() storagestate.State { return *f.st.Load() }
+
+type extHost struct {
+	component.Host
+	exts map[component.ID]component.Component
+}
+
+func (h extHost) GetExtensions() map[component.ID]component.Component { return h.exts }
+
+// A storage extension found through the host that reports its data dir
+// full is named on the page and in status.json, with the room left and
+// what was refused; once it has room again the line goes.
+func TestStatusPageDataDirFull(t *testing.T) {
+	cfg := createDefaultConfig()
+	statusOn(cfg)
+	p, err := NewFactory().CreateTraces(context.Background(), processortest.NewNopSettings(Type), cfg, new(consumertest.TracesSink))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dd := &fakeDataDir{}
+	dd.st.Store(&storagestate.State{Directory: "/var/lib/doubletake", FreeBytes: 4096, FullClients: []string{"exporter_dedup_otlp_grpc_upstream_traces"}, RefusedWrites: 17})
+	host := extHost{Host: componenttest.NewNopHost(), exts: map[component.ID]component.Component{component.MustNewID("log_storage"): dd}}
+	if err := p.Start(context.Background(), host); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = p.Shutdown(context.Background()) }()
+	st := p.(*tracesProcessor).st
+	_, _, body := getStatus(t, st.status.Handler(), "/status.json")
+	var s statuspage.Status
+	if err := json.Unmarshal([]byte(body), &s); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.DataDirs) != 1 || !s.DataDirs[0].Full || s.DataDirs[0].FreeBytes != 4096 || s.DataDirs[0].RefusedWrites != 17 {
+		t.Fatalf("data dirs %+v", s.DataDirs)
+	}
+	want := "data dir full: 4096 bytes free on the filesystem of /var/lib/doubletake, new data refused (retryably: HTTP 503, gRPC Unavailable) by exporter_dedup_otlp_grpc_upstream_traces until the queue drains or room is freed; 17 writes refused so far."
+	if _, _, page := getStatus(t, st.status.Handler(), "/"); !strings.Contains(page, want) {
+		t.Fatalf("the page does not say the data dir is full:\n%.3000s", page)
+	}
+	dd.st.Store(&storagestate.State{Directory: "/var/lib/doubletake", FreeBytes: 1 << 30, RefusedWrites: 17})
+	if _, _, page := getStatus(t, st.status.Handler(), "/"); strings.Contains(page, "data dir full") {
+		t.Fatalf("the page still says the data dir is full:\n%.3000s", page)
 	}
 }

@@ -31,6 +31,9 @@ type TelemetryBuilder struct {
 	LogStorageCacheReads     metric.Int64ObservableCounter
 	LogStorageCompactedBytes metric.Int64Counter
 	LogStorageDiscardedBytes metric.Int64Counter
+	LogStorageFreeBytes      metric.Int64ObservableGauge
+	LogStorageFull           metric.Int64ObservableGauge
+	LogStorageRefusedWrites  metric.Int64ObservableCounter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -50,6 +53,51 @@ func (builder *TelemetryBuilder) RegisterLogStorageCacheReadsCallback(cb metric.
 		cb(ctx, &observerInt64{inst: builder.LogStorageCacheReads, obs: o})
 		return nil
 	}, builder.LogStorageCacheReads)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterLogStorageFreeBytesCallback sets callback for observable LogStorageFreeBytes metric.
+func (builder *TelemetryBuilder) RegisterLogStorageFreeBytesCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.LogStorageFreeBytes, obs: o})
+		return nil
+	}, builder.LogStorageFreeBytes)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterLogStorageFullCallback sets callback for observable LogStorageFull metric.
+func (builder *TelemetryBuilder) RegisterLogStorageFullCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.LogStorageFull, obs: o})
+		return nil
+	}, builder.LogStorageFull)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterLogStorageRefusedWritesCallback sets callback for observable LogStorageRefusedWrites metric.
+func (builder *TelemetryBuilder) RegisterLogStorageRefusedWritesCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.LogStorageRefusedWrites, obs: o})
+		return nil
+	}, builder.LogStorageRefusedWrites)
 	if err != nil {
 		return err
 	}
@@ -103,6 +151,24 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_log_storage_discarded_bytes",
 		metric.WithDescription("Segment bytes cut or missing when a client was opened: reason torn (a write cut short by a crash, never acknowledged), damaged (kept aside as SEGMENT.damaged-OFFSET-TIME; what it stored is lost) or truncated (acknowledged writes missing). [Alpha]"),
 		metric.WithUnit("By"),
+	)
+	errs = errors.Join(errs, err)
+	builder.LogStorageFreeBytes, err = builder.meter.Int64ObservableGauge(
+		"otelcol_log_storage_free_bytes",
+		metric.WithDescription("Bytes free for an unprivileged writer on the filesystem of the extension's directory. [Alpha]"),
+		metric.WithUnit("By"),
+	)
+	errs = errors.Join(errs, err)
+	builder.LogStorageFull, err = builder.meter.Int64ObservableGauge(
+		"otelcol_log_storage_full",
+		metric.WithDescription("1 while the client refuses new data because its data dir's filesystem has no room for it and the drain reserve (what draining the queue needs), else 0. Deletes and index updates still succeed: the queue drains. [Alpha]"),
+		metric.WithUnit("1"),
+	)
+	errs = errors.Join(errs, err)
+	builder.LogStorageRefusedWrites, err = builder.meter.Int64ObservableCounter(
+		"otelcol_log_storage_refused_writes",
+		metric.WithDescription("Writes of new data refused, retryably, because the data dir's filesystem had no room (the exporter's queue then refuses the request: HTTP 503 / gRPC Unavailable). [Alpha]"),
+		metric.WithUnit("{write}"),
 	)
 	errs = errors.Join(errs, err)
 	return &builder, errs

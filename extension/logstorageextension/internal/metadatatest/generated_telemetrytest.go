@@ -68,3 +68,47 @@ func AssertEqualLogStorageDiscardedBytes(t *testing.T, tt *componenttest.Telemet
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
+
+func AssertEqualLogStorageFreeBytes(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_log_storage_free_bytes",
+		Description: "Bytes free for an unprivileged writer on the filesystem of the extension's directory. [Alpha]",
+		Unit:        "By",
+		Data: metricdata.Gauge[int64]{
+			DataPoints: dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_log_storage_free_bytes")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualLogStorageFull(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_log_storage_full",
+		Description: "1 while the client refuses new data because its data dir's filesystem has no room for it and the drain reserve (what draining the queue needs), else 0. Deletes and index updates still succeed: the queue drains. [Alpha]",
+		Unit:        "1",
+		Data: metricdata.Gauge[int64]{
+			DataPoints: dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_log_storage_full")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualLogStorageRefusedWrites(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_log_storage_refused_writes",
+		Description: "Writes of new data refused, retryably, because the data dir's filesystem had no room (the exporter's queue then refuses the request: HTTP 503 / gRPC Unavailable). [Alpha]",
+		Unit:        "{write}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_log_storage_refused_writes")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}

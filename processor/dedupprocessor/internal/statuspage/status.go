@@ -38,6 +38,22 @@ type Status struct {
 	// Storage is what was found damaged under the data dir at start;
 	// shown until the process exits.
 	Storage []StorageStatus `json:"storage_recovered,omitempty"`
+	// DataDirs are the storage extensions' data dirs that report their
+	// room (log_storage): full while new data is refused.
+	DataDirs []DataDirStatus `json:"data_dirs,omitempty"`
+}
+
+// DataDirStatus is one storage extension's data dir.
+type DataDirStatus struct {
+	Directory string `json:"directory"`
+	// Full: new data is refused (retryably) for lack of room; the
+	// queues drain and what they took is kept.
+	Full bool `json:"full"`
+	// FreeBytes is the room on its filesystem, -1 when not known.
+	FreeBytes     int64    `json:"free_bytes"`
+	FullClients   []string `json:"full_clients,omitempty"`
+	RefusedWrites int64    `json:"refused_writes"`
+	Line          string   `json:"line,omitempty"`
 }
 
 // NestedStatus is one service's nested duplicates (double
