@@ -3,12 +3,14 @@ package dedupotlpexporter
 import (
 	"context"
 	"maps"
+	"sync"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.uber.org/zap"
 
 	"github.com/doubletake/doubletake/internal/recovered"
+	"github.com/doubletake/doubletake/internal/storagestate"
 )
 
 // The persistent queue (exporterhelper v0.161) keeps entry N under the
@@ -44,7 +46,7 @@ func (up *upstream) storageHost(host component.Host) component.Host {
 		return host
 	}
 	exts = maps.Clone(exts)
-	exts[*up.storageID] = missingStorage{Extension: se, logger: up.logger}
+	exts[*up.storageID] = missingStorage{Extension: se, logger: up.logger, up: up}
 	return queueHost{Host: host, exts: exts}
 }
 
@@ -71,6 +73,7 @@ func baseHost(host component.Host) component.Host {
 type missingStorage struct {
 	storage.Extension
 	logger *zap.Logger
+	up     *upstream
 }
 
 func (s missingStorage) GetClient(ctx context.Context, kind component.Kind, id component.ID, name string) (storage.Client, error) {
@@ -78,25 +81,77 @@ func (s missingStorage) GetClient(ctx context.Context, kind component.Kind, id c
 	if err != nil {
 		return nil, err
 	}
-	return missingEntries{Client: c, logger: s.logger.With(zap.String("storage_client", name))}, nil
+	return &missingEntries{Client: c, logger: s.logger.With(zap.String("storage_client", name)), up: s.up}, nil
 }
 
-// missingEntries reports each queue entry read and not found.
+// missingEntries reports each queue entry read and not found, except the
+// entries whose write the storage refused: the queue numbers an entry
+// before it writes it, and reads that number back as an entry when the
+// write failed (a full data dir refuses new data so). Those were never
+// acknowledged: nothing is lost. It also tells the upstream when the
+// storage refuses new data for lack of room (storageFull), so that the
+// receivers' servers refuse requests before decoding them.
 type missingEntries struct {
 	storage.Client
 	logger *zap.Logger
+	up     *upstream // nil in tests of the wrapper alone
+
+	mu sync.Mutex
+	// neverStored are entry keys whose write failed, up to
+	// maxNeverStored; more are reported as missing when read.
+	neverStored map[string]struct{}
 }
 
-func (c missingEntries) Get(ctx context.Context, key string) ([]byte, error) {
+// maxNeverStored bounds the entry keys remembered as never stored: a
+// write refused a second once a millisecond for 65 s. Past it a refused
+// entry read back counts as undecodable (a false loss, logged), never
+// the other way round.
+const maxNeverStored = 1 << 16
+
+func (c *missingEntries) Get(ctx context.Context, key string) ([]byte, error) {
 	v, err := c.Client.Get(ctx, key)
-	if err == nil && v == nil && isEntryKey(key) {
+	if err == nil && v == nil && isEntryKey(key) && !c.wasRefused(key) {
 		c.missing(key)
 	}
 	return v, err
 }
 
-func (c missingEntries) Batch(ctx context.Context, ops ...*storage.Operation) error {
+// wasRefused says whether key's write had failed (and forgets it: the
+// queue reads an entry once).
+func (c *missingEntries) wasRefused(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.neverStored[key]; ok {
+		delete(c.neverStored, key)
+		return true
+	}
+	return false
+}
+
+// failed remembers the entries a failed batch would have stored.
+func (c *missingEntries) failed(ops []*storage.Operation, err error) {
+	full := storagestate.IsFull(err)
+	if full && c.up != nil {
+		c.up.storageFullAt.Store(c.up.room.clock())
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, op := range ops {
+		if op.Type != storage.Set || !isEntryKey(op.Key) {
+			continue
+		}
+		if c.neverStored == nil {
+			c.neverStored = map[string]struct{}{}
+		}
+		if len(c.neverStored) < maxNeverStored {
+			c.neverStored[op.Key] = struct{}{}
+		}
+	}
+}
+
+func (c *missingEntries) Batch(ctx context.Context, ops ...*storage.Operation) error {
 	if err := c.Client.Batch(ctx, ops...); err != nil {
+		c.failed(ops, err)
 		return err
 	}
 	var written map[string]bool
@@ -107,7 +162,7 @@ func (c missingEntries) Batch(ctx context.Context, ops ...*storage.Operation) er
 				written = map[string]bool{}
 			}
 			written[op.Key] = true
-		case op.Value == nil && isEntryKey(op.Key) && !written[op.Key]:
+		case op.Value == nil && isEntryKey(op.Key) && !written[op.Key] && !c.wasRefused(op.Key):
 			// Not deleted by this batch: missing.
 			c.missing(op.Key)
 		}
@@ -115,7 +170,7 @@ func (c missingEntries) Batch(ctx context.Context, ops ...*storage.Operation) er
 	return nil
 }
 
-func (c missingEntries) missing(key string) {
+func (c *missingEntries) missing(key string) {
 	recovered.AddUndecodable(1)
 	c.logger.Warn(undecodableLine, zap.String("key", key), zap.String("cause", "the queue entry is not in its storage (a damaged or truncated storage file)"))
 }

@@ -206,8 +206,18 @@ func (up *upstream) Free() (int64, admission.Unit) {
 	return r.free.Load(), unit
 }
 
-// readFree reads the queue's room now.
+// fullProbe is how long after its storage refused new data for lack of
+// room the queue is taken to have none: requests are refused before
+// decoding meanwhile; then the next ones go through to the queue, which
+// tells whether room came back (the queue drained, or room was freed).
+const fullProbe = 250 * time.Millisecond
+
+// readFree reads the queue's room now: none while its storage refuses new
+// data for lack of room (storageFullAt, fullProbe).
 func (up *upstream) readFree() int64 {
+	if at := up.storageFullAt.Load(); at != 0 && up.room.clock()-at < int64(fullProbe) {
+		return 0
+	}
 	if !up.queue.readable() {
 		return math.MaxInt64
 	}

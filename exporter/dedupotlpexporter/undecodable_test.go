@@ -24,6 +24,7 @@ import (
 
 	"github.com/doubletake/doubletake/extension/logstorageextension"
 	"github.com/doubletake/doubletake/internal/recovered"
+	"github.com/doubletake/doubletake/internal/storagestate"
 )
 
 // TestUndecodableEntryWarnedAndCounted: the persistent queue's lines for
@@ -71,7 +72,7 @@ func TestMissingEntriesCounted(t *testing.T) {
 		}
 	}
 	core, logs := observer.New(zapcore.InfoLevel)
-	c := missingEntries{Client: inner, logger: zap.New(core)}
+	c := &missingEntries{Client: inner, logger: zap.New(core)}
 	before := recovered.Undecodable()
 	for _, k := range []string{"0", "1", "ri", "qmv0"} {
 		if _, err := c.Get(ctx, k); err != nil {
@@ -201,5 +202,55 @@ func TestUndecodableQueueEntriesAtRestart(t *testing.T) {
 	}
 	if warned := logs.FilterMessage(undecodableLine).FilterLevelExact(zapcore.WarnLevel).Len(); warned != 2 {
 		t.Errorf("%d warnings %q, want 2; logged:\n%+v", warned, undecodableLine, logs.All())
+	}
+}
+
+// fullClient refuses every write as a full data dir does.
+type fullClient struct{ storage.Client }
+
+type fullErr struct{}
+
+func (fullErr) Error() string     { return "the data dir is full" }
+func (fullErr) DataDirFull() bool { return true }
+
+func (fullClient) Batch(context.Context, ...*storage.Operation) error { return fullErr{} }
+
+// TestRefusedEntriesNotCounted: an entry the queue numbered and could not
+// store (its storage refused the write: the data dir full) is read back
+// missing, and that is no loss: not counted, not warned. The upstream is
+// told the storage is full: the queue's room reads 0, so the receivers'
+// servers refuse before decoding, until fullProbe has passed.
+func TestRefusedEntriesNotCounted(t *testing.T) {
+	ctx := context.Background()
+	inner := storagetest.NewInMemoryClient(component.KindExporter, component.MustNewID("x"), "traces")
+	core, logs := observer.New(zapcore.InfoLevel)
+	now := int64(1_000_000_000)
+	up := &upstream{queue: newQueueProbe()}
+	up.room.now = func() int64 { return now }
+	full := &missingEntries{Client: fullClient{inner}, logger: zap.New(core), up: up}
+	if err := full.Batch(ctx, storage.SetOperation("qmv0", []byte("m")), storage.SetOperation("7", []byte("entry"))); !storagestate.IsFull(err) {
+		t.Fatalf("Batch: %v, want the full data dir's error", err)
+	}
+	if got := up.readFree(); got != 0 {
+		t.Errorf("room %d while the storage refuses new data, want 0", got)
+	}
+	now += int64(fullProbe)
+	if got := up.readFree(); got == 0 {
+		t.Error("room still 0 after fullProbe: a full data dir would refuse for ever")
+	}
+	before := recovered.Undecodable()
+	c := &missingEntries{Client: inner, logger: zap.New(core), neverStored: full.neverStored}
+	if v, err := c.Get(ctx, "7"); err != nil || v != nil {
+		t.Fatalf("Get: %q, %v", v, err)
+	}
+	// The same key missing again (the refused entry read once) counts.
+	if err := c.Batch(ctx, storage.GetOperation("7"), storage.GetOperation("8")); err != nil {
+		t.Fatal(err)
+	}
+	if got := recovered.Undecodable() - before; got != 2 {
+		t.Errorf("counted %d, want 2 (7 read a second time, and 8)", got)
+	}
+	if n := len(logs.All()); n != 2 {
+		t.Errorf("%d lines logged, want 2", n)
 	}
 }

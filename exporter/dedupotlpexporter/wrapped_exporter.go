@@ -40,7 +40,11 @@ type upstream struct {
 	sizer string
 	// room is the queue's room as the receivers' servers read it.
 	room room
-	id   component.ID
+	// storageFullAt is when the queue's storage last refused new data
+	// for lack of room (room's clock; 0: never): readFree reports no
+	// room for fullProbe after it.
+	storageFullAt atomic.Int64
+	id            component.ID
 	// grouped says whether requests are written to the queue in groups
 	// (group_commit on, with a sending queue).
 	grouped bool

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/doubletake/doubletake/internal/storagestate"
 )
 
 // The drain reserve. Every write appends, deletes and index updates too,
@@ -55,12 +57,12 @@ func (e *errFull) Error() string {
 
 func (e *errFull) Unwrap() error { return e.err }
 
+// DataDirFull marks the error for storagestate.IsFull.
+func (*errFull) DataDirFull() bool { return true }
+
 // IsFull says whether err is a write refused because the data dir's
 // filesystem has no room.
-func IsFull(err error) bool {
-	var f *errFull
-	return errors.As(err, &f)
-}
+func IsFull(err error) bool { return storagestate.IsFull(err) }
 
 // openReserve opens (creating it when absent) the client's reserve file;
 // what it holds from an earlier run counts. Anything else in its place

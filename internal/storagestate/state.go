@@ -4,6 +4,8 @@
 // (Reporter), so that neither imports the other.
 package storagestate
 
+import "errors"
+
 // State is a storage extension's data dir as the status page shows it.
 type State struct {
 	Directory string
@@ -24,4 +26,18 @@ func (s State) Full() bool { return len(s.FullClients) > 0 }
 // Reporter is a storage extension that reports its data dir's state.
 type Reporter interface {
 	StorageState() State
+}
+
+// FullError is implemented by a storage error that refuses new data for
+// lack of room on the data dir (retryable: the queue drains and room
+// comes back).
+type FullError interface {
+	error
+	DataDirFull() bool
+}
+
+// IsFull says whether err refuses new data for lack of room.
+func IsFull(err error) bool {
+	var f FullError
+	return errors.As(err, &f) && f.DataDirFull()
 }
