@@ -209,7 +209,7 @@ func fullDiskEngines() []fullDiskEngine {
 	return []fullDiskEngine{
 		{"log_storage", false, NewFactory(), func(dir string) component.Config {
 			cfg := createDefaultConfig()
-			cfg.Directory, cfg.SegmentBytes = dir, 1<<20
+			cfg.Directory = dir // segments (64 MiB) larger than the filesystem
 			return cfg
 		}},
 		{"file_storage", true, filestorage.NewFactory(), func(dir string) component.Config {

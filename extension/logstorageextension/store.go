@@ -1117,12 +1117,25 @@ func (c *client) write(b []byte, kind writeKind) (*segment, error) {
 	}
 }
 
+// rollEarly says whether the newest segment, not yet full, is rolled
+// all the same: while new data is refused for lack of room, once it
+// holds more than rollEarlyDead bytes of values deleted or overwritten.
+// Only a segment left behind is ever removed, so a filesystem smaller
+// than a segment would otherwise keep a drained queue's bytes for good.
+func (c *client) rollEarly(seg *segment) bool {
+	return c.full && seg.size-seg.live > rollEarlyDead && 2*seg.live < seg.size
+}
+
+// rollEarlyDead is how many dead bytes the newest segment holds before a
+// full client rolls it.
+const rollEarlyDead = 1 << 20
+
 // writeOnce appends record b to the newest segment, starting a new one
 // when b does not fit, and syncs it with fsync. A failed write is cut off
 // again; when that fails too, the client writes no more.
 func (c *client) writeOnce(b []byte, growth bool) (*segment, error) {
 	seg := c.segs[len(c.segs)-1]
-	if seg.size > int64(len(segMagic)) && seg.size+int64(len(b)) > c.opt.segmentBytes {
+	if seg.size > int64(len(segMagic)) && (seg.size+int64(len(b)) > c.opt.segmentBytes || c.rollEarly(seg)) {
 		if err := c.roll(); err != nil {
 			return nil, err
 		}
