@@ -30,6 +30,10 @@ const (
 	recHeader = 8
 	opSet     = 1
 	opDelete  = 2
+	// opRef sets a key to bytes already in a segment (moved.go): the
+	// key, then the segment's number, the offset and the length, each an
+	// unsigned varint.
+	opRef = 3
 	// maxRecord bounds one record's payload: a longer header is damage.
 	maxRecord = 1 << 30
 	// maxSegmentFile bounds a segment file read at open: a segment holds
@@ -66,6 +70,9 @@ type segment struct {
 	// reserved is how far its blocks are reserved (preallocate): past
 	// size while it is written.
 	reserved int64
+	// shifted: opening the client cut damage from its middle, so its
+	// bytes are no longer where references written before found them.
+	shifted bool
 }
 
 // Discarded says what opening a client cut from its segments.
@@ -163,6 +170,13 @@ type client struct {
 	full     bool
 	refused  int64
 	gaveBack int64
+	// moves: values lately read by batches without writes, by their
+	// checksum (moved.go).
+	moves   map[uint32]moveCandidate
+	movesAt time.Time
+	// dangling: keys whose last record, at open, referred to bytes in
+	// a segment removed since (reported: lost).
+	dangling map[string]struct{}
 }
 
 func segName(num uint64) string { return fmt.Sprintf("%016x.log", num) }
@@ -195,6 +209,7 @@ func openClient(dir string, opt options) (*client, error) {
 		sizes[num] = size
 	}
 	c.checkMark(hw, sizes, nums)
+	c.reportDangling()
 	c.countLive()
 	if err := c.openReserve(); err != nil {
 		c.closeFiles()
@@ -332,6 +347,10 @@ func (c *client) replay(num uint64, newest bool, hw mark) (int64, error) {
 		}
 		off = next
 	}
+	shifted := false
+	for _, d := range damaged {
+		shifted = shifted || d.to < size
+	}
 	if len(damaged) > 0 {
 		// Torn: the newest segment's last record cut short, past what
 		// the mark says was written before (a write cut short by the
@@ -361,7 +380,7 @@ func (c *client) replay(num uint64, newest bool, hw mark) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	seg := &segment{num: num, f: f, size: int64(len(data))}
+	seg := &segment{num: num, f: f, size: int64(len(data)), shifted: shifted}
 	c.addSegment(seg)
 	return size, nil
 }
@@ -493,25 +512,44 @@ func checkRecord(data []byte, off int64) (int64, string) {
 // parses says whether p is a sequence of whole operations.
 func parses(p []byte) bool {
 	for i := 0; i < len(p); {
-		op := p[i]
-		i++
-		if op != opSet && op != opDelete {
+		next, ok := opEnd(p, i)
+		if !ok {
 			return false
 		}
-		kl, n := binary.Uvarint(p[i:])
-		if n <= 0 || kl > uint64(len(p)-i-n) {
-			return false
-		}
-		i += n + int(kl)
-		if op == opSet {
-			vl, n := binary.Uvarint(p[i:])
-			if n <= 0 || vl > uint64(len(p)-i-n) {
-				return false
-			}
-			i += n + int(vl)
-		}
+		i = next
 	}
 	return true
+}
+
+// opEnd returns where the operation at i ends, and whether it is whole.
+func opEnd(p []byte, i int) (int, bool) {
+	op := p[i]
+	i++
+	if op != opSet && op != opDelete && op != opRef {
+		return 0, false
+	}
+	kl, n := binary.Uvarint(p[i:])
+	if n <= 0 || kl > uint64(len(p)-i-n) {
+		return 0, false
+	}
+	i += n + int(kl)
+	switch op {
+	case opSet:
+		vl, n := binary.Uvarint(p[i:])
+		if n <= 0 || vl > uint64(len(p)-i-n) {
+			return 0, false
+		}
+		i += n + int(vl)
+	case opRef:
+		for range 3 {
+			_, n := binary.Uvarint(p[i:])
+			if n <= 0 {
+				return 0, false
+			}
+			i += n
+		}
+	}
+	return i, true
 }
 
 // resync returns the first offset from from on where a whole record
@@ -593,22 +631,11 @@ func wholeRecord(data []byte, off int64, sum uint32) bool {
 	c := uint32(0)
 	for i := 0; i < len(p); {
 		start := i
-		op := p[i]
-		i++
-		if op != opSet && op != opDelete {
+		next, ok := opEnd(p, i)
+		if !ok {
 			return false
 		}
-		fields := 1 // the key
-		if op == opSet {
-			fields = 2 // and the value
-		}
-		for range fields {
-			n, w := binary.Uvarint(p[i:])
-			if w <= 0 || n > uint64(len(p)-i-w) {
-				return false
-			}
-			i += w + int(n)
-		}
+		i = next
 		c = crc32.Update(c, castagnoli, p[start:i])
 		if c == sum {
 			return true
@@ -640,6 +667,9 @@ func (c *client) apply(num uint64, base int64, p []byte, cache bool) error {
 		key string
 		l   loc
 		del bool
+		ref bool // the value is elsewhere (opRef): not in p to cache
+		// dangling: a reference into a segment removed since.
+		dangling bool
 	}
 	var changes []change
 	for i := 0; i < len(p); {
@@ -667,6 +697,27 @@ func (c *client) apply(num uint64, base int64, p []byte, cache bool) error {
 			changes = append(changes, change{key: key, l: l})
 		case opDelete:
 			changes = append(changes, change{key: key, del: true})
+		case opRef:
+			var v [3]uint64
+			for j := range v {
+				x, n := binary.Uvarint(p[i:])
+				if n <= 0 {
+					return errors.New("a record with a bad reference")
+				}
+				v[j], i = x, i+n
+			}
+			if !cache && v[0] < num && (len(c.segs) == 0 || v[0] < c.segs[0].num) {
+				// Into a segment compacted away since: a later
+				// record set the key again (compaction copies a
+				// reference forward before it removes the
+				// segment), or the key is lost (dangling).
+				changes = append(changes, change{key: key, del: true, dangling: true})
+				continue
+			}
+			if !c.holds(num, base, v[0], v[1], v[2]) {
+				return fmt.Errorf("a record referring to %d bytes at %d of segment %d, which the client does not hold", v[2], v[1], v[0])
+			}
+			changes = append(changes, change{key: key, l: loc{seg: v[0], off: int64(v[1]), n: int(v[2])}, ref: true})
 		default:
 			return fmt.Errorf("a record with an unknown operation %d", op)
 		}
@@ -677,11 +728,19 @@ func (c *client) apply(num uint64, base int64, p []byte, cache bool) error {
 			c.cacheSize -= int64(old.n)
 			c.cached--
 		}
+		if ch.dangling {
+			if c.dangling == nil {
+				c.dangling = map[string]struct{}{}
+			}
+			c.dangling[ch.key] = struct{}{}
+		} else if c.dangling != nil {
+			delete(c.dangling, ch.key)
+		}
 		if ch.del {
 			delete(c.idx, ch.key)
 			continue
 		}
-		if cache && !c.cacheOff && ch.l.n > inlineMax && int64(ch.l.n) <= c.opt.cacheBytes/4 {
+		if cache && !ch.ref && !c.cacheOff && ch.l.n > inlineMax && int64(ch.l.n) <= c.opt.cacheBytes/4 {
 			off := ch.l.off - base
 			ch.l.val = slices.Clone(p[off : off+int64(ch.l.n)])
 			c.cacheSize += int64(ch.l.n)
@@ -889,6 +948,7 @@ func (c *client) Batch(_ context.Context, ops ...*storage.Operation) error {
 	b := append(c.buf[:0], make([]byte, recHeader)...)
 	writes := 0
 	var growth int64
+	readOnly := !slices.ContainsFunc(ops, func(op *storage.Operation) bool { return op.Type != storage.Get })
 	var pending map[string]*storage.Operation // for a large batch only
 	for i, op := range ops {
 		switch op.Type {
@@ -914,6 +974,9 @@ func (c *client) Batch(_ context.Context, ops ...*storage.Operation) error {
 				return err
 			}
 			op.Value = v
+			if readOnly {
+				c.rememberRead(op.Key, v)
+			}
 		case storage.Set, storage.Delete:
 			writes++
 			if len(ops) > 32 {
@@ -929,7 +992,11 @@ func (c *client) Batch(_ context.Context, ops ...*storage.Operation) error {
 			if held {
 				growth -= old.cost(op.Key)
 			}
-			if op.Type == storage.Set {
+			if m, ok := c.movedFrom(op.Value); op.Type == storage.Set && ok {
+				// Held already: a reference takes no room.
+				growth += int64(len(op.Key) + opCost)
+				b = appendRef(b, op.Key, m)
+			} else if op.Type == storage.Set {
 				growth += int64(len(op.Key) + len(op.Value) + opCost)
 				b = append(b, opSet)
 				b = binary.AppendUvarint(b, uint64(len(op.Key)))

@@ -277,7 +277,7 @@ func (r *fullDiskRun) missing() int {
 
 func (r *fullDiskRun) waitDelivered() {
 	r.t.Helper()
-	waitFor(r.t, 3*time.Minute, "every acknowledged item upstream", func() bool { return r.missing() == 0 })
+	waitFor(r.t, 40*time.Second, "every acknowledged item upstream", func() bool { return r.missing() == 0 })
 }
 
 // dataDirFull reads status.json: whether a data dir is reported full.
