@@ -167,7 +167,7 @@ type Set[K comparable, V any] struct {
 	live   int    // keys in the index
 	writes uint64 // entries written so far: the next entry's sequence number
 	stats  Stats
-	sink  uint32 // what Prefetch loaded, kept so that its loads stay
+	sink   uint32 // what Prefetch loaded, kept so that its loads stay
 }
 
 // New returns a Set that holds up to capacity keys for window nanoseconds.
