@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -171,6 +172,9 @@ func (fl *flights) await(ctx context.Context, starts []uint64) error {
 	var ws []waiting
 	fl.mu.Lock()
 	for _, s := range starts {
+		if slices.ContainsFunc(ws, func(w waiting) bool { return w.start == s }) {
+			continue // a request's copies can name one original more than once
+		}
 		i, ok := fl.find(s)
 		if !ok || fl.list[i].start != s {
 			continue // settled already
