@@ -32,24 +32,24 @@ import (
 // parking in its wait, never on time.
 
 // gate is the next consumer of both signals, recording what it accepted
-// by item name (span name, log body). The first request carrying the item
-// hold blocks until the test answers it on release; lose, if set, runs
-// then for its items (a component after dedup losing them). Every other
-// request is accepted at once and its items sent on arrived.
+// by item name (span name, log body). The first request carrying each
+// item of hold blocks until the test answers it on release; lose, if set,
+// runs then for its items (a component after dedup losing them). Every
+// other request is accepted at once and its items sent on arrived.
 type gate struct {
-	hold     string
+	hold     []string
 	entered  chan struct{}
 	release  chan error
 	lose     func(ctx context.Context, names []string)
 	arrived  chan string
 	mu       sync.Mutex
-	held     bool
+	held     map[string]bool
 	accepted map[string]int
 }
 
-func newGate(hold string) *gate {
-	return &gate{hold: hold, entered: make(chan struct{}), release: make(chan error),
-		arrived: make(chan string, 64), accepted: map[string]int{}}
+func newGate(hold ...string) *gate {
+	return &gate{hold: hold, entered: make(chan struct{}, len(hold)), release: make(chan error),
+		arrived: make(chan string, 64), held: map[string]bool{}, accepted: map[string]int{}}
 }
 
 func (g *gate) Capabilities() consumer.Capabilities { return consumer.Capabilities{MutatesData: false} }
@@ -74,11 +74,15 @@ func (g *gate) ConsumeLogs(ctx context.Context, ld plog.Logs) error {
 
 func (g *gate) consume(ctx context.Context, names []string) error {
 	g.mu.Lock()
-	hold := !g.held && slices.Contains(names, g.hold)
-	g.held = g.held || hold
+	hold := false
+	for _, h := range g.hold {
+		if !g.held[h] && slices.Contains(names, h) {
+			g.held[h], hold = true, true
+		}
+	}
 	g.mu.Unlock()
 	if hold {
-		close(g.entered)
+		g.entered <- struct{}{}
 		err := <-g.release
 		if g.lose != nil {
 			g.lose(ctx, names)
@@ -231,11 +235,14 @@ func (r *copyRig) answer(ch chan error, what string) error {
 	}
 }
 
-// sendOriginal sends the request carrying x, which the gate holds, and
-// waits until it is there.
-func (r *copyRig) sendOriginal() chan error {
+// sendOriginal sends the request carrying x (or names), which the gate
+// holds, and waits until it is there.
+func (r *copyRig) sendOriginal(names ...string) chan error {
 	r.t.Helper()
-	ch := r.async(context.Background(), "x")
+	if len(names) == 0 {
+		names = []string{"x"}
+	}
+	ch := r.async(context.Background(), names...)
 	select {
 	case <-r.g.entered:
 	case err := <-ch:
@@ -465,5 +472,38 @@ func TestCopyWaitsAreBounded(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestCopyOfTwoOriginals: a request whose copies belong to two originals,
+// interleaved, waits for both, once each (copies.max_waiters_per_original
+// 1 refuses no one), and is answered once both are accepted.
+func TestCopyOfTwoOriginals(t *testing.T) {
+	for _, sig := range copySignals {
+		t.Run(sig.name, func(t *testing.T) {
+			r := sig.rig(t, func(c *Config) { c.Copies.MaxWaitersPerOriginal = 1 })
+			r.g.hold = []string{"a", "b"}
+			r.g.entered = make(chan struct{}, 2)
+			origA := r.sendOriginal("a", "c")
+			origB := r.sendOriginal("b")
+			cp := r.async(context.Background(), "a", "b", "c", "n")
+			r.arrivedAt("n")
+			r.parkedOrAnswered(cp)
+			r.notAnswered(cp, "while its originals were in the next consumer")
+			r.g.release <- nil
+			r.g.release <- nil
+			for _, ch := range []chan error{origA, origB} {
+				if err := r.answer(ch, "original"); err != nil {
+					t.Fatalf("original: %v", err)
+				}
+			}
+			if err := r.answer(cp, "copy"); err != nil {
+				t.Fatalf("copy: %v", err)
+			}
+			wantAccepted(t, r.g.got(), map[string]int{"a": 1, "b": 1, "c": 1, "n": 1})
+			if n := r.waits("delivered"); n != 1 {
+				t.Fatalf("%d waits counted delivered, want 1", n)
+			}
+		})
 	}
 }
