@@ -60,6 +60,8 @@ type collectorUpstream struct {
 	// context ended) count for nothing when it is let go: a backend that
 	// keeps only what it answers.
 	dropAbandoned bool
+	// holdLogs makes hold keep log requests waiting too.
+	holdLogs bool
 }
 
 func newCollectorUpstream(t *testing.T, addr string) *collectorUpstream {
@@ -130,9 +132,18 @@ func (u *collectorUpstream) takeTraces(ctx context.Context, td ptrace.Traces) er
 	return nil
 }
 
-func (u *collectorUpstream) takeLogs(_ context.Context, ld plog.Logs) error {
+func (u *collectorUpstream) takeLogs(ctx context.Context, ld plog.Logs) error {
 	u.mu.Lock()
+	if hold := u.hold; hold != nil && u.holdLogs {
+		u.held++
+		u.mu.Unlock()
+		<-hold
+		u.mu.Lock()
+	}
 	defer u.mu.Unlock()
+	if u.dropAbandoned && ctx.Err() != nil {
+		return ctx.Err()
+	}
 	for _, rl := range ld.ResourceLogs().All() {
 		for _, sl := range rl.ScopeLogs().All() {
 			for _, r := range sl.LogRecords().All() {
