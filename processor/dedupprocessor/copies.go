@@ -199,7 +199,7 @@ func (fl *flights) await(ctx context.Context, starts []uint64) error {
 			fl.mu.Lock()
 			fl.leaveLocked(ws[i:])
 			fl.mu.Unlock()
-			return fmt.Errorf("%w (%v)", errCopyWaiting, context.Cause(ctx))
+			return fmt.Errorf("%w: %w", errCopyWaiting, context.Cause(ctx))
 		}
 	}
 	return nil
