@@ -70,6 +70,14 @@ const (
 	// one point, usually under 1 KiB: room for every pair at the default
 	// max_judged_writers.
 	defaultMaxHeldBytes = 16 << 20
+	// defaultMaxWaiting, defaultMaxWaitingBytes: a copy waits only while
+	// its original is in the next component, one per original; a
+	// gateway's senders rarely have more requests in flight than this.
+	defaultMaxWaiting      = 1024
+	defaultMaxWaitingBytes = 64 << 20
+	// defaultMaxWaitersPerOriginal: room for the copies of a few export
+	// pipelines sending the same items at once (the case dedup is for).
+	defaultMaxWaitersPerOriginal = 8
 )
 
 var (
@@ -101,6 +109,9 @@ type Config struct {
 	Metrics MetricsConfig `mapstructure:"metrics"`
 	// Telemetry configures the processor's own metrics and logs.
 	Telemetry TelemetryConfig `mapstructure:"telemetry"`
+	// Copies bounds the requests that wait for the originals of their
+	// copies (copies.go).
+	Copies CopiesConfig `mapstructure:"copies"`
 	// Storage names a storage extension (file_storage) that keeps the span
 	// and log windows across restarts; none by default.
 	Storage *component.ID `mapstructure:"storage"`
@@ -200,6 +211,37 @@ func (c MetricsConfig) policy() streams.Policy {
 	return p
 }
 
+// CopiesConfig bounds the requests that carry copies of items whose first
+// copy is still being delivered: such a request is not answered before that
+// first copy is. Past a bound it is answered at once with a retryable
+// error, counted.
+type CopiesConfig struct {
+	// MaxWaiting is the most requests waiting, over every signal.
+	MaxWaiting int `mapstructure:"max_waiting"`
+	// MaxWaitingBytes is the most encoded bytes of waiting copies, over
+	// every signal.
+	MaxWaitingBytes int `mapstructure:"max_waiting_bytes"`
+	// MaxWaitersPerOriginal is the most requests waiting for one request
+	// still in the next component: a sender that retries without ending
+	// its earlier attempts piles up no more than this.
+	MaxWaitersPerOriginal int `mapstructure:"max_waiters_per_original"`
+}
+
+// Validate checks the copies section.
+func (c *CopiesConfig) Validate() error {
+	var errs []error
+	if c.MaxWaiting < 1 {
+		errs = append(errs, fmt.Errorf("max_waiting must be at least 1, got %d", c.MaxWaiting))
+	}
+	if c.MaxWaitingBytes < 1 {
+		errs = append(errs, fmt.Errorf("max_waiting_bytes must be at least 1, got %d", c.MaxWaitingBytes))
+	}
+	if c.MaxWaitersPerOriginal < 1 {
+		errs = append(errs, fmt.Errorf("max_waiters_per_original must be at least 1, got %d", c.MaxWaitersPerOriginal))
+	}
+	return errors.Join(errs...)
+}
+
 // TelemetryConfig configures the processor's self-telemetry.
 type TelemetryConfig struct {
 	// MaxServices caps the distinct service.name values on its metrics.
@@ -240,6 +282,8 @@ func createDefaultConfig() *Config {
 			SplitAttribute:        defaultSplitAttribute,
 			InterpolateChangeover: true,
 		},
+		Copies: CopiesConfig{MaxWaiting: defaultMaxWaiting, MaxWaitingBytes: defaultMaxWaitingBytes,
+			MaxWaitersPerOriginal: defaultMaxWaitersPerOriginal},
 		CheckpointInterval: defaultCheckpoint,
 		Status:             statuspage.NewDefaultConfig(),
 		Telemetry: TelemetryConfig{

@@ -59,6 +59,9 @@ func TestConfigValidate(t *testing.T) {
 		{"keep_one", func(c *Config) { c.Metrics.Overlap = OverlapKeepOne }, ""},
 		{"no judged writers", func(c *Config) { c.Metrics.MaxJudgedWriters = 0 }, "metrics: max_judged_writers must be between 1 and 67108864, got 0"},
 		{"zero max_held_bytes holds none", func(c *Config) { c.Metrics.MaxHeldBytes = 0 }, ""},
+		{"zero copies max_waiting", func(c *Config) { c.Copies.MaxWaiting = 0 }, "copies: max_waiting must be at least 1, got 0"},
+		{"zero copies max_waiting_bytes", func(c *Config) { c.Copies.MaxWaitingBytes = 0 }, "copies: max_waiting_bytes must be at least 1, got 0"},
+		{"negative copies max_waiters_per_original", func(c *Config) { c.Copies.MaxWaitersPerOriginal = -1 }, "copies: max_waiters_per_original must be at least 1, got -1"},
 		{"negative max_held_bytes", func(c *Config) { c.Metrics.MaxHeldBytes = -1 }, "metrics: max_held_bytes must be between 0 and 1099511627776, got -1"},
 		{"empty split_attribute", func(c *Config) { c.Metrics.SplitAttribute = "" }, "metrics: split_attribute must not be empty"},
 		{"negative memory limit", func(c *Config) { c.MemorySoftLimitMiB = -1 }, "memory_soft_limit_mib must not be negative, got -1"},
@@ -167,5 +170,13 @@ func TestConfigMetricsFromYAML(t *testing.T) {
 	def := createDefaultConfig().Metrics
 	if def.MaxStreams != 100_000 || def.MaxStale != 5*time.Minute || def.FailoverAfter != 0 || def.Overlap != OverlapAuto || def.MaxJudgedWriters != 10000 || def.MaxHeldBytes != 16<<20 || def.policy().MaxHeldBytes != 16<<20 || !def.policy().Auto || def.SplitAttribute != "service.instance.id" || !def.InterpolateChangeover || !def.policy().Interpolate {
 		t.Fatalf("defaults %+v", def)
+	}
+}
+
+// TestCopiesDefaults: the copies section's defaults are the README's.
+func TestCopiesDefaults(t *testing.T) {
+	want := CopiesConfig{MaxWaiting: 1024, MaxWaitingBytes: 64 << 20, MaxWaitersPerOriginal: 8}
+	if got := createDefaultConfig().Copies; got != want {
+		t.Fatalf("copies defaults %+v, want %+v", got, want)
 	}
 }

@@ -27,6 +27,10 @@ type logUnit struct {
 	// unsettled holds the requests in the next consumer, so that a
 	// take-back is never journaled before their insertions.
 	unsettled unsettled[[16]byte]
+	// flights are the same requests' insertions, that their copies wait
+	// for (copies.go).
+	flights  flights
+	waitOpts waitOpts
 
 	scratch sync.Pool // *logScratch
 	bufs    sync.Pool // *[]byte, journal segments
@@ -41,6 +45,17 @@ type logScratch struct {
 	inserted [][16]byte
 	counts   []counts
 	held     bool // in u.unsettled, from hold to settle
+
+	flight flight        // the request's insertions while the next consumer has them
+	parked parkedFlights // the unsettled requests the parked copies wait for
+	// wait holds the parked copies (copies.go), in their resources and
+	// scopes, when parked.starts is not empty; waitRI and waitSI are the
+	// request's resource and scope that waitRL and waitSL copy.
+	wait           plog.Logs
+	waitRL         plog.ResourceLogs
+	waitSL         plog.ScopeLogs
+	waitRI, waitSI int
+	again          bool // judging parked copies again: counted when they arrived
 }
 
 func newLogUnit(cfg *Config, seed window.Seed, svcs *services) (*logUnit, error) {
@@ -49,7 +64,7 @@ func newLogUnit(cfg *Config, seed window.Seed, svcs *services) (*logUnit, error)
 		return nil, err
 	}
 	u := &logUnit{signalWindow: *newSignalWindow("logs", set, cfg.Logs.Window), records: set, seed: logSeed(seed), svcs: svcs,
-		max: cfg.Logs.MaxRecords}
+		max: cfg.Logs.MaxRecords, waitOpts: newWaitOpts("logs"), flights: flights{maxWaiters: cfg.Copies.MaxWaitersPerOriginal}}
 	u.scratch.New = func() any { return &logScratch{u: u, enc: pdataenc.Encoder{InOrder: true}} }
 	u.bufs.New = newSegmentBuf
 	return u, nil
@@ -84,8 +99,40 @@ func (u *logUnit) hash(b []byte) [16]byte {
 func (u *logUnit) begin() *logScratch {
 	sc := u.scratch.Get().(*logScratch)
 	sc.inserted, sc.counts = sc.inserted[:0], sc.counts[:0]
+	sc.again = false
 	sc.now = u.now()
 	return sc
+}
+
+// park sets record r aside, a copy whose original is unsettled, into
+// sc.wait under a copy of its resource rl (the ri-th of the request) and
+// scope sl (the si-th).
+func (sc *logScratch) park(rl plog.ResourceLogs, ri int, sl plog.ScopeLogs, si int, r plog.LogRecord) {
+	if sc.wait == (plog.Logs{}) {
+		sc.wait, sc.waitRI = plog.NewLogs(), -1
+	}
+	if sc.waitRI != ri {
+		sc.waitRL = sc.wait.ResourceLogs().AppendEmpty()
+		rl.Resource().CopyTo(sc.waitRL.Resource())
+		sc.waitRL.SetSchemaUrl(rl.SchemaUrl())
+		sc.waitRI, sc.waitSI = ri, -1
+	}
+	if sc.waitSI != si {
+		sc.waitSL = sc.waitRL.ScopeLogs().AppendEmpty()
+		sl.Scope().CopyTo(sc.waitSL.Scope())
+		sc.waitSL.SetSchemaUrl(sl.SchemaUrl())
+		sc.waitSI = si
+	}
+	r.MoveTo(sc.waitSL.LogRecords().AppendEmpty())
+}
+
+// parkedCopies hands over the copies parked while judging and the
+// flights they wait for, and clears them from sc.
+func (sc *logScratch) parkedCopies() (plog.Logs, []uint64) {
+	ld, starts := sc.wait, append([]uint64(nil), sc.parked.starts...)
+	sc.wait, sc.waitRL, sc.waitSL = plog.Logs{}, plog.ResourceLogs{}, plog.ScopeLogs{}
+	sc.parked.starts = sc.parked.starts[:0]
+	return ld, starts
 }
 
 func (u *logUnit) end(sc *logScratch) { u.scratch.Put(sc) }
@@ -116,24 +163,34 @@ func (u *logUnit) judge(ctx context.Context, ld plog.Logs, sc *logScratch, tel *
 	rls := ld.ResourceLogs()
 	u.mu.Lock()
 	u.records.Expire(now)
+	start := u.records.Written()
+	sc.parked.reset(start)
 	for i := 0; i < rls.Len(); i++ {
 		rl := rls.At(i)
 		sc.counts = append(sc.counts, counts{svc: u.svcs.get(rl.Resource())})
 		c := &sc.counts[len(sc.counts)-1]
 		resDigest := u.resourceDigest(&sc.enc, rl)
 		var scopeDigest [16]byte
+		var sl plog.ScopeLogs
+		si := -1
 		keep := func(r plog.LogRecord) bool {
 			c.received++
 			k := u.digest(&sc.enc, scopeDigest, r)
-			if _, seen := u.records.Observe(k, struct{}{}, now); seen {
+			if _, seen, seq := u.records.ObserveSeq(&k, u.records.Hash(&k), struct{}{}, now); seen {
 				c.duplicates++
+				if drop && sc.parked.waitsFor(&u.flights, seq) {
+					sc.park(rl, i, sl, si, r)
+					return false
+				}
 				return !drop
 			}
 			sc.inserted = append(sc.inserted, k)
 			return true
 		}
 		if drop {
-			rl.ScopeLogs().RemoveIf(func(sl plog.ScopeLogs) bool {
+			rl.ScopeLogs().RemoveIf(func(scope plog.ScopeLogs) bool {
+				sl = scope
+				si++
 				scopeDigest = u.scopeDigest(&sc.enc, resDigest, sl)
 				sl.LogRecords().RemoveIf(func(r plog.LogRecord) bool { return !keep(r) })
 				return sl.LogRecords().Len() == 0
@@ -154,11 +211,18 @@ func (u *logUnit) judge(ctx context.Context, ld plog.Logs, sc *logScratch, tel *
 	if drop {
 		rls.RemoveIf(func(rl plog.ResourceLogs) bool { return rl.ScopeLogs().Len() == 0 })
 	}
+	if end := u.records.Written(); end > start {
+		// Registered before the lock is let go: no copy finds these
+		// records without finding them unsettled.
+		u.flights.register(&sc.flight, start, end)
+	}
 	capEv, shrunk := u.evictionsLocked()
 	u.mu.Unlock()
 
 	u.reportEvictions(ctx, tel, capEv, shrunk)
-	u.svcs.record(sc.counts, drop, total > 0 && kept == 0, "log records")
+	if !sc.again {
+		u.svcs.record(sc.counts, drop, total > 0 && kept == 0, "log records")
+	}
 	return !drop || rls.Len() > 0
 }
 
@@ -184,6 +248,7 @@ func (sc *logScratch) strip(gone map[[16]byte]struct{}) {
 }
 
 func (sc *logScratch) commit(ctx context.Context) {
+	defer sc.u.flights.settle(&sc.flight)
 	if !sc.held {
 		return
 	}
@@ -201,6 +266,9 @@ func (sc *logScratch) commit(ctx context.Context) {
 }
 
 func (sc *logScratch) rollback(ctx context.Context, tel *telemetry) {
+	// The insertions are forgotten before the flight is settled: a copy
+	// woken by the settling finds them gone and passes as new.
+	defer sc.u.flights.settle(&sc.flight)
 	if sc.held {
 		sc.u.unsettled.release(sc)
 		sc.held = false

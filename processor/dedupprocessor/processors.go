@@ -34,10 +34,45 @@ func (p *tracesProcessor) ConsumeTraces(ctx context.Context, td ptrace.Traces) e
 	u := p.st.traces
 	sc := u.begin()
 	defer u.end(sc)
-	if !u.judge(ctx, td, sc, p.st.tel, p.drop, p.keepFirst) {
-		admission.End(ctx)
-		return nil
+	send := u.judge(ctx, td, sc, p.st.tel, p.drop, p.keepFirst)
+	if len(sc.parked.starts) == 0 {
+		if !send {
+			admission.End(ctx)
+			return nil
+		}
+		return p.forward(ctx, td, sc)
 	}
+	// Some spans are copies of spans still in the next consumer: the rest
+	// goes on now, the copies wait for their originals (copies.go).
+	parked, starts := sc.parkedCopies()
+	if send {
+		if err := p.forward(ctx, td, sc); err != nil {
+			return err
+		}
+	}
+	return p.st.waits().awaitOriginals(ctx, &u.flights, starts, (&ptrace.ProtoMarshaler{}).TracesSize(parked), &u.waitOpts,
+		func() ([]uint64, bool, error) {
+			// Judged again as new: the originals settled since.
+			again := u.begin()
+			defer u.end(again)
+			again.again = true
+			td := parked
+			send := u.judge(ctx, td, again, p.st.tel, p.drop, p.keepFirst)
+			var starts []uint64
+			parked, starts = again.parkedCopies()
+			if !send {
+				if len(starts) == 0 {
+					admission.End(ctx)
+				}
+				return starts, false, nil
+			}
+			return starts, true, p.forward(ctx, td, again)
+		})
+}
+
+// forward sends what is left of a judged request on and settles it.
+func (p *tracesProcessor) forward(ctx context.Context, td ptrace.Traces, sc *spanScratch) error {
+	u := p.st.traces
 	if p.st.nested != nil {
 		p.st.nested.process(ctx, td, sc.keys[:sc.kept], sc.hashes[:sc.kept], p.st.tel)
 	}
@@ -60,11 +95,45 @@ func (p *logsProcessor) ConsumeLogs(ctx context.Context, ld plog.Logs) error {
 	u := p.st.logs
 	sc := u.begin()
 	defer u.end(sc)
-	if !u.judge(ctx, ld, sc, p.st.tel, p.drop) {
-		admission.End(ctx)
-		return nil
+	send := u.judge(ctx, ld, sc, p.st.tel, p.drop)
+	if len(sc.parked.starts) == 0 {
+		if !send {
+			admission.End(ctx)
+			return nil
+		}
+		return p.forward(ctx, ld, sc)
 	}
-	u.hold(sc)
+	// Some records are copies of records still in the next consumer: the
+	// rest goes on now, the copies wait for their originals (copies.go).
+	parked, starts := sc.parkedCopies()
+	if send {
+		if err := p.forward(ctx, ld, sc); err != nil {
+			return err
+		}
+	}
+	return p.st.waits().awaitOriginals(ctx, &u.flights, starts, (&plog.ProtoMarshaler{}).LogsSize(parked), &u.waitOpts,
+		func() ([]uint64, bool, error) {
+			// Judged again as new: the originals settled since.
+			again := u.begin()
+			defer u.end(again)
+			again.again = true
+			ld := parked
+			send := u.judge(ctx, ld, again, p.st.tel, p.drop)
+			var starts []uint64
+			parked, starts = again.parkedCopies()
+			if !send {
+				if len(starts) == 0 {
+					admission.End(ctx)
+				}
+				return starts, false, nil
+			}
+			return starts, true, p.forward(ctx, ld, again)
+		})
+}
+
+// forward sends what is left of a judged request on and settles it.
+func (p *logsProcessor) forward(ctx context.Context, ld plog.Logs, sc *logScratch) error {
+	p.st.logs.hold(sc)
 	return settle(ctx, sc, p.st.tel, p.next.ConsumeLogs(ctx, ld))
 }
 

@@ -31,6 +31,8 @@ type state struct {
 
 	users int // processors holding this state; guarded by factory.mu
 
+	budget *waitBudget // the requests waiting for their copies' originals (copies.go)
+
 	status *statuspage.Server // nil unless status.http.endpoint; reads statusSnapshot (status.go)
 	header statuspage.Header  // the page's fixed header: version, start, endpoint
 	queues *queueWatch        // the factory's: the sending queues exporters after dedup report
@@ -101,6 +103,7 @@ func newState(id component.ID, set component.TelemetrySettings, cfg *Config) (*s
 		traces:  traces,
 		logs:    logs,
 		metrics: metrics,
+		budget:  &waitBudget{maxRequests: cfg.Copies.MaxWaiting, maxBytes: cfg.Copies.MaxWaitingBytes},
 	}
 	var windows []*signalWindow
 	for _, u := range st.units() {
@@ -175,6 +178,9 @@ func (s *state) stop() {
 	s.cancel = nil
 	s.closePersistence()
 }
+
+// waits is what makes a request wait for the originals of its copies.
+func (s *state) waits() copyWaits { return copyWaits{budget: s.budget, tel: s.tel} }
 
 // summary is what the summary line reads: the signals' services and
 // windows.

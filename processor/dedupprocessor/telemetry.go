@@ -22,6 +22,8 @@ type telemetry struct {
 	evicted    metric.Int64Counter
 	rolledBack metric.Int64Counter
 	lost       metric.Int64Counter
+	// Requests that waited for the originals of their copies (copies.go).
+	copyWaits metric.Int64Counter
 
 	// Nested duplicates (nested.go).
 	nestedSpans metric.Int64Counter
@@ -44,6 +46,7 @@ func newTelemetry(set component.TelemetrySettings) (*telemetry, error) {
 		evicted:       tb.ProcessorDedupEvictedEntries,
 		rolledBack:    tb.ProcessorDedupRolledBackEntries,
 		lost:          tb.ProcessorDedupLostItems,
+		copyWaits:     tb.ProcessorDedupCopyWaits,
 		nestedSpans:   tb.ProcessorDedupNestedSpans,
 		statusRefused: tb.ProcessorDedupStatusRefusedEvents,
 	}

@@ -27,6 +27,10 @@ type spanUnit struct {
 	// unsettled holds the requests in the next consumer, so that a
 	// take-back is never journaled before their insertions.
 	unsettled unsettled[[24]byte]
+	// flights are the same requests' insertions, that their copies wait
+	// for (copies.go).
+	flights  flights
+	waitOpts waitOpts
 
 	scratch sync.Pool // *spanScratch
 	bufs    sync.Pool // *[]byte, journal segments
@@ -44,6 +48,18 @@ type spanScratch struct {
 	counts   []counts   // per resource
 	kept     int        // after judge, keys[:kept] and hashes[:kept] are those of the spans left
 	held     bool       // in u.unsettled, from hold to settle
+
+	seq    uint64        // judgeSpan: the write that stored a duplicate's original
+	flight flight        // the request's insertions while the next consumer has them
+	parked parkedFlights // the unsettled requests the parked copies wait for
+	// wait holds the parked copies (copies.go), in their resources and
+	// scopes, when parked.starts is not empty; waitRI and waitSI are the
+	// request's resource and scope that waitRS and waitSS copy.
+	wait           ptrace.Traces
+	waitRS         ptrace.ResourceSpans
+	waitSS         ptrace.ScopeSpans
+	waitRI, waitSI int
+	again          bool // judging parked copies again: counted when they arrived
 }
 
 func newSpanUnit(cfg *Config, seed window.Seed, svcs *services) (*spanUnit, error) {
@@ -52,7 +68,7 @@ func newSpanUnit(cfg *Config, seed window.Seed, svcs *services) (*spanUnit, erro
 		return nil, err
 	}
 	u := &spanUnit{signalWindow: *newSignalWindow("traces", set, cfg.Traces.Window), spans: set, svcs: svcs,
-		max: cfg.Traces.MaxSpans}
+		max: cfg.Traces.MaxSpans, waitOpts: newWaitOpts("traces"), flights: flights{maxWaiters: cfg.Copies.MaxWaitersPerOriginal}}
 	u.scratch.New = func() any { return &spanScratch{u: u} }
 	u.bufs.New = newSegmentBuf
 	return u, nil
@@ -101,7 +117,8 @@ func (u *spanUnit) judgeSpan(s ptrace.Span, j int, now int64, sc *spanScratch) v
 		return verdictInvalid
 	}
 	fp := spanFingerprint(s)
-	prev, seen := u.spans.ObserveHashed(k, sc.hashes[j], fp, now)
+	prev, seen, seq := u.spans.ObserveSeq(k, sc.hashes[j], fp, now)
+	sc.seq = seq
 	switch {
 	case !seen:
 		sc.inserted = append(sc.inserted, *k)
@@ -119,8 +136,40 @@ func (u *spanUnit) begin() *spanScratch {
 	sc := u.scratch.Get().(*spanScratch)
 	sc.keys, sc.hashes = sc.keys[:0], sc.hashes[:0]
 	sc.inserted, sc.fps, sc.counts, sc.kept = sc.inserted[:0], sc.fps[:0], sc.counts[:0], 0
+	sc.again = false
 	sc.now = u.now()
 	return sc
+}
+
+// park sets span s aside, a copy whose original is unsettled, into
+// sc.wait under a copy of its resource rs (the ri-th of the request) and
+// scope ss (the si-th).
+func (sc *spanScratch) park(rs ptrace.ResourceSpans, ri int, ss ptrace.ScopeSpans, si int, s ptrace.Span) {
+	if sc.wait == (ptrace.Traces{}) {
+		sc.wait, sc.waitRI = ptrace.NewTraces(), -1
+	}
+	if sc.waitRI != ri {
+		sc.waitRS = sc.wait.ResourceSpans().AppendEmpty()
+		rs.Resource().CopyTo(sc.waitRS.Resource())
+		sc.waitRS.SetSchemaUrl(rs.SchemaUrl())
+		sc.waitRI, sc.waitSI = ri, -1
+	}
+	if sc.waitSI != si {
+		sc.waitSS = sc.waitRS.ScopeSpans().AppendEmpty()
+		ss.Scope().CopyTo(sc.waitSS.Scope())
+		sc.waitSS.SetSchemaUrl(ss.SchemaUrl())
+		sc.waitSI = si
+	}
+	s.MoveTo(sc.waitSS.Spans().AppendEmpty())
+}
+
+// parkedCopies hands over the copies parked while judging and the
+// flights they wait for, and clears them from sc.
+func (sc *spanScratch) parkedCopies() (ptrace.Traces, []uint64) {
+	td, starts := sc.wait, append([]uint64(nil), sc.parked.starts...)
+	sc.wait, sc.waitRS, sc.waitSS = ptrace.Traces{}, ptrace.ResourceSpans{}, ptrace.ScopeSpans{}
+	sc.parked.starts = sc.parked.starts[:0]
+	return td, starts
 }
 
 func (u *spanUnit) end(sc *spanScratch) { u.scratch.Put(sc) }
@@ -138,19 +187,31 @@ func (u *spanUnit) judge(ctx context.Context, td ptrace.Traces, sc *spanScratch,
 	j := 0
 	u.mu.Lock()
 	u.spans.Expire(now)
+	start := u.spans.Written()
+	sc.parked.reset(start)
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
 		sc.counts = append(sc.counts, counts{svc: u.svcs.get(rs.Resource())})
 		c := &sc.counts[len(sc.counts)-1]
+		var ss ptrace.ScopeSpans
+		si := -1
 		judged := func(s ptrace.Span) bool {
 			c.received++
 			j++
 			switch u.judgeSpan(s, j-1, now, sc) {
 			case verdictDuplicate:
 				c.duplicates++
+				if drop && sc.parked.waitsFor(&u.flights, sc.seq) {
+					sc.park(rs, i, ss, si, s)
+					return false
+				}
 				return !drop
 			case verdictConflict:
 				c.conflicts++
+				if drop && keepFirst && sc.parked.waitsFor(&u.flights, sc.seq) {
+					sc.park(rs, i, ss, si, s)
+					return false
+				}
 				return !drop || !keepFirst
 			case verdictInvalid:
 				c.invalid++
@@ -167,7 +228,9 @@ func (u *spanUnit) judge(ctx context.Context, td ptrace.Traces, sc *spanScratch,
 			return true
 		}
 		if drop {
-			rs.ScopeSpans().RemoveIf(func(ss ptrace.ScopeSpans) bool {
+			rs.ScopeSpans().RemoveIf(func(scope ptrace.ScopeSpans) bool {
+				ss = scope
+				si++
 				ss.Spans().RemoveIf(func(s ptrace.Span) bool { return !keep(s) })
 				return ss.Spans().Len() == 0
 			})
@@ -186,12 +249,19 @@ func (u *spanUnit) judge(ctx context.Context, td ptrace.Traces, sc *spanScratch,
 	if drop {
 		rss.RemoveIf(func(rs ptrace.ResourceSpans) bool { return rs.ScopeSpans().Len() == 0 })
 	}
+	if end := u.spans.Written(); end > start {
+		// Registered before the lock is let go: no copy finds these
+		// spans without finding them unsettled.
+		u.flights.register(&sc.flight, start, end)
+	}
 	capEv, shrunk := u.evictionsLocked()
 	u.mu.Unlock()
 
 	u.reportEvictions(ctx, tel, capEv, shrunk)
 	whole := total > 0 && kept == 0
-	u.svcs.record(sc.counts, drop, whole, "spans")
+	if !sc.again {
+		u.svcs.record(sc.counts, drop, whole, "spans")
+	}
 	// Nothing new left: the sender already delivered all of it.
 	return !drop || rss.Len() > 0
 }
@@ -219,6 +289,7 @@ func (sc *spanScratch) strip(gone map[[24]byte]struct{}) {
 }
 
 func (sc *spanScratch) commit(ctx context.Context) {
+	defer sc.u.flights.settle(&sc.flight)
 	if !sc.held {
 		return
 	}
@@ -236,6 +307,9 @@ func (sc *spanScratch) commit(ctx context.Context) {
 }
 
 func (sc *spanScratch) rollback(ctx context.Context, tel *telemetry) {
+	// The insertions are forgotten before the flight is settled: a copy
+	// woken by the settling finds them gone and passes as new.
+	defer sc.u.flights.settle(&sc.flight)
 	if sc.held {
 		sc.u.unsettled.release(sc)
 		sc.held = false

@@ -28,7 +28,8 @@ func burnCPUs(t *testing.T) {
 
 // TestDeliveryUnderContention runs the delivery guarantees' tests again
 // with one CPU-burning process per CPU: kill -9 mid-stream, during an
-// outage and its drain, and during a direct send; an upstream that turns
+// outage and its drain, during a direct send, and while a sender's retry
+// waits for its original; an upstream that turns
 // slow and then away, and a 60 s outage; permanent refusals, after the
 // queue and on the direct path (with a restart); oversized requests; a
 // full queue's refusals before decoding, and their retries.
@@ -50,6 +51,7 @@ func TestDeliveryUnderContention(t *testing.T) {
 		{"Kill9MidStream", TestKill9MidStream},
 		{"Kill9sDuringOutageAndDrain", TestKill9sDuringOutageAndDrain},
 		{"DirectKill9DuringForward", TestDirectKill9DuringForward},
+		{"RetryOfAnInFlightRequestSurvivesKill9", TestRetryOfAnInFlightRequestSurvivesKill9},
 		{"DirectUpstreamSlowThenAway", TestDirectUpstreamSlowThenAway},
 		{"UpstreamPermanentRefusalTakesBack", TestUpstreamPermanentRefusalTakesBack},
 		{"DirectRefusalSurvivesARestart", TestDirectRefusalSurvivesARestart},

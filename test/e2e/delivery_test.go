@@ -56,6 +56,12 @@ type collectorUpstream struct {
 	hold      chan struct{}
 	held      int
 	heldSpans int
+	// dropAbandoned makes a held request whose caller has gone (its
+	// context ended) count for nothing when it is let go: a backend that
+	// keeps only what it answers.
+	dropAbandoned bool
+	// holdLogs makes hold keep log requests waiting too.
+	holdLogs bool
 }
 
 func newCollectorUpstream(t *testing.T, addr string) *collectorUpstream {
@@ -103,7 +109,7 @@ func (u *collectorUpstream) stop() {
 	}
 }
 
-func (u *collectorUpstream) takeTraces(_ context.Context, td ptrace.Traces) error {
+func (u *collectorUpstream) takeTraces(ctx context.Context, td ptrace.Traces) error {
 	u.mu.Lock()
 	if hold := u.hold; hold != nil {
 		u.held++
@@ -113,6 +119,9 @@ func (u *collectorUpstream) takeTraces(_ context.Context, td ptrace.Traces) erro
 		u.mu.Lock()
 	}
 	defer u.mu.Unlock()
+	if u.dropAbandoned && ctx.Err() != nil {
+		return ctx.Err()
+	}
 	if u.refuse != nil {
 		if err := u.refuse(td); err != nil {
 			return err
@@ -123,9 +132,18 @@ func (u *collectorUpstream) takeTraces(_ context.Context, td ptrace.Traces) erro
 	return nil
 }
 
-func (u *collectorUpstream) takeLogs(_ context.Context, ld plog.Logs) error {
+func (u *collectorUpstream) takeLogs(ctx context.Context, ld plog.Logs) error {
 	u.mu.Lock()
+	if hold := u.hold; hold != nil && u.holdLogs {
+		u.held++
+		u.mu.Unlock()
+		<-hold
+		u.mu.Lock()
+	}
 	defer u.mu.Unlock()
+	if u.dropAbandoned && ctx.Err() != nil {
+		return ctx.Err()
+	}
 	for _, rl := range ld.ResourceLogs().All() {
 		for _, sl := range rl.ScopeLogs().All() {
 			for _, r := range sl.LogRecords().All() {
@@ -218,6 +236,8 @@ type ackSender struct {
 	refused    int // requests refused for good
 	retries    atomic.Int64
 	maxRequest int // most spans in one request
+	// attempt is each attempt's timeout (its gRPC deadline); 0: 10 s.
+	attempt time.Duration
 }
 
 func newAckSender(t *testing.T, addr string) *ackSender {
@@ -238,8 +258,12 @@ var errRefused = errors.New("refused for good")
 // retry calls send until it succeeds or fails for good; the pause between
 // attempts is the sender's backoff, not a wait for the gateway.
 func (s *ackSender) retry(ctx context.Context, send func(context.Context) error) error {
+	timeout := 10 * time.Second
+	if s.attempt > 0 {
+		timeout = s.attempt
+	}
 	for {
-		c, cancel := context.WithTimeout(ctx, 10*time.Second)
+		c, cancel := context.WithTimeout(ctx, timeout)
 		err := send(c)
 		cancel()
 		switch status.Code(err) {

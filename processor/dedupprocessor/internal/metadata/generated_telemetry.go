@@ -29,6 +29,7 @@ type TelemetryBuilder struct {
 	mu                                  sync.Mutex
 	registrations                       []metric.Registration
 	ProcessorDedupConflictItems         metric.Int64ObservableCounter
+	ProcessorDedupCopyWaits             metric.Int64Counter
 	ProcessorDedupDuplicateItems        metric.Int64ObservableCounter
 	ProcessorDedupEffectiveWindow       metric.Float64ObservableGauge
 	ProcessorDedupEntries               metric.Int64ObservableGauge
@@ -344,6 +345,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_processor_dedup_conflict_items",
 		metric.WithDescription("Spans whose (trace_id, span_id) was seen before with different content; action follows traces.on_conflict. [Alpha]"),
 		metric.WithUnit("{item}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorDedupCopyWaits, err = builder.meter.Int64Counter(
+		"otelcol_processor_dedup_copy_waits",
+		metric.WithDescription("Requests that carried copies of items whose first copy was still being delivered (its request not yet answered by the next component) and so were not answered before it, by outcome. [Alpha]"),
+		metric.WithUnit("{request}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ProcessorDedupDuplicateItems, err = builder.meter.Int64ObservableCounter(

@@ -84,12 +84,16 @@ func TestSetupTelemetry(t *testing.T) {
 		observer.Observe(1)
 		return nil
 	}))
+	tb.ProcessorDedupCopyWaits.Add(context.Background(), 1)
 	tb.ProcessorDedupEvictedEntries.Add(context.Background(), 1)
 	tb.ProcessorDedupLostItems.Add(context.Background(), 1)
 	tb.ProcessorDedupNestedSpans.Add(context.Background(), 1)
 	tb.ProcessorDedupRolledBackEntries.Add(context.Background(), 1)
 	tb.ProcessorDedupStatusRefusedEvents.Add(context.Background(), 1)
 	AssertEqualProcessorDedupConflictItems(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualProcessorDedupCopyWaits(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorDedupDuplicateItems(t, testTel,

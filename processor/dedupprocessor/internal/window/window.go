@@ -164,9 +164,10 @@ type Set[K comparable, V any] struct {
 	lastEvicted int64
 	evicted     bool
 
-	live  int // keys in the index
-	stats Stats
-	sink  uint32 // what Prefetch loaded, kept so that its loads stay
+	live   int    // keys in the index
+	writes uint64 // entries written so far: the next entry's sequence number
+	stats  Stats
+	sink   uint32 // what Prefetch loaded, kept so that its loads stay
 }
 
 // New returns a Set that holds up to capacity keys for window nanoseconds.
@@ -493,8 +494,28 @@ func (s *Set[K, V]) Prefetch(hs []uint64) {
 // ObserveHashed is Observe for the key *k whose Hash is h; it reads *k in
 // place.
 func (s *Set[K, V]) ObserveHashed(k *K, h uint64, v V, now int64) (V, bool) {
+	prev, seen, _ := s.ObserveSeq(k, h, v, now)
+	return prev, seen
+}
+
+// Written is the number of entries written into the set since it was
+// made: the sequence number the next new key will get. The keys one caller
+// stores between two calls of Written, with nothing else stored in
+// between, have the sequence numbers between the two.
+func (s *Set[K, V]) Written() uint64 { return s.writes }
+
+// ObserveSeq is ObserveHashed that also returns, when k is held, the
+// sequence number its entry got when it was stored (see Written): which
+// caller's insertions it belongs to.
+func (s *Set[K, V]) ObserveSeq(k *K, h uint64, v V, now int64) (V, bool, uint64) {
 	if bi, i, ok := s.find(k, h); ok {
-		return s.ring[s.pos(s.buckets[bi].words[i])].val, true
+		p := s.pos(s.buckets[bi].words[i])
+		// A live entry is at most len(ring) writes back from the head.
+		back := s.head - p
+		if back <= 0 {
+			back += len(s.ring)
+		}
+		return s.ring[p].val, true, s.writes - uint64(back)
 	}
 	if s.n == len(s.ring) {
 		if t := s.head; s.dropTail() { // full: the tail is at the head
@@ -519,6 +540,7 @@ func (s *Set[K, V]) ObserveHashed(k *K, h uint64, v V, now int64) (V, bool) {
 		s.lap++
 	}
 	s.n++
+	s.writes++
 	s.stamps()
 	s.live++
 	s.setIndexed(pos)
@@ -533,7 +555,7 @@ func (s *Set[K, V]) ObserveHashed(k *K, h uint64, v V, now int64) (V, bool) {
 		s.sweepBucket()
 	}
 	var zero V
-	return zero, false
+	return zero, false, 0
 }
 
 // Forget removes k, so that its next arrival is taken as new. It is how a

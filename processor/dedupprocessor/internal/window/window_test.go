@@ -633,3 +633,37 @@ func TestTimesOnAFullRing(t *testing.T) {
 		t.Errorf("Len after Expire(1100) = %d, want the 300 entries of time 1000", s.Len())
 	}
 }
+
+// TestObserveSeqNamesTheWrite: the sequence number ObserveSeq returns for
+// a held key is the one Written gave just before that key was stored,
+// through evictions, forgets, shrinks and many laps of the ring.
+func TestObserveSeqNamesTheWrite(t *testing.T) {
+	for _, capacity := range []int{1, 7, 37, 300} {
+		r := rand.New(rand.NewPCG(3, uint64(capacity)))
+		s := newSet(t, capacity, 1<<60)
+		hits := 0
+		for step := range 50000 {
+			k := key(uint64(r.IntN(2 * capacity)))
+			switch r.IntN(10) {
+			case 0:
+				s.Forget(k)
+			case 1:
+				s.Shrink(r.IntN(3))
+			default:
+				w := s.Written()
+				stored, seen, seq := s.ObserveSeq(&k, s.Hash(&k), w, int64(step))
+				switch {
+				case seen && seq != stored:
+					t.Fatalf("capacity %d step %d: seq %d, want %d, the write that stored the key", capacity, step, seq, stored)
+				case seen:
+					hits++
+				case s.Written() != w+1:
+					t.Fatalf("capacity %d step %d: Written %d after a new key, want %d", capacity, step, s.Written(), w+1)
+				}
+			}
+		}
+		if hits == 0 {
+			t.Fatalf("capacity %d: no key was found held", capacity)
+		}
+	}
+}
