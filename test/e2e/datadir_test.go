@@ -973,6 +973,7 @@ func previousDefault(t *testing.T, current, dataDir string) string {
 		return strings.ReplaceAll(s, from, to)
 	}
 	old := replace(current, "  log_storage:\n    directory: "+dataDir+"/log\n", "  file_storage:\n    directory: "+dataDir+"/queue\n    create_directory: true\n", 1)
+	old = replace(old, "    file_storage_directory: "+dataDir+"/queue\n", "", 1)
 	old = replace(old, "storage: log_storage\n", "storage: file_storage\n", 2)
 	old = replace(old, "extensions: [health_check, log_storage, guard]", "extensions: [health_check, file_storage, guard]", 1)
 	old = replace(old, "max_delay: 0s\n", "max_delay: 50ms\n", 1)
@@ -992,17 +993,27 @@ func previousDefault(t *testing.T, current, dataDir string) string {
 // delivers every acknowledged span once, and still drops copies of them
 // (dedup's journal was moved too).
 func TestUpgradeFromFileStorage(t *testing.T) {
-	upstream := freePort(t)
-	d := newDefault(t, t.TempDir(), "--upstream", "http://"+upstream)
+	upgradeFromFileStorage(t, false)
+}
+
+// fileStorageBacklog runs the previous embedded default (file_storage)
+// on a new data dir with its upstream down, has it acknowledge a backlog
+// and kills it with SIGKILL. It returns the gateway's addresses and flags
+// (not running), the backlog, the upstream's address and the current
+// default config rendered with those flags.
+func fileStorageBacklog(t *testing.T) (d *defaultGateway, bl *backlog, upstream, current string) {
+	t.Helper()
+	upstream = freePort(t)
+	d = newDefault(t, t.TempDir(), "--upstream", "http://"+upstream)
 	r := runCLI(t, append([]string{"run", "default-config"}, d.args...)...)
 	if r.code != 0 {
 		t.Fatalf("default-config: exit %d: %s", r.code, r.stderr)
 	}
 	g := startGatewayConfig(t, d.health, previousDefault(t, r.stdout, d.dataDir))
-	bl := newBacklog(t.Name())
+	bl = newBacklog(t.Name())
 	bl.send(t, d.grpc)
-	// A run with --config is never migrated: this one wrote file_storage's
-	// files, and no log_storage.
+	// A run with file_storage in its config moves nothing: this one wrote
+	// file_storage's files, and no log_storage.
 	queueDir := filepath.Join(d.dataDir, "queue")
 	for _, name := range []string{queueClient, journalClient} {
 		if st, err := os.Stat(filepath.Join(queueDir, name)); err != nil || st.Size() == 0 {
@@ -1016,6 +1027,17 @@ func TestUpgradeFromFileStorage(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-g.done
+	return d, bl, upstream, r.stdout
+}
+
+// upgradeFromFileStorage is TestUpgradeFromFileStorage, the current
+// default started as `doubletake run FLAGS` or, viaConfig, as `doubletake
+// run --config` of the same config rendered (as the Helm chart and the
+// Operator run it): log_storage moves file_storage's files at its Start
+// either way.
+func upgradeFromFileStorage(t *testing.T, viaConfig bool) {
+	d, bl, upstream, current := fileStorageBacklog(t)
+	queueDir := filepath.Join(d.dataDir, "queue")
 
 	sk := &sink{spans: map[[24]byte]int{}}
 	srv, err := capture.Listen(upstream, sk.handle)
@@ -1024,7 +1046,11 @@ func TestUpgradeFromFileStorage(t *testing.T) {
 	}
 	sk.srv = srv
 	t.Cleanup(func() { _ = srv.Close() })
-	d.g = startGateway(t, d.health, d.env, d.args...)
+	if viaConfig {
+		d.g = startGatewayConfig(t, d.health, current)
+	} else {
+		d.g = startGateway(t, d.health, d.env, d.args...)
+	}
 	waitFor(t, 2*time.Minute, "the queue to empty", func() bool { return d.queueSize(t) == 0 })
 	delivered := sk.snapshot()
 	var missed, twice int
