@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/doubletake/doubletake/internal/capture"
 )
 
@@ -27,7 +29,8 @@ import (
 // default and left by kill -9, are moved into log_storage, every
 // acknowledged span delivered once and copies of them still dropped.
 func TestConfigUpgradeFromFileStorage(t *testing.T) {
-	upgradeFromFileStorage(t, true)
+	d, bl, upstream, current := fileStorageBacklog(t)
+	upgradedDelivers(t, d, bl, upstream, func() *gateway { return startGatewayConfig(t, d.health, current) })
 }
 
 // TestConfigSalvagesDamagedFileStorage: the previous default's queue
@@ -203,4 +206,74 @@ func TestSecondConfigSameLogStorage(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(logDir, "LOCK")); err != nil || strings.TrimSpace(string(b)) != strconv.Itoa(second.g.cmd.Process.Pid) {
 		t.Errorf("%s/LOCK holds %q (%v), want the second gateway's pid %d", logDir, b, err, second.g.cmd.Process.Pid)
 	}
+}
+
+// TestHelmUpgradeFromFileStorage: deploy/helm/values.yaml's
+// alternateConfig (the Operator's resource holds the same config), run
+// with --config as the chart runs it, on a volume written by the chart's
+// earlier config (the same with file_storage in /var/lib/doubletake/queue)
+// holding an acknowledged backlog left by kill -9: log_storage moves the
+// files in, every acknowledged span is delivered once and copies are
+// still dropped (upgradedDelivers).
+func TestHelmUpgradeFromFileStorage(t *testing.T) {
+	upstream := freePort(t)
+	d := newDefault(t, t.TempDir())
+	current := helmConfig(t, d, upstream)
+	bl := queueInFileStorage(t, d, chartWithFileStorage(t, current, d.dataDir))
+	upgradedDelivers(t, d, bl, upstream, func() *gateway { return startGatewayConfig(t, d.health, current) })
+}
+
+// helmConfig is the chart values' alternateConfig with the pod's
+// addresses moved to d's (free loopback ports), its upstream at upstream
+// and its volume at d.dataDir.
+func helmConfig(t *testing.T, d *defaultGateway, upstream string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot, "deploy", "helm", "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values struct {
+		AlternateConfig map[string]any `yaml:"alternateConfig"`
+	}
+	if err := yaml.Unmarshal(b, &values); err != nil {
+		t.Fatal(err)
+	}
+	out, err := yaml.Marshal(values.AlternateConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := string(out)
+	_, telPort, _ := strings.Cut(d.tel, ":")
+	for _, r := range []struct{ from, to string }{
+		{"${env:MY_POD_IP}:4317", d.grpc}, {"${env:MY_POD_IP}:4318", d.http},
+		{"${env:MY_POD_IP}:13133", d.health}, {"${env:MY_POD_IP}:8890", d.status},
+		{"port: 8888", "port: " + telPort}, {"host: ${env:MY_POD_IP}", "host: 127.0.0.1"},
+		{"${env:UPSTREAM_ENDPOINT}", upstream}, {"/var/lib/doubletake/", d.dataDir + "/"},
+	} {
+		if !strings.Contains(config, r.from) {
+			t.Fatalf("the chart's config has no %q: helmConfig needs updating\n%s", r.from, config)
+		}
+		config = strings.ReplaceAll(config, r.from, r.to)
+	}
+	if strings.Contains(config, "${env:") || strings.Contains(config, "/var/lib/doubletake") {
+		t.Fatalf("the chart's config still needs the pod's environment or volume:\n%s", config)
+	}
+	return config
+}
+
+// chartWithFileStorage is the chart's config as it was before log_storage:
+// file_storage in DATA_DIR/queue wherever log_storage is.
+func chartWithFileStorage(t *testing.T, current, dataDir string) string {
+	t.Helper()
+	replace := func(s, from, to string, n int) string {
+		if c := strings.Count(s, from); c != n {
+			t.Fatalf("the chart's config has %q %d times, want %d: chartWithFileStorage needs updating\n%s", from, c, n, s)
+		}
+		return strings.ReplaceAll(s, from, to)
+	}
+	old := replace(current, "    log_storage:\n        directory: "+dataDir+"/log\n        file_storage_directory: "+dataDir+"/queue\n",
+		"    file_storage:\n        directory: "+dataDir+"/queue\n        create_directory: true\n", 1)
+	old = replace(old, "storage: log_storage\n", "storage: file_storage\n", 2)
+	old = replace(old, "- log_storage\n", "- file_storage\n", 1)
+	return old
 }

@@ -993,14 +993,16 @@ func previousDefault(t *testing.T, current, dataDir string) string {
 // delivers every acknowledged span once, and still drops copies of them
 // (dedup's journal was moved too).
 func TestUpgradeFromFileStorage(t *testing.T) {
-	upgradeFromFileStorage(t, false)
+	d, bl, upstream, _ := fileStorageBacklog(t)
+	upgradedDelivers(t, d, bl, upstream, func() *gateway { return startGateway(t, d.health, d.env, d.args...) })
 }
 
 // fileStorageBacklog runs the previous embedded default (file_storage)
 // on a new data dir with its upstream down, has it acknowledge a backlog
-// and kills it with SIGKILL. It returns the gateway's addresses and flags
-// (not running), the backlog, the upstream's address and the current
-// default config rendered with those flags.
+// and kills it with SIGKILL (queueInFileStorage). It returns the
+// gateway's addresses and flags (not running), the backlog, the
+// upstream's address and the current default config rendered with those
+// flags.
 func fileStorageBacklog(t *testing.T) (d *defaultGateway, bl *backlog, upstream, current string) {
 	t.Helper()
 	upstream = freePort(t)
@@ -1009,34 +1011,42 @@ func fileStorageBacklog(t *testing.T) (d *defaultGateway, bl *backlog, upstream,
 	if r.code != 0 {
 		t.Fatalf("default-config: exit %d: %s", r.code, r.stderr)
 	}
-	g := startGatewayConfig(t, d.health, previousDefault(t, r.stdout, d.dataDir))
-	bl = newBacklog(t.Name())
+	return d, queueInFileStorage(t, d, previousDefault(t, r.stdout, d.dataDir)), upstream, r.stdout
+}
+
+// queueInFileStorage runs previous, a config that stores in file_storage
+// under d.dataDir/queue and listens on d's addresses, with its upstream
+// down; has it acknowledge a backlog; and kills it with SIGKILL.
+func queueInFileStorage(t *testing.T, d *defaultGateway, previous string) *backlog {
+	t.Helper()
+	g := startGatewayConfig(t, d.health, previous)
+	bl := newBacklog(t.Name())
 	bl.send(t, d.grpc)
 	// A run with file_storage in its config moves nothing: this one wrote
 	// file_storage's files, and no log_storage.
 	queueDir := filepath.Join(d.dataDir, "queue")
 	for _, name := range []string{queueClient, journalClient} {
 		if st, err := os.Stat(filepath.Join(queueDir, name)); err != nil || st.Size() == 0 {
-			t.Fatalf("the previous default wrote no %s: %v", name, err)
+			t.Fatalf("the previous config wrote no %s: %v", name, err)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(d.dataDir, "log")); !os.IsNotExist(err) {
-		t.Fatalf("the previous default made %s/log (%v)", d.dataDir, err)
+		t.Fatalf("the previous config made %s/log (%v)", d.dataDir, err)
 	}
 	if err := g.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	<-g.done
-	return d, bl, upstream, r.stdout
+	return bl
 }
 
-// upgradeFromFileStorage is TestUpgradeFromFileStorage, the current
-// default started as `doubletake run FLAGS` or, viaConfig, as `doubletake
-// run --config` of the same config rendered (as the Helm chart and the
-// Operator run it): log_storage moves file_storage's files at its Start
-// either way.
-func upgradeFromFileStorage(t *testing.T, viaConfig bool) {
-	d, bl, upstream, current := fileStorageBacklog(t)
+// upgradedDelivers is the rest of TestUpgradeFromFileStorage: with the
+// upstream back, start (the current config, on d's data dir and
+// addresses) moves file_storage's files into log_storage and says so,
+// keeps them as NAME.migrated-TIME, delivers every acknowledged span of
+// bl once, and still drops copies of them.
+func upgradedDelivers(t *testing.T, d *defaultGateway, bl *backlog, upstream string, start func() *gateway) {
+	t.Helper()
 	queueDir := filepath.Join(d.dataDir, "queue")
 
 	sk := &sink{spans: map[[24]byte]int{}}
@@ -1046,11 +1056,7 @@ func upgradeFromFileStorage(t *testing.T, viaConfig bool) {
 	}
 	sk.srv = srv
 	t.Cleanup(func() { _ = srv.Close() })
-	if viaConfig {
-		d.g = startGatewayConfig(t, d.health, current)
-	} else {
-		d.g = startGateway(t, d.health, d.env, d.args...)
-	}
+	d.g = start()
 	waitFor(t, 2*time.Minute, "the queue to empty", func() bool { return d.queueSize(t) == 0 })
 	delivered := sk.snapshot()
 	var missed, twice int
