@@ -159,7 +159,7 @@ func boltUsedBytes(t *testing.T, path string) int64 {
 // the log_storage directory a running one holds (other ports) fails at
 // log_storage's Start, exit 4, its last line naming the directory and the
 // PID holding it; the first goes on serving, still the holder. Once the
-// first has stopped, the second starts.
+// first has stopped, another one starts on it.
 func TestSecondConfigSameLogStorage(t *testing.T) {
 	dataDir := t.TempDir()
 	render := func() (*defaultGateway, string) {
