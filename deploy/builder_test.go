@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"bufio"
+	"context"
 	"net"
 	"net/http"
 	"os"
@@ -80,8 +81,8 @@ func TestBuilderManifest(t *testing.T) {
 
 	// The embedded default config, as `doubletake run` renders it, twice:
 	// without --upstream (files, the prometheus endpoint, otlp_json, guard,
-	// file_storage) as the backend, and with --upstream pointing at it
-	// (dedup_otlp_grpc with its persistent queue) in front.
+	// log_storage) as the backend, and with --upstream pointing at it
+	// (dedup_otlp_grpc with its persistent queue in log_storage) in front.
 	backend := defaultOptions(t)
 	backStop := runDefault(t, bin, backend)
 	front := defaultOptions(t)
@@ -98,6 +99,38 @@ func TestBuilderManifest(t *testing.T) {
 	backStop()
 	if seen := storedSpans(t, stored); !equalCounts(seen, want) {
 		t.Errorf("the backend stored %v, want %v: the copy dropped by the front, the rest kept", seen, want)
+	}
+
+	// log_storage built from the manifest (NewFactory, without doubletake's
+	// check command) holds its directory, and refuses to start on a data
+	// dir whose file_storage_directory holds files it cannot check and
+	// move, naming them.
+	for _, o := range []distro.Options{backend, front} {
+		if b, err := os.ReadFile(filepath.Join(o.DataDir, "log", "LOCK")); err != nil || len(strings.TrimSpace(string(b))) == 0 {
+			t.Errorf("%s/log/LOCK: %q, %v; want the PID of the collector that held it", o.DataDir, b, err)
+		}
+	}
+	earlier := defaultOptions(t)
+	file := filepath.Join(earlier.DataDir, "queue", "processor_dedup_")
+	if err := os.MkdirAll(filepath.Dir(file), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte("a file_storage file"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := distro.DefaultConfig(earlier)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path = filepath.Join(t.TempDir(), "default.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	outb, err := exec.CommandContext(ctx, bin, "--config", path).CombinedOutput()
+	if err == nil || ctx.Err() != nil || !strings.Contains(string(outb), "holds file_storage files (processor_dedup_) and this build cannot check or move them") {
+		t.Errorf("the built collector on a data dir with a file_storage file: %v; want it to refuse to start, naming the file:\n%s", err, outb)
 	}
 }
 

@@ -492,18 +492,75 @@ func toYAML(t *testing.T, v any) string {
 }
 
 // checkDataVolume: the data dir is a volume claim, mounted where the
-// configs keep the queue and the journals.
+// config keeps the queue and the journals: in log_storage, laid out on it
+// as the embedded default lays out its --data-dir (log_storage in log/, an
+// earlier file_storage's files moved in from queue/), and nothing stored
+// in file_storage.
 func checkDataVolume(t *testing.T, what string, claims []corev1.PersistentVolumeClaim, mounts []corev1.VolumeMount, config map[string]any) {
 	t.Helper()
 	m := slices.IndexFunc(mounts, func(m corev1.VolumeMount) bool { return m.MountPath == dataDir })
 	if m < 0 || !slices.ContainsFunc(claims, func(c corev1.PersistentVolumeClaim) bool { return c.Name == mounts[m].Name }) {
 		t.Errorf("%s: %s is not a volume claim", what, dataDir)
 	}
+	want := defaultLogStorage(t)
 	ext, _ := config["extensions"].(map[string]any)
-	fs, _ := ext["file_storage"].(map[string]any)
-	if dir, _ := fs["directory"].(string); !strings.HasPrefix(dir, dataDir+"/") {
-		t.Errorf("%s: file_storage keeps its files in %q, outside the volume claim %s", what, dir, dataDir)
+	ls, _ := ext["log_storage"].(map[string]any)
+	for _, key := range []string{"directory", "file_storage_directory"} {
+		if got, _ := ls[key].(string); got != want[key] || !strings.HasPrefix(got, dataDir+"/") {
+			t.Errorf("%s: log_storage's %s is %q; the embedded default with --data-dir=%s has %q", what, key, got, dataDir, want[key])
+		}
 	}
+	for id := range ext {
+		if typ, _, _ := strings.Cut(id, "/"); typ == "file_storage" {
+			t.Errorf("%s: has %s; the queue and the journals belong in log_storage, as in the embedded default", what, id)
+		}
+	}
+	// Every storage setting names log_storage.
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, sub := range v {
+				if k == "storage" {
+					if sub != "log_storage" {
+						t.Errorf("%s: %s.storage is %v, want log_storage", what, path, sub)
+					}
+					continue
+				}
+				walk(path+"."+k, sub)
+			}
+		case []any:
+			for i, sub := range v {
+				walk(fmt.Sprintf("%s[%d]", path, i), sub)
+			}
+		}
+	}
+	walk("config", config)
+	if services, _ := config["service"].(map[string]any); !slices.Contains(services["extensions"].([]any), any("log_storage")) {
+		t.Errorf("%s: service.extensions does not list log_storage", what)
+	}
+}
+
+// defaultLogStorage is log_storage's directory and file_storage_directory
+// in the embedded default rendered with --data-dir=dataDir.
+func defaultLogStorage(t *testing.T) map[string]string {
+	t.Helper()
+	var doc struct {
+		Extensions struct {
+			LogStorage map[string]any `json:"log_storage"`
+		} `json:"extensions"`
+	}
+	if err := yaml.Unmarshal([]byte(defaultConfigOf(t, "the embedded default", []string{"run", "--data-dir=" + dataDir})), &doc); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, key := range []string{"directory", "file_storage_directory"} {
+		out[key], _ = doc.Extensions.LogStorage[key].(string)
+		if out[key] == "" {
+			t.Fatalf("the embedded default's log_storage has no %s", key)
+		}
+	}
+	return out
 }
 
 func TestHelmValues(t *testing.T) {

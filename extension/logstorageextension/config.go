@@ -3,6 +3,7 @@ package logstorageextension
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 )
 
 // Default and bounds of segment_bytes.
@@ -30,6 +31,11 @@ type Config struct {
 	// first, so that reading an entry soon after writing it (the queue
 	// does) needs no read from the file. 0: none.
 	ReadCacheBytes int64 `mapstructure:"read_cache_bytes"`
+	// FileStorageDirectory is a directory file_storage wrote (an earlier
+	// version's or config's): at Start its files are checked (a damaged
+	// one salvaged), their data moved into the clients of the same names
+	// and each file kept as NAME.migrated-TIME. Empty: none.
+	FileStorageDirectory string `mapstructure:"file_storage_directory"`
 
 	_ struct{}
 }
@@ -43,6 +49,9 @@ func (c *Config) Validate() error {
 	var errs []error
 	if c.Directory == "" {
 		errs = append(errs, errors.New("directory must be set"))
+	}
+	if c.FileStorageDirectory != "" && filepath.Clean(c.FileStorageDirectory) == filepath.Clean(c.Directory) {
+		errs = append(errs, errors.New("file_storage_directory must not be directory itself: file_storage's files and log_storage's clients have the same names"))
 	}
 	if c.SegmentBytes < minSegmentBytes || c.SegmentBytes > maxSegmentBytes {
 		errs = append(errs, fmt.Errorf("segment_bytes must be between %d and %d, not %d", minSegmentBytes, maxSegmentBytes, c.SegmentBytes))

@@ -20,6 +20,13 @@
 // not a regular file (a symlink, a FIFO, a directory) is moved aside
 // unread as NAME.foreign-TIME and logged.
 //
+// One process holds the directory at a time: Start takes an flock on
+// DIRECTORY/LOCK, which holds its PID, and a second one fails naming the
+// directory and that PID. With file_storage_directory set, Start moves
+// what file_storage left there into the clients of the same names before
+// any component opens one (the FileStorageMover doubletake's distribution
+// passes: each file checked, a damaged one salvaged, kept aside after).
+//
 //	extensions:
 //	  log_storage:
 //	    directory: /var/lib/otelcol/log

@@ -27,6 +27,8 @@ type logStorage struct {
 	cfg    Config
 	logger *zap.Logger
 	tb     *metadata.TelemetryBuilder
+	mover  FileStorageMover // nil: file_storage_directory is only checked for files (datadir.go)
+	lock   *os.File         // DIRECTORY/LOCK, held from Start to Shutdown
 
 	mu   sync.Mutex
 	open map[string]*client
@@ -39,12 +41,16 @@ var (
 	_ storagestate.Reporter = (*logStorage)(nil)
 )
 
-func newExtension(set extension.Settings, cfg *Config) (*logStorage, error) {
+func newExtension(set extension.Settings, cfg *Config, opts ...Option) (*logStorage, error) {
 	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
 	if err != nil {
 		return nil, err
 	}
-	e := &logStorage{cfg: *cfg, logger: set.Logger, tb: tb, open: map[string]*client{}, closedRefused: map[string]int64{}}
+	var o factoryOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	e := &logStorage{cfg: *cfg, logger: set.Logger, tb: tb, mover: o.mover, open: map[string]*client{}, closedRefused: map[string]int64{}}
 	if err := tb.RegisterLogStorageCacheReadsCallback(e.observeCache); err != nil {
 		return nil, err
 	}
@@ -150,15 +156,19 @@ func (e *logStorage) observeCache(_ context.Context, o metric.Int64Observer) err
 	return nil
 }
 
-func (e *logStorage) Start(context.Context, component.Host) error {
-	if err := os.MkdirAll(e.cfg.Directory, 0o700); err != nil {
-		return fmt.Errorf("log_storage: %w", err)
+// Start takes the directory and moves file_storage_directory's files into
+// it (prepare, datadir.go).
+func (e *logStorage) Start(ctx context.Context, host component.Host) error {
+	if err := e.prepare(ctx, host); err != nil {
+		e.release()
+		return err
 	}
 	return nil
 }
 
 func (e *logStorage) Shutdown(context.Context) error {
 	e.tb.Shutdown()
+	e.release()
 	return nil
 }
 

@@ -14,12 +14,12 @@ import (
 var Type = metadata.Type
 
 // NewFactory returns log_storage's factory.
-func NewFactory() extension.Factory {
+func NewFactory(opts ...Option) extension.Factory {
 	return extension.NewFactory(
 		Type,
 		func() component.Config { return createDefaultConfig() },
 		func(_ context.Context, set extension.Settings, cfg component.Config) (extension.Extension, error) {
-			return newExtension(set, cfg.(*Config))
+			return newExtension(set, cfg.(*Config), opts...)
 		},
 		metadata.ExtensionStability,
 	)

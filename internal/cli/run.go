@@ -140,10 +140,10 @@ checks one. The collector's --feature-gates flag works too (not listed).`
 		if err := checkPorts(opts); err != nil {
 			return &ExitError{Code: ExitInternal, Err: err}
 		}
-		// One gateway per data dir, its storage checked (and salvaged)
-		// and, from file_storage, moved to log_storage before the
-		// collector opens it, its local files writable.
-		lock, err := prepareDataDir(opts, yaml)
+		// One gateway per data dir, its local files writable; its
+		// storage is checked, salvaged and moved from file_storage by
+		// log_storage at Start.
+		lock, err := prepareDataDir(opts)
 		if err != nil {
 			return &ExitError{Code: ExitInternal, Err: err}
 		}

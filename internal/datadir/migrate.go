@@ -10,8 +10,6 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-
-	"github.com/doubletake/doubletake/extension/logstorageextension"
 )
 
 // MigratedMark is in the name of a file_storage file whose data was
@@ -27,6 +25,17 @@ const MigratedMark = ".migrated-"
 // ran on the data dir), and both hold data.
 const MigratingSuffix = ".migrating"
 
+// Target is the store file_storage's data moves into: log_storage, which
+// passes itself at its Start.
+type Target interface {
+	// ClientDir is the directory of the client that file_storage's file
+	// of this name (the same client's) moves into.
+	ClientDir(fileName string) string
+	// Import writes kv as the whole data of a new client at dir, which
+	// must not exist: a crash leaves either no client at dir or all of it.
+	Import(dir string, kv map[string][]byte) error
+}
+
 // Migrated is one file_storage file moved to log_storage.
 type Migrated struct {
 	File    string // the file_storage file, as file_storage opened it
@@ -37,9 +46,9 @@ type Migrated struct {
 }
 
 // Migrate moves the data of every file_storage file in queueDir into
-// log_storage's directory logDir: each file's keys and values are
-// imported into the log_storage client of the same name (a client's
-// directory is named as file_storage names its file), then the file is
+// log_storage (to): each file's keys and values are imported into the
+// log_storage client of the same name (a client's directory is named as
+// file_storage names its file), then the file is
 // renamed FILE.migrated-TIME and kept. A file with no keys has nothing to
 // carry and is only renamed: log_storage creates an empty client when it
 // is first asked for it, and no directory is made for a component the
@@ -51,7 +60,7 @@ type Migrated struct {
 // info receives one line per file migrated. An error (a file that cannot
 // be read or imported, or data in both stores for one client) means the
 // gateway must not start: no file is ever skipped.
-func Migrate(queueDir, logDir string, info func(msg string, m Migrated)) error {
+func Migrate(queueDir string, to Target, info func(msg string, m Migrated)) error {
 	ents, err := os.ReadDir(queueDir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -73,7 +82,7 @@ func Migrate(queueDir, logDir string, info func(msg string, m Migrated)) error {
 		}
 	}
 	for _, name := range append(resumed, plain...) {
-		m, err := migrateFile(queueDir, logDir, name)
+		m, err := migrateFile(queueDir, to, name)
 		if err != nil {
 			return err
 		}
@@ -103,11 +112,11 @@ func isStorageFile(e os.DirEntry) bool {
 }
 
 // migrateFile migrates queueDir/name (FILE or FILE.migrating).
-func migrateFile(queueDir, logDir, name string) (Migrated, error) {
+func migrateFile(queueDir string, to Target, name string) (Migrated, error) {
 	base := strings.TrimSuffix(name, MigratingSuffix)
 	staged := base != name
 	path := filepath.Join(queueDir, name)
-	m := Migrated{File: filepath.Join(queueDir, base), Client: logstorageextension.ClientDir(logDir, base)}
+	m := Migrated{File: filepath.Join(queueDir, base), Client: to.ClientDir(base)}
 	kv, err := readBoltFile(path)
 	if err != nil {
 		return m, fmt.Errorf("migrating %s to log_storage: reading it: %w", path, err)
@@ -142,7 +151,7 @@ func migrateFile(queueDir, logDir, name string) (Migrated, error) {
 			}
 			path = to
 		}
-		if err := logstorageextension.Import(m.Client, kv, 0); err != nil {
+		if err := to.Import(m.Client, kv); err != nil {
 			return m, fmt.Errorf("migrating %s to log_storage: importing %d keys into %s: %w", path, m.Keys, m.Client, err)
 		}
 	}

@@ -251,7 +251,7 @@ func names(t testing.TB, dir string) []string {
 func migrate(t testing.TB, queueDir, logDir string) ([]Migrated, error) {
 	t.Helper()
 	var got []Migrated
-	err := Migrate(queueDir, logDir, func(msg string, m Migrated) {
+	err := Migrate(queueDir, logstorageextension.Clients{Dir: logDir}, func(msg string, m Migrated) {
 		t.Log(msg)
 		if !strings.Contains(msg, m.File) || !strings.Contains(msg, fmt.Sprintf("%d keys", m.Keys)) || !strings.Contains(msg, filepath.Base(m.KeptAs)) {
 			t.Errorf("the line does not name the file, its keys and where it is kept: %s", msg)

@@ -4,6 +4,8 @@
 package distro
 
 import (
+	"context"
+
 	"github.com/open-telemetry/opentelemetry-collector-contrib/connector/spanmetricsconnector"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/exporter/fileexporter"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/exporter/loadbalancingexporter"
@@ -25,18 +27,31 @@ import (
 	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/collector/receiver/otlpreceiver"
 	"go.opentelemetry.io/collector/service/telemetry/otelconftelemetry"
+	"go.uber.org/zap"
 
 	"github.com/doubletake/doubletake/exporter/dedupotlpexporter"
 	"github.com/doubletake/doubletake/exporter/serieslimitprometheusexporter"
 	"github.com/doubletake/doubletake/extension/encoding/otlpjsonencodingextension"
 	"github.com/doubletake/doubletake/extension/guardextension"
 	"github.com/doubletake/doubletake/extension/logstorageextension"
+	"github.com/doubletake/doubletake/internal/datadir"
 	"github.com/doubletake/doubletake/processor/dedupprocessor"
 )
 
 // CollectorVersion is the OpenTelemetry Collector release the distribution
 // is built on; every collector module in go.mod is at this release.
 const CollectorVersion = "v0.161.0"
+
+// moveFileStorage is log_storage's FileStorageMover: internal/datadir's
+// check, salvage and migration, each file checked by this program in a
+// child process.
+func moveFileStorage(ctx context.Context, dir string, to logstorageextension.Clients, logger *zap.Logger) error {
+	check, err := datadir.SelfChecker()
+	if err != nil {
+		return err
+	}
+	return datadir.MoveFileStorage(ctx, dir, to, check, logger)
+}
 
 // Components returns the factories of every component the distribution
 // carries.
@@ -82,7 +97,10 @@ func Components() (otelcol.Factories, error) {
 		filestorage.NewFactory(),
 		bearertokenauthextension.NewFactory(),
 		guardextension.NewFactory(),
-		logstorageextension.NewFactory(),
+		// log_storage moves a file_storage directory's files into its
+		// clients at Start, each checked in a child process first
+		// (doubletake's __check-storage command).
+		logstorageextension.NewFactory(logstorageextension.WithFileStorageMover(moveFileStorage)),
 		otlpjsonencodingextension.NewFactory(),
 	); err != nil {
 		return f, err

@@ -54,7 +54,7 @@ func TestDefaultConfigRendersBothModes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"endpoint: 127.0.0.1:4317", "file/traces:", "prometheus:", "storage: log_storage", "directory: ./doubletake-data/log", "status:\n      http:\n        endpoint: 127.0.0.1:8890"} {
+	for _, want := range []string{"endpoint: 127.0.0.1:4317", "file/traces:", "prometheus:", "storage: log_storage", "directory: ./doubletake-data/log", "file_storage_directory: ./doubletake-data/queue", "status:\n      http:\n        endpoint: 127.0.0.1:8890"} {
 		if !strings.Contains(local, want) {
 			t.Errorf("local default lacks %q", want)
 		}

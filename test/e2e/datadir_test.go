@@ -973,6 +973,7 @@ func previousDefault(t *testing.T, current, dataDir string) string {
 		return strings.ReplaceAll(s, from, to)
 	}
 	old := replace(current, "  log_storage:\n    directory: "+dataDir+"/log\n", "  file_storage:\n    directory: "+dataDir+"/queue\n    create_directory: true\n", 1)
+	old = replace(old, "    file_storage_directory: "+dataDir+"/queue\n", "", 1)
 	old = replace(old, "storage: log_storage\n", "storage: file_storage\n", 2)
 	old = replace(old, "extensions: [health_check, log_storage, guard]", "extensions: [health_check, file_storage, guard]", 1)
 	old = replace(old, "max_delay: 0s\n", "max_delay: 50ms\n", 1)
@@ -992,30 +993,61 @@ func previousDefault(t *testing.T, current, dataDir string) string {
 // delivers every acknowledged span once, and still drops copies of them
 // (dedup's journal was moved too).
 func TestUpgradeFromFileStorage(t *testing.T) {
-	upstream := freePort(t)
-	d := newDefault(t, t.TempDir(), "--upstream", "http://"+upstream)
+	d, bl, upstream, _ := fileStorageBacklog(t)
+	upgradedDelivers(t, d, bl, upstream, func() *gateway { return startGateway(t, d.health, d.env, d.args...) })
+}
+
+// fileStorageBacklog runs the previous embedded default (file_storage)
+// on a new data dir with its upstream down, has it acknowledge a backlog
+// and kills it with SIGKILL (queueInFileStorage). It returns the
+// gateway's addresses and flags (not running), the backlog, the
+// upstream's address and the current default config rendered with those
+// flags.
+func fileStorageBacklog(t *testing.T) (d *defaultGateway, bl *backlog, upstream, current string) {
+	t.Helper()
+	upstream = freePort(t)
+	d = newDefault(t, t.TempDir(), "--upstream", "http://"+upstream)
 	r := runCLI(t, append([]string{"run", "default-config"}, d.args...)...)
 	if r.code != 0 {
 		t.Fatalf("default-config: exit %d: %s", r.code, r.stderr)
 	}
-	g := startGatewayConfig(t, d.health, previousDefault(t, r.stdout, d.dataDir))
+	return d, queueInFileStorage(t, d, previousDefault(t, r.stdout, d.dataDir)), upstream, r.stdout
+}
+
+// queueInFileStorage runs previous, a config that stores in file_storage
+// under d.dataDir/queue and listens on d's addresses, with its upstream
+// down; has it acknowledge a backlog; and kills it with SIGKILL.
+func queueInFileStorage(t *testing.T, d *defaultGateway, previous string) *backlog {
+	t.Helper()
+	g := startGatewayConfig(t, d.health, previous)
 	bl := newBacklog(t.Name())
 	bl.send(t, d.grpc)
-	// A run with --config is never migrated: this one wrote file_storage's
-	// files, and no log_storage.
+	// A run with file_storage in its config moves nothing: this one wrote
+	// file_storage's files, and no log_storage.
 	queueDir := filepath.Join(d.dataDir, "queue")
 	for _, name := range []string{queueClient, journalClient} {
 		if st, err := os.Stat(filepath.Join(queueDir, name)); err != nil || st.Size() == 0 {
-			t.Fatalf("the previous default wrote no %s: %v", name, err)
+			t.Fatalf("the previous config wrote no %s: %v", name, err)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(d.dataDir, "log")); !os.IsNotExist(err) {
-		t.Fatalf("the previous default made %s/log (%v)", d.dataDir, err)
+		t.Fatalf("the previous config made %s/log (%v)", d.dataDir, err)
 	}
 	if err := g.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	<-g.done
+	return bl
+}
+
+// upgradedDelivers is the rest of TestUpgradeFromFileStorage: with the
+// upstream back, start (the current config, on d's data dir and
+// addresses) moves file_storage's files into log_storage and says so,
+// keeps them as NAME.migrated-TIME, delivers every acknowledged span of
+// bl once, and still drops copies of them.
+func upgradedDelivers(t *testing.T, d *defaultGateway, bl *backlog, upstream string, start func() *gateway) {
+	t.Helper()
+	queueDir := filepath.Join(d.dataDir, "queue")
 
 	sk := &sink{spans: map[[24]byte]int{}}
 	srv, err := capture.Listen(upstream, sk.handle)
@@ -1024,7 +1056,7 @@ func TestUpgradeFromFileStorage(t *testing.T) {
 	}
 	sk.srv = srv
 	t.Cleanup(func() { _ = srv.Close() })
-	d.g = startGateway(t, d.health, d.env, d.args...)
+	d.g = start()
 	waitFor(t, 2*time.Minute, "the queue to empty", func() bool { return d.queueSize(t) == 0 })
 	delivered := sk.snapshot()
 	var missed, twice int
