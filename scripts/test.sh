@@ -36,10 +36,10 @@ elif [ "${CI:-}" = true ]; then
 fi
 
 # The seed's Python stack (test/python: the SDK, FastAPI 0.142 and 0.143,
-# uvicorn, gunicorn, pytest, uv), each requirements file's exact pins in a
+# uvicorn, gunicorn, pytest; uv and Poetry for the scan tests), each requirements file's exact pins in a
 # virtualenv cached under ${XDG_CACHE_HOME:-~/.cache}/doubletake (built once
 # per machine; the e2e tests find them the same way).
-if ! scripts/pyenv.sh test/python/requirements-fastapi-0.142.txt test/python/requirements-fastapi-0.143.txt >/dev/null; then
+if ! scripts/pyenv.sh test/python/requirements-*.txt >/dev/null; then
   echo "test.sh: the Python virtualenvs of test/python could not be built" >&2
   [ "${CI:-}" = true ] && exit 1
 fi

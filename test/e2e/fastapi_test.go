@@ -3,10 +3,13 @@ package e2e
 import (
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -129,7 +132,10 @@ func (r *seedRun) statusJSON() string {
 const (
 	seedPrestart = 7
 	seedRequests = 24
-	seedEvery    = 100 * time.Millisecond // 2.4 s of requests, exports every 500 ms
+	seedEvery    = 100 * time.Millisecond // 2.4 s of requests
+	// seedInterval: both readers export every second (FastAPI's reader
+	// reads the same variable).
+	seedInterval = "OTEL_METRIC_EXPORT_INTERVAL=1000"
 	// Prometheus' names for the app's instruments and FastAPI's own.
 	seedCounter      = "seed_jobs_total"
 	seedHistSum      = "seed_job_duration_milliseconds_sum"
@@ -295,6 +301,47 @@ func TestFastAPISeed(t *testing.T) {
 	for _, c := range seedCases {
 		venvs[c.venv] = pyVenv(t, c.venv)
 	}
+	for attempt := 1; ; attempt++ {
+		r, truths, statusJSON := runSeed(t, venvs)
+		// The seed's hazard for the gateway is an app whose own reader
+		// exports before its first request: FastAPI's reader then starts
+		// its stream after the elected writer's newest point and exports
+		// before its next, which is at that point a restart
+		// (docs/metrics.md, "What the rule cannot do": one reset). It
+		// needs the process's start-up to outlast an export interval
+		// before it serves, which a loaded machine does now and then: that
+		// is not this case, run it again, at most twice.
+		if late := exportedBeforeServing(t, r); late != "" {
+			if attempt == 3 {
+				t.Fatalf("three runs in which an app exported before it served (%s)", late)
+			}
+			t.Logf("%s exported before its first request: running again", late)
+			continue
+		}
+		for i, c := range seedCases {
+			t.Run(c.name, func(t *testing.T) {
+				if len(truths[i]) != 1 {
+					t.Fatalf("answers from %d processes, want 1", len(truths[i]))
+				}
+				var truth *seedTruth
+				for _, v := range truths[i] {
+					truth = v
+				}
+				checkSeed(t, r, c, "seed-"+c.name, truth)
+			})
+		}
+		if t.Failed() {
+			t.Logf("status.json: %s", statusJSON)
+		}
+		return
+	}
+}
+
+// runSeed runs the seed cases' apps at once against one gateway and
+// Prometheus, stops them and the gateway, and returns the truth per case
+// and the status page as it was at the end.
+func runSeed(t *testing.T, venvs map[string]string) (*seedRun, []map[string]*seedTruth, string) {
+	t.Helper()
 	r := startSeedRun(t)
 	truths := make([]map[string]*seedTruth, len(seedCases))
 	errs := make([]error, len(seedCases))
@@ -303,7 +350,7 @@ func TestFastAPISeed(t *testing.T) {
 	for i, c := range seedCases {
 		addr := freePort(t)
 		_, port, _ := net.SplitHostPort(addr)
-		env := pyEnv(venvs[c.venv], append([]string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + r.httpAddr, "SEED_SERVICE=seed-" + c.name}, c.env...)...)
+		env := pyEnv(venvs[c.venv], append([]string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + r.httpAddr, "SEED_SERVICE=seed-" + c.name, seedInterval}, c.env...)...)
 		s := startPyServer(t, "uvicorn "+c.name, addr, env,
 			filepath.Join(venvs[c.venv], "bin", "python"), "-m", "uvicorn", "seed_app:app", "--host", "127.0.0.1", "--port", port, "--no-access-log")
 		servers = append(servers, s)
@@ -322,21 +369,25 @@ func TestFastAPISeed(t *testing.T) {
 	stopAll(t, servers)
 	statusJSON := r.statusJSON()
 	r.g.stop(t) // flushes the files and the remote-write queue
-	for i, c := range seedCases {
-		t.Run(c.name, func(t *testing.T) {
-			if len(truths[i]) != 1 {
-				t.Fatalf("answers from %d processes, want 1", len(truths[i]))
+	return r, truths, statusJSON
+}
+
+// exportedBeforeServing names a doubled case whose app exported its
+// counter before any request (its first stored value is the pre-start
+// value alone), or "".
+func exportedBeforeServing(t *testing.T, r *seedRun) string {
+	t.Helper()
+	for _, c := range seedCases {
+		if !c.doubled {
+			continue
+		}
+		for _, s := range r.prom.storedIn(t, seedCounter, "seed-"+c.name, "plain") {
+			if s.values[0] == seedPrestart {
+				return c.name
 			}
-			var truth *seedTruth
-			for _, v := range truths[i] {
-				truth = v
-			}
-			checkSeed(t, r, c, "seed-"+c.name, truth)
-		})
+		}
 	}
-	if t.Failed() {
-		t.Logf("status.json: %s", statusJSON)
-	}
+	return ""
 }
 
 // checkSeed asserts what one app left in the files and in Prometheus.
@@ -601,4 +652,127 @@ func checkSeedVerify(t *testing.T, r verifyRun, venv string, doubled bool) {
 	if v.ReleaseScan == nil || !slices.Contains(v.ReleaseScan.Lines, seedFinding(venv)) {
 		t.Errorf("the release scan does not name %q:\n%s", seedFinding(venv), r)
 	}
+}
+
+// scanFinding is the part of scan's JSON report these tests read.
+type scanFinding struct {
+	Kind    string  `json:"kind"`
+	Path    string  `json:"path"`
+	Version *string `json:"version"`
+	Fix     string  `json:"fix"`
+}
+
+// runScan runs `doubletake scan --format json` on paths from dir and
+// returns its exit code and findings.
+func runScan(t *testing.T, dir string, paths ...string) (int, []scanFinding) {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"scan", "--format", "json"}, paths...)...)
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Findings []scanFinding `json:"findings"`
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("scan %v: %v\n%s", paths, err, out)
+	}
+	return code, rep.Findings
+}
+
+// seedPyproject is a project that depends on what the seed's requirements
+// file pins at the top, with fastapiSpec.
+func seedPyproject(fastapiSpec string) string {
+	return `[project]
+name = "seed"
+version = "0.1.0"
+requires-python = ">=3.11"
+dependencies = ["fastapi[opentelemetry]` + fastapiSpec + `", "uvicorn==0.55.0"]
+`
+}
+
+// lock runs a locker of the lockers' virtualenv in dir.
+func lock(t *testing.T, lockers, dir string, argv ...string) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(lockers, "bin", argv[0]), argv[1:]...)
+	cmd.Dir = dir
+	cmd.Env = append(pyEnv(lockers), "POETRY_VIRTUALENVS_CREATE=false")
+	out, err := cmd.CombinedOutput()
+	requireDep(t, err, fmt.Sprintf("%s (resolving the seed's requirements from the package index)\n%s", strings.Join(argv, " "), out))
+}
+
+// TestFastAPIScan: scan on what the real tools wrote. The virtualenv pip
+// built from requirements-fastapi-0.142.txt has fastapi 0.142.4 installed;
+// uv lock and poetry lock (run here, into temporary directories: their
+// lockfiles name the index) lock it for a project that pins it; the same
+// project with the seed's fix, fastapi!=0.142.*, resolves to a later
+// release, and scan finds nothing there, nor in the 0.143.5 virtualenv.
+func TestFastAPIScan(t *testing.T) {
+	v142, v143 := pyVenv(t, "fastapi-0.142"), pyVenv(t, "fastapi-0.143")
+	lockers := pyVenv(t, "lockers")
+	t.Run("venv", func(t *testing.T) {
+		code, fs := runScan(t, t.TempDir(), v142)
+		t.Logf("scan %s: exit %d, %+v", filepath.Base(v142), code, fs)
+		if code != 1 || len(fs) != 1 || fs[0].Kind != "installed" || fs[0].Version == nil || *fs[0].Version != "0.142.4" ||
+			fs[0].Fix != "upgrade to fastapi>=0.143.0 (pip install 'fastapi>=0.143.0') and restart what runs from this environment" {
+			t.Errorf("scan of the 0.142 virtualenv: exit %d, %+v; want exit 1 and fastapi 0.142.4 installed", code, fs)
+		}
+		if code, fs := runScan(t, t.TempDir(), v143); code != 0 || len(fs) != 0 {
+			t.Errorf("scan of the 0.143 virtualenv: exit %d, %+v; want exit 0, nothing", code, fs)
+		}
+	})
+	for _, c := range []struct {
+		name, lockfile, fix string
+		argv                []string
+	}{
+		{"uv", "uv.lock", `add "fastapi!=0.142.*" to the project's dependencies (or [tool.uv] constraint-dependencies), run uv lock --upgrade-package fastapi, then uv sync`, []string{"uv", "lock", "--quiet"}},
+		{"poetry", "poetry.lock", `add "!=0.142.*" to fastapi's constraint in pyproject.toml, then run poetry update fastapi`, []string{"poetry", "lock", "--no-interaction"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			writeFiles(t, dir, map[string]string{"pyproject.toml": seedPyproject("==0.142.4")})
+			lock(t, lockers, dir, c.argv...)
+			code, fs := runScan(t, dir, ".")
+			t.Logf("scan of a %s project pinning fastapi==0.142.4: exit %d, %+v", c.lockfile, code, fs)
+			locked := false
+			for _, f := range fs {
+				if f.Kind == "locked" && f.Path == c.lockfile && f.Version != nil && *f.Version == "0.142.4" && f.Fix == c.fix {
+					locked = true
+				}
+			}
+			if code != 1 || !locked {
+				t.Errorf("want exit 1 and fastapi 0.142.4 locked in %s with the fix %q", c.lockfile, c.fix)
+			}
+		})
+	}
+	t.Run("fix", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		writeFiles(t, dir, map[string]string{"pyproject.toml": seedPyproject("!=0.142.*")})
+		code, fs := runScan(t, dir, ".")
+		if code != 0 || len(fs) != 0 {
+			t.Errorf("scan of the seed's fix before locking: exit %d, %+v; want exit 0, nothing", code, fs)
+		}
+		lock(t, lockers, dir, "uv", "lock", "--quiet")
+		b, err := os.ReadFile(filepath.Join(dir, "uv.lock"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		version := ""
+		if i := strings.Index(string(b), "name = \"fastapi\"\nversion = \""); i >= 0 {
+			rest := string(b)[i+len("name = \"fastapi\"\nversion = \""):]
+			version = rest[:strings.IndexByte(rest, '"')]
+		}
+		code, fs = runScan(t, dir, ".")
+		t.Logf("the seed's fix, fastapi!=0.142.*, locked by uv: fastapi %s; scan exit %d, %+v", version, code, fs)
+		if version == "" || strings.HasPrefix(version, "0.142.") || code != 0 || len(fs) != 0 {
+			t.Errorf("the fix locked fastapi %q, scan exit %d, %+v; want a release past 0.142, exit 0, nothing", version, code, fs)
+		}
+	})
 }

@@ -156,7 +156,9 @@ func (s *pyServer) stopQuiet() {
 
 // get requests path from the server and returns the status code and body.
 func (s *pyServer) get(path string) (int, string, error) {
-	c := http.Client{Timeout: 30 * time.Second}
+	// A connection per request, as independent clients make: under
+	// gunicorn each is accepted by whichever worker is free.
+	c := http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	resp, err := c.Get("http://" + s.addr + path)
 	if err != nil {
 		return 0, "", err
