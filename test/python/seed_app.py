@@ -13,8 +13,13 @@ Environment (besides the OTEL_* variables the SDK reads):
                   each process a service.instance.id) or "hand" (a Resource
                   built by hand with service.name only: processes share one
                   identity). Default "create".
-  SEED_INSTRUMENT "contrib": FastAPIInstrumentor (opentelemetry-
-                  instrumentation-fastapi) on the app as well.
+  SEED_INSTRUMENT "contrib": FastAPIInstrumentor.instrument_app (opentelemetry-
+                  instrumentation-fastapi) adds contrib's ASGI middleware to
+                  the app, and FastAPI turns its own instrumentation off.
+
+asgi_app is the app wrapped from outside in contrib's ASGI
+OpenTelemetryMiddleware, as ASGI servers and platforms wrap apps: FastAPI
+does not see that middleware and records its own spans as well.
 
 GET /items/{item_id} adds 1 to the counter seed.jobs and records item_id
 to the histogram seed.job.duration (ms) and logs one record; GET
@@ -105,3 +110,11 @@ def read_item(item_id: int):
     log.info("item %d served", item_id)
     return {"item_id": item_id, "pid": os.getpid()}
 
+
+def _wrapped():
+    from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
+
+    return OpenTelemetryMiddleware(app)
+
+
+asgi_app = _wrapped()
