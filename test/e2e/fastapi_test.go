@@ -295,45 +295,29 @@ type seedFigures struct {
 // each metric stream has one series (one writer), nothing resets and the
 // counts are the truth. FastAPI 0.143.5 by default exports once. All three
 // apps run at once against one gateway and one Prometheus, told apart by
-// service.name.
+// service.name. One timing is the documented limit of the metric rule: an
+// app whose reader exports before its first request (a start-up that
+// outlasts an export interval, on a loaded machine) leaves one reset.
 func TestFastAPISeed(t *testing.T) {
 	venvs := map[string]string{}
 	for _, c := range seedCases {
 		venvs[c.venv] = pyVenv(t, c.venv)
 	}
-	for attempt := 1; ; attempt++ {
-		r, truths, statusJSON := runSeed(t, venvs)
-		// The seed's hazard for the gateway is an app whose own reader
-		// exports before its first request: FastAPI's reader then starts
-		// its stream after the elected writer's newest point and exports
-		// before its next, which is at that point a restart
-		// (docs/metrics.md, "What the rule cannot do": one reset). It
-		// needs the process's start-up to outlast an export interval
-		// before it serves, which a loaded machine does now and then: that
-		// is not this case, run it again, at most twice.
-		if late := exportedBeforeServing(t, r); late != "" {
-			if attempt == 3 {
-				t.Fatalf("three runs in which an app exported before it served (%s)", late)
+	r, truths, statusJSON := runSeed(t, venvs)
+	for i, c := range seedCases {
+		t.Run(c.name, func(t *testing.T) {
+			if len(truths[i]) != 1 {
+				t.Fatalf("answers from %d processes, want 1", len(truths[i]))
 			}
-			t.Logf("%s exported before its first request: running again", late)
-			continue
-		}
-		for i, c := range seedCases {
-			t.Run(c.name, func(t *testing.T) {
-				if len(truths[i]) != 1 {
-					t.Fatalf("answers from %d processes, want 1", len(truths[i]))
-				}
-				var truth *seedTruth
-				for _, v := range truths[i] {
-					truth = v
-				}
-				checkSeed(t, r, c, "seed-"+c.name, truth)
-			})
-		}
-		if t.Failed() {
-			t.Logf("status.json: %s", statusJSON)
-		}
-		return
+			var truth *seedTruth
+			for _, v := range truths[i] {
+				truth = v
+			}
+			checkSeed(t, r, c, "seed-"+c.name, truth)
+		})
+	}
+	if t.Failed() {
+		t.Logf("status.json: %s", statusJSON)
 	}
 }
 
@@ -372,22 +356,17 @@ func runSeed(t *testing.T, venvs map[string]string) (*seedRun, []map[string]*see
 	return r, truths, statusJSON
 }
 
-// exportedBeforeServing names a doubled case whose app exported its
-// counter before any request (its first stored value is the pre-start
-// value alone), or "".
-func exportedBeforeServing(t *testing.T, r *seedRun) string {
+// exportedBeforeServing reports whether service's app exported its
+// counter before any request: its first stored value (without dedup) is
+// the pre-start value alone.
+func exportedBeforeServing(t *testing.T, r *seedRun, service string) bool {
 	t.Helper()
-	for _, c := range seedCases {
-		if !c.doubled {
-			continue
-		}
-		for _, s := range r.prom.storedIn(t, seedCounter, "seed-"+c.name, "plain") {
-			if s.values[0] == seedPrestart {
-				return c.name
-			}
+	for _, s := range r.prom.storedIn(t, seedCounter, service, "plain") {
+		if s.values[0] == seedPrestart {
+			return true
 		}
 	}
-	return ""
+	return false
 }
 
 // checkSeed asserts what one app left in the files and in Prometheus.
@@ -432,6 +411,7 @@ func checkSeed(t *testing.T, r *seedRun, c seedCase, service string, truth *seed
 		t.Errorf("with dedup: %d app log records, want %d", served, truth.served)
 	}
 
+	late := c.doubled && exportedBeforeServing(t, r, service)
 	// Metrics: the app's counter and histogram (the pre-startup value makes
 	// the second reader's cumulative values lower: resets without dedup),
 	// and FastAPI's own request-duration histogram (both readers start
@@ -456,11 +436,20 @@ func checkSeed(t *testing.T, r *seedRun, c seedCase, service string, truth *seed
 		if len(dedup) != 1 {
 			continue
 		}
-		if dResets != 0 || dedup[0].last() != m.want || dTotal != m.want {
-			t.Errorf("%s with dedup: ends at %v, counted %v with %d resets; want %v with 0", m.name, dedup[0].last(), dTotal, dResets, m.want)
+		if dedup[0].last() != m.want {
+			t.Errorf("%s with dedup: ends at %v, want %v", m.name, dedup[0].last(), m.want)
 		}
-		if pr := r.prom.promResetsIn(t, m.name, service, "dedup"); pr != 0 {
-			t.Errorf("%s with dedup: Prometheus' resets() = %v, want 0", m.name, pr)
+		switch pr := r.prom.promResetsIn(t, m.name, service, "dedup"); {
+		case dResets == 0 && dTotal == m.want && pr == 0:
+		case late && dResets == 1 && pr == 1:
+			// The app's reader exported before the first request: FastAPI's
+			// reader started its stream after that export and exported
+			// before the app's next point, which is at that point a
+			// restart (docs/metrics.md, "What the rule cannot do"). The
+			// app's next point takes the stream back: one reset.
+			t.Logf("%s with dedup: one reset, the app's reader having exported before its first request (the documented limit)", m.name)
+		default:
+			t.Errorf("%s with dedup: counted %v with %d resets (Prometheus' resets() %v); want %v with 0 (1 only when the app exported before it served: %v)", m.name, dTotal, dResets, pr, m.want, late)
 		}
 		if c.doubled && m.name == seedCounter && pResets == 0 {
 			t.Errorf("%s without dedup: no resets; the second reader's lower values must show as resets (the failure this test must see)", m.name)

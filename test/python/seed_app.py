@@ -111,10 +111,11 @@ def read_item(item_id: int):
     return {"item_id": item_id, "pid": os.getpid()}
 
 
-def _wrapped():
-    from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
+def __getattr__(name):
+    # asgi_app is built when a server asks for it, so that importing the
+    # module for app takes no longer.
+    if name == "asgi_app":
+        from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
 
-    return OpenTelemetryMiddleware(app)
-
-
-asgi_app = _wrapped()
+        return OpenTelemetryMiddleware(app)
+    raise AttributeError(name)
