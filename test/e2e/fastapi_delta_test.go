@@ -53,15 +53,19 @@ service:
 `, health, httpAddr, plainSink, dedupSink)
 }
 
+// deltaService is the delta case's service.name.
+const deltaService = "seed-delta"
+
 // deltaSums adds up, over every export the sink received, the delta points
-// of service's Sum metric name (value) or Histogram name (count and sum).
-func (s *sink) deltaSums(service, name string) (value, count, sum float64, points int) {
+// of deltaService's Sum metric name (value) or Histogram name (count and
+// sum).
+func (s *sink) deltaSums(name string) (value, count, sum float64, points int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, e := range s.metrics {
 		rms := e.md.ResourceMetrics()
 		for a := 0; a < rms.Len(); a++ {
-			if v, _ := rms.At(a).Resource().Attributes().Get("service.name"); v.Str() != service {
+			if v, _ := rms.At(a).Resource().Attributes().Get("service.name"); v.Str() != deltaService {
 				continue
 			}
 			sms := rms.At(a).ScopeMetrics()
@@ -112,7 +116,7 @@ func TestFastAPISeedDelta(t *testing.T) {
 	plain, dedup := newSink(t), newSink(t)
 	httpAddr, health := freePort(t), freePort(t)
 	g := startGatewayConfig(t, health, deltaConfig(health, httpAddr, plain.srv.Addr(), dedup.srv.Addr()))
-	const service = "seed-delta"
+	const service = deltaService
 	addr := freePort(t)
 	_, port, _ := net.SplitHostPort(addr)
 	s := startPyServer(t, "uvicorn delta", addr, pyEnv(venv, "OTEL_EXPORTER_OTLP_ENDPOINT=http://"+httpAddr, "SEED_SERVICE="+service,
@@ -128,10 +132,10 @@ func TestFastAPISeedDelta(t *testing.T) {
 	for _, v := range truths {
 		truth = v
 	}
-	pv, _, _, pp := plain.deltaSums(service, "seed.jobs")
-	dv, _, _, dp := dedup.deltaSums(service, "seed.jobs")
-	_, pc, ps, php := plain.deltaSums(service, "seed.job.duration")
-	_, dc, ds, dhp := dedup.deltaSums(service, "seed.job.duration")
+	pv, _, _, pp := plain.deltaSums("seed.jobs")
+	dv, _, _, dp := dedup.deltaSums("seed.jobs")
+	_, pc, ps, php := plain.deltaSums("seed.job.duration")
+	_, dc, ds, dhp := dedup.deltaSums("seed.job.duration")
 	t.Logf("seed.jobs (truth %d): without dedup %v in %d delta points; with dedup %v in %d", truth.jobs, pv, pp, dv, dp)
 	t.Logf("seed.job.duration (truth count %d, sum %v): without dedup count %v sum %v in %d delta points; with dedup count %v sum %v in %d",
 		truth.samples, truth.histSum, pc, ps, php, dc, ds, dhp)

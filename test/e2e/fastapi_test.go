@@ -166,7 +166,7 @@ func seedWorkload(s *pyServer, requests int) (map[string]*seedTruth, error) {
 			PID    int `json:"pid"`
 		}
 		if err != nil || code != 200 || json.Unmarshal([]byte(body), &ans) != nil || ans.ItemID != i {
-			return nil, fmt.Errorf("%s GET /items/%d: %d %s %v", s.name, i, code, body, err)
+			return nil, fmt.Errorf("%s GET /items/%d: %d %s: %w", s.name, i, code, body, err)
 		}
 		pid := strconv.Itoa(ans.PID)
 		if truth[pid] == nil {
@@ -178,7 +178,7 @@ func seedWorkload(s *pyServer, requests int) (map[string]*seedTruth, error) {
 		truth[pid].served++
 		if i == requests/2 {
 			if code, body, err := s.get("/items/abc"); err != nil || code != 422 {
-				return nil, fmt.Errorf("%s GET /items/abc: %d %s %v, want 422", s.name, code, body, err)
+				return nil, fmt.Errorf("%s GET /items/abc: %d %s, want 422: %w", s.name, code, body, err)
 			}
 			truth[pid].invalid++ // counted against the process that answered last; only the total is asserted
 		}
@@ -281,12 +281,6 @@ var seedCases = []seedCase{
 	{"fastapi-0.142", "fastapi-0.142", nil, true},
 	{"fastapi-0.143-auto", "fastapi-0.143", []string{"FASTAPI_OTEL_AUTO_CONFIGURE=true"}, true},
 	{"fastapi-0.143", "fastapi-0.143", nil, false},
-}
-
-// seedFigures is what one case left in storage, for the log and the docs.
-type seedFigures struct {
-	spansPlain, spansDedup, spansUnique int
-	logsPlain, logsDedup, logsUnique    int
 }
 
 // TestFastAPISeed: the seed, exactly (case 1). FastAPI 0.142.4, and 0.143.5
@@ -591,7 +585,7 @@ func seedWorkloadN(s *pyServer, requests int) (*seedTruth, error) {
 	truth := &seedTruth{jobs: seedPrestart, samples: 1, histSum: seedPrestart}
 	for i := 1; i <= requests; i++ {
 		if code, body, err := s.get("/items/" + strconv.Itoa(i)); err != nil || code != 200 {
-			return nil, fmt.Errorf("GET /items/%d: %d %s %v", i, code, body, err)
+			return nil, fmt.Errorf("GET /items/%d: %d %s: %w", i, code, body, err)
 		}
 		truth.jobs++
 		truth.samples++
@@ -599,7 +593,7 @@ func seedWorkloadN(s *pyServer, requests int) (*seedTruth, error) {
 		truth.served++
 	}
 	if code, body, err := s.get("/items/abc"); err != nil || code != 422 {
-		return nil, fmt.Errorf("GET /items/abc: %d %s %v, want 422", code, body, err)
+		return nil, fmt.Errorf("GET /items/abc: %d %s, want 422: %w", code, body, err)
 	}
 	truth.invalid++
 	return truth, nil
