@@ -39,8 +39,11 @@ func javaApp(t *testing.T) string {
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()
 		javaDir = strings.TrimSpace(string(out))
-		if err != nil || javaDir == "" {
-			javaErr = fmt.Errorf("scripts/javadeps.sh: %v\n%s", err, stderr.String())
+		switch {
+		case err != nil:
+			javaErr = fmt.Errorf("scripts/javadeps.sh: %w\n%s", err, stderr.String())
+		case javaDir == "":
+			javaErr = fmt.Errorf("scripts/javadeps.sh printed no directory\n%s", stderr.String())
 		}
 	})
 	requireDep(t, javaErr, "the Java agent and the Java app's dependencies (scripts/javadeps.sh: mvn, javac)")
