@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs what the tests use when it is absent
 # (Prometheus, Node.js, Chromium, jq, curl and podman from Debian's packages, the JS SDK client's npm
-# packages), then runs every Go test. Under CI=true a dependency that cannot
+# packages, the Python virtualenvs of test/python, the Java agent by Maven coordinates), then runs every Go test. Under CI=true a dependency that cannot
 # be installed fails the run; tests never skip for it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,6 +33,23 @@ if command -v npm >/dev/null 2>&1; then
 elif [ "${CI:-}" = true ]; then
   echo "test.sh: npm is required under CI=true" >&2
   exit 1
+fi
+
+# The seed's Python stack (test/python: the SDK, FastAPI 0.142 and 0.143,
+# uvicorn, gunicorn, pytest; uv and Poetry for the scan tests), each requirements file's exact pins in a
+# virtualenv cached under ${XDG_CACHE_HOME:-~/.cache}/doubletake (built once
+# per machine; the e2e tests find them the same way).
+if ! scripts/pyenv.sh test/python/requirements-*.txt >/dev/null; then
+  echo "test.sh: the Python virtualenvs of test/python could not be built" >&2
+  [ "${CI:-}" = true ] && exit 1
+fi
+
+# The OpenTelemetry Java agent and the Java test app's dependencies
+# (test/java/pom.xml, by Maven coordinates), copied into the same cache and
+# the app compiled there (scripts/javadeps.sh).
+if ! scripts/javadeps.sh >/dev/null; then
+  echo "test.sh: the Java agent and test/java's dependencies could not be fetched" >&2
+  [ "${CI:-}" = true ] && exit 1
 fi
 
 # The files mdatagen generates from each metadata.yaml match what is
