@@ -119,16 +119,14 @@ func (r *fullDiskRun) start(ctx context.Context) (exporter.Logs, extension.Exten
 func (r *fullDiskRun) fill(ctx context.Context, exp exporter.Logs, next, refusals, most int) (acked []int, _ int) {
 	inARow := 0
 	for end := next + most; inARow < refusals && next < end; {
-		err := exp.ConsumeLogs(ctx, logsRequest(next))
-		switch {
-		case err == nil:
-			acked = append(acked, next)
-			inARow = 0
-		default:
+		if err := exp.ConsumeLogs(ctx, logsRequest(next)); err != nil {
 			inARow++
 			if strings.Contains(err.Error(), "queue is full") {
 				r.t.Fatalf("the queue's own bound refused request %d: %v", next, err)
 			}
+		} else {
+			acked = append(acked, next)
+			inARow = 0
 		}
 		next++
 	}

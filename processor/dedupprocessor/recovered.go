@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"go.opentelemetry.io/collector/component"
-
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 

@@ -300,7 +300,7 @@ func (r *fullDiskRun) dataDirFull() bool {
 
 // fill sends until the data dir is full, and checks the gateway says so
 // and is still up.
-func (r *fullDiskRun) fill() int {
+func (r *fullDiskRun) fill() {
 	r.t.Helper()
 	n := r.send(40, 1<<20)
 	if n < 50 {
@@ -314,7 +314,6 @@ func (r *fullDiskRun) fill() int {
 	if !r.dataDirFull() {
 		r.t.Errorf("%s: status.json does not report the data dir full", r.sig.name)
 	}
-	return n
 }
 
 func (r *fullDiskRun) report(what string) {
