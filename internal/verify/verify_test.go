@@ -551,11 +551,15 @@ func TestListenAndForward(t *testing.T) {
 			addr := ln.Addr().String()
 			ln.Close()
 			o := testOptions()
-			o.Listen, o.Duration, o.Forward, o.ForwardProtocol = addr, 1500*time.Millisecond, down.Endpoint(), proto
+			// The run is stopped by a signal once the requests are
+			// answered: a duration short enough for a test could end
+			// before a loaded machine sent them.
+			o.Listen, o.Duration, o.Forward, o.ForwardProtocol = addr, 10*time.Minute, down.Endpoint(), proto
 			errb := &lineWaiter{want: "receiving OTLP", seen: make(chan struct{})}
 			done := make(chan run)
+			sigs := make(chan os.Signal, 1)
 			go func() {
-				rep, err := Run(context.Background(), Streams{Out: io.Discard, Err: errb}, nil, o, nil)
+				rep, err := Run(context.Background(), Streams{Out: io.Discard, Err: errb}, sigs, o, nil)
 				done <- run{rep: rep, err: err}
 			}()
 			select {
@@ -580,6 +584,7 @@ func TestListenAndForward(t *testing.T) {
 			if resp.StatusCode != http.StatusBadRequest {
 				t.Errorf("malformed request: status %d, want 400", resp.StatusCode)
 			}
+			sigs <- os.Interrupt
 			r := <-done
 			if r.err != nil {
 				t.Fatalf("Run: %v\n%s", r.err, errb)
@@ -587,7 +592,7 @@ func TestListenAndForward(t *testing.T) {
 			if r.rep.Verdict != Malformed || r.rep.Malformed != 1 || r.rep.Forward == nil || r.rep.Forward.Sent != 1 || r.rep.Command != nil {
 				t.Fatalf("report: %v", jsonOf(t, r.rep))
 			}
-			if !strings.Contains(errb.String(), "doubletake: verify: receiving OTLP (gRPC, HTTP/protobuf, HTTP/JSON) on "+r.rep.Endpoint+" for 1.5s") {
+			if !strings.Contains(errb.String(), "doubletake: verify: receiving OTLP (gRPC, HTTP/protobuf, HTTP/JSON) on "+r.rep.Endpoint+" for 10m0s") {
 				t.Errorf("stderr: %s", errb)
 			}
 			mu.Lock()
