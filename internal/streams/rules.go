@@ -19,8 +19,8 @@ func (t *Tracker) cumulative(s *stream, p Point) Decision {
 		if s.flags&flagShift != 0 {
 			d.Shift, d.Shifted = s.shift, true
 		}
-		if t.judge != nil && s.flags&flagAlt != 0 && Judged(s.shape) {
-			t.judge.elected(s, p)
+		if t.judge != nil && s.flags&flagAlt != 0 {
+			t.judge.elected(s, p, Judged(s.shape))
 		}
 		return d
 	}

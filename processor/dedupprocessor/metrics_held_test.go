@@ -1,7 +1,14 @@
 package dedupprocessor
 
 import (
+	"context"
+	"strings"
 	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/processor/processortest"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
@@ -127,4 +134,51 @@ func TestOverwriteHeldPoint(t *testing.T) {
 		}
 		want(t, held, newer)
 	})
+}
+
+// TestQuietPeerDelivered: a writer that ends undecided while the elected
+// writer goes on (a short-lived process sharing the identity) is decided a
+// peer by the quiet rule, and its held point, its whole count, is sent as
+// its own series with the elected writer's next request.
+func TestQuietPeerDelivered(t *testing.T) {
+	sink := new(consumertest.MetricsSink)
+	p, err := NewFactory().CreateMetrics(context.Background(), processortest.NewNopSettings(Type), createDefaultConfig(), sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(context.Background(), componenttest.NewNopHost()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = p.Shutdown(context.Background()) }()
+	s := uint64(time.Second)
+	send := func(md pmetric.Metrics) {
+		t.Helper()
+		if err := p.ConsumeMetrics(context.Background(), md); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(sumPoint(100*s, 110*s, 10))
+	for k := range uint64(3) { // B = A's less 4 to 14: undecided
+		send(sumPoint(103*s, (111+10*k)*s, int64(6+10*k)))
+		send(sumPoint(100*s, (120+10*k)*s, int64(20+10*k)))
+	}
+	before := sink.DataPointCount()
+	if before != 4 {
+		t.Fatalf("%d points delivered, want A's 4 (B's held)", before)
+	}
+	send(sumPoint(100*s, 150*s, 50))
+	send(sumPoint(100*s, 160*s, 60)) // 29 s after B's newest, 3 of its intervals less a second
+	if n := sink.DataPointCount(); n != 6 {
+		t.Fatalf("%d points delivered, want A's 6: B not quiet yet", n)
+	}
+	send(sumPoint(100*s, 170*s, 70))
+	all := sink.AllMetrics()
+	var got []string
+	for _, md := range all[len(all)-1:] {
+		got = append(got, strings.TrimSpace(printMetricsText(md)))
+	}
+	text := strings.Join(got, "\n")
+	if sink.DataPointCount() != 8 || !strings.Contains(text, "i=26 | service.instance.id=") {
+		t.Fatalf("%d points, the last request's:\n%s\nwant A's point and B's held 26, labelled", sink.DataPointCount(), text)
+	}
 }
