@@ -13,7 +13,7 @@ import (
 // values multiples of 1/16, so that every sum is exact) and reads, the
 // later writer joining after any of them, its points fed in any order,
 // is never called a peer by any test of Pair (the joint test of count and
-// sum included). Nor is it by a Tracker (quietCopy) when it goes quiet:
+// sum included), nor, as delta chains, by a DeltaPair (deltaCopy). Nor is it by a Tracker (quietCopy) when it goes quiet:
 // the copy and its elected writer export on their own timers, late and
 // losing exports, until their process ends, and a restart goes on. Then
 // the same Pair takes arbitrary histogram points (NaN, infinities, min
@@ -65,6 +65,7 @@ func FuzzPairCopyNeverPeer(f *testing.F) {
 			}
 		}
 		quietCopy(t, vals, join, ops)
+		deltaCopy(t, vals, join, ops)
 		// Hostile points: any bits in count, sum, min and max.
 		for i := 0; i+33 <= len(data); i += 33 {
 			b := data[i : i+33]
@@ -142,6 +143,40 @@ func quietCopy(t *testing.T, vals []float64, join int, ops []byte) {
 		if s.labelled[startC] {
 			j, _ := s.tr.Judgement(ID{1}, startC)
 			t.Fatalf("a copy (E every %s, C every %s, ended at %s) called a peer at %s: %s", time.Duration(ivE), time.Duration(ivC), time.Duration(end), time.Duration(e.p.Time-base), j)
+		}
+	}
+}
+
+// deltaCopy: the same reads as delta chains, each writer's points in its
+// own order (a read at or before its previous one is skipped), the two
+// writers' in any order: each point counts the measurements since the
+// writer's previous read, with that interval's min and max. A DeltaPair
+// never calls the later chain a peer.
+func deltaCopy(t *testing.T, vals []float64, join int, ops []byte) {
+	n := len(vals)
+	const ms = uint64(time.Millisecond)
+	base := uint64(time.Second)
+	at := func(upto int) uint64 { return base + uint64(upto)*10*ms + 5*ms }
+	prev := [2]int{0, join}
+	start := [2]uint64{base, base + uint64(join)*10*ms + ms}
+	var p DeltaPair
+	for i := 0; i+1 < len(ops); i += 2 {
+		w, upto := int(ops[i]&1), int(ops[i+1])%(n+1)
+		if upto <= prev[w] {
+			continue
+		}
+		pt := Point{Start: start[w], Time: at(upto), HasSum: true, Min: math.Inf(1), Max: math.Inf(-1)}
+		for _, v := range vals[prev[w]:upto] {
+			v = math.Abs(v)
+			pt.Value++
+			pt.Sum += v
+			pt.Min, pt.Max = min(pt.Min, v), max(pt.Max, v)
+		}
+		pt.HasMinMax = pt.Value > 0
+		prev[w], start[w] = upto, pt.Time
+		p.Add(deltaHistogram, pt)
+		if p.Class() == ClassPeer {
+			t.Fatalf("a delta copy (join after %d of %v) called a peer at point %d: %v", join, vals, i/2, p.Evidence())
 		}
 	}
 }
