@@ -26,6 +26,11 @@ import "math"
 // safe for concurrent use; the zero value is ready to use.
 type DeltaPair struct {
 	Pair
+	deltaChains
+}
+
+// deltaChains are a DeltaPair's two chains, fed to a Pair.
+type deltaChains struct {
 	chains [2]chain
 	n      uint8 // chains known
 }
@@ -41,9 +46,11 @@ type chain struct {
 }
 
 // JudgedDelta says whether points of a stream of this shape are delta
-// evidence: a monotonic delta Sum, Histogram or ExponentialHistogram.
+// evidence: a monotonic delta Sum or (explicit) Histogram. Exponential
+// histograms keep the delta rules (a held point could not add up their
+// rescaled buckets).
 func JudgedDelta(s Shape) bool {
-	return !s.Cumulative() && s.Monotonic() && s.Kind() != KindGauge && s.Kind() != KindSummary
+	return !s.Cumulative() && s.Monotonic() && (s.Kind() == KindSum || s.Kind() == KindHistogram)
 }
 
 // cumulativeOf is the cumulative shape of a delta stream's running totals.
@@ -53,7 +60,7 @@ func cumulativeOf(s Shape) Shape { return NewShape(s.Kind(), true, true) }
 // a point that lies at or before a chain's newest interval (a repeat, a
 // point out of order), one that shares a chain's newest start (writers
 // that share a start are not told apart here), or a third chain.
-func (d *DeltaPair) chainOf(pt Point) int {
+func (d *deltaChains) chainOf(pt Point) int {
 	for w := range int(d.n) {
 		if c := &d.chains[w]; pt.Start == c.end && pt.Time > c.end {
 			return w
@@ -71,12 +78,17 @@ func (d *DeltaPair) chainOf(pt Point) int {
 }
 
 // Runs returns the two chains' run starts (0: not seen).
-func (d *DeltaPair) Runs() (a, b uint64) { return d.chains[0].run, d.chains[1].run }
+func (d *deltaChains) Runs() (a, b uint64) { return d.chains[0].run, d.chains[1].run }
 
 // Add feeds one delta point of either writer. A point that continues
 // neither chain, a point flagged "no recorded value", or a stream that is
 // not JudgedDelta adds nothing (false).
 func (d *DeltaPair) Add(shape Shape, pt Point) (moves int, ok bool) {
+	return d.add(&d.Pair, shape, pt)
+}
+
+// add feeds pt to its chain and the chain's running totals to p.
+func (d *deltaChains) add(p *Pair, shape Shape, pt Point) (moves int, ok bool) {
 	if !JudgedDelta(shape) || pt.Start == 0 || pt.Time <= pt.Start || pt.NoValue ||
 		math.IsNaN(pt.Value) || pt.Value < 0 || math.IsInf(pt.Value, 0) {
 		return 0, false
@@ -107,7 +119,7 @@ func (d *DeltaPair) Add(shape Shape, pt Point) (moves int, ok bool) {
 	if c.mm {
 		cp.Min, cp.Max, cp.HasMinMax = c.mn, c.mx, true
 	}
-	return d.Pair.Add(cumulativeOf(shape), cp)
+	return p.Add(cumulativeOf(shape), cp)
 }
 
 // Reset forgets the evidence and both chains.

@@ -135,6 +135,9 @@ type judged struct {
 	own    ownPoint  // this writer's newest point, for its own order while it is labelled
 	live   bool
 	held   held // its newest dropped point, while undecided (held.go)
+	// chains: a delta stream's second chain (delta_auto.go); nil for
+	// cumulative writers.
+	chains *deltaChains
 }
 
 func newJudge(max, maxHeld int) *judge {
@@ -465,6 +468,9 @@ func (j *judge) unlink(i uint32, o HeldOutcome) {
 		}
 	}
 	delete(j.byKey, pairKey{jp.id, jp.other})
+	if jp.chains != nil {
+		j.counts[jp.class]-- // a delta chain: its own writer (newChain)
+	}
 	wk := jp.wk
 	if w, ok := j.writers[wk]; ok && wk.origin != 0 {
 		if w.streams > 0 {

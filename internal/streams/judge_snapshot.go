@@ -36,11 +36,17 @@ func (j *judge) appendSnapshot(b []byte) []byte {
 		e.u(0)
 		return e.b
 	}
-	e.u(uint64(len(j.byKey)))
+	np := 0
+	for i := range j.pairs {
+		if j.pairs[i].live && j.pairs[i].chains == nil {
+			np++
+		}
+	}
+	e.u(uint64(np))
 	for i := range j.pairs {
 		jp := &j.pairs[i]
-		if !jp.live {
-			continue
+		if !jp.live || jp.chains != nil {
+			continue // delta chains are not in the snapshot: judged again
 		}
 		e.u(binary.LittleEndian.Uint64(jp.id[:8]))
 		e.u(binary.LittleEndian.Uint64(jp.id[8:]))
