@@ -21,8 +21,8 @@ import (
 // set. The elected writer's own events (a repeat, an election) carry no
 // class. Call with the tracker's lock held.
 func classify(e *metricEvent, tracker *streams.Tracker, shape streams.Shape, id streams.ID, d streams.Decision) {
-	if !shape.Cumulative() || d.Writer == d.Elected || d.Election != streams.ElectionNone {
-		return // deltas and gauges are not classified
+	if !shape.Cumulative() && !streams.JudgedDelta(shape) || d.Writer == d.Elected || d.Election != streams.ElectionNone {
+		return // gauges, UpDownCounter deltas and exponential histogram deltas are not classified
 	}
 	e.judged, e.class = true, d.Class
 	if jd, ok := tracker.Judgement(id, d.Writer); ok {

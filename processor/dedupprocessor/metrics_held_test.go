@@ -182,3 +182,50 @@ func TestQuietPeerDelivered(t *testing.T) {
 		t.Fatalf("%d points, the last request's:\n%s\nwant A's point and B's held 26, labelled", sink.DataPointCount(), text)
 	}
 }
+
+// TestMergeHeldDeltas: a held delta point adds up the intervals held:
+// values, counts, sums, buckets, the least min and greatest max, from the
+// first start to the newest time; histograms with other bounds are not
+// merged.
+func TestMergeHeldDeltas(t *testing.T) {
+	c, dp := pmetric.NewNumberDataPoint(), pmetric.NewNumberDataPoint()
+	c.SetStartTimestamp(1)
+	c.SetTimestamp(2)
+	c.SetIntValue(3)
+	dp.SetStartTimestamp(2)
+	dp.SetTimestamp(3)
+	dp.SetIntValue(4)
+	if !mergeNumber(c, dp) || c.IntValue() != 7 || c.StartTimestamp() != 1 || c.Timestamp() != 3 {
+		t.Errorf("int merge: %d (%d, %d]", c.IntValue(), c.StartTimestamp(), c.Timestamp())
+	}
+	dp.SetDoubleValue(0.5)
+	if mergeNumber(c, dp) || c.DoubleValue() != 7.5 {
+		t.Errorf("int and double: %v, want 7.5 and a size change", c.DoubleValue())
+	}
+	h, hp := pmetric.NewHistogramDataPoint(), pmetric.NewHistogramDataPoint()
+	for _, p := range []pmetric.HistogramDataPoint{h, hp} {
+		p.ExplicitBounds().FromRaw([]float64{1, 2})
+	}
+	h.SetStartTimestamp(1)
+	h.SetTimestamp(2)
+	h.SetCount(2)
+	h.SetSum(3)
+	h.SetMin(0.5)
+	h.SetMax(2.5)
+	h.BucketCounts().FromRaw([]uint64{1, 0, 1})
+	hp.SetStartTimestamp(2)
+	hp.SetTimestamp(3)
+	hp.SetCount(3)
+	hp.SetSum(4)
+	hp.SetMin(0.2)
+	hp.SetMax(1.5)
+	hp.BucketCounts().FromRaw([]uint64{1, 2, 0})
+	if !mergeHistogram(h, hp) || h.Count() != 5 || h.Sum() != 7 || h.Min() != 0.2 || h.Max() != 2.5 ||
+		h.StartTimestamp() != 1 || h.Timestamp() != 3 || h.BucketCounts().At(0) != 2 || h.BucketCounts().At(1) != 2 || h.BucketCounts().At(2) != 1 {
+		t.Errorf("histogram merge: count %d sum %g min %g max %g buckets %v", h.Count(), h.Sum(), h.Min(), h.Max(), h.BucketCounts().AsRaw())
+	}
+	hp.ExplicitBounds().FromRaw([]float64{1, 3})
+	if mergeHistogram(h, hp) {
+		t.Error("merged a histogram with other bounds")
+	}
+}
