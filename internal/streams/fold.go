@@ -1,7 +1,5 @@
 package streams
 
-import "fmt"
-
 // Fold is the class of a stream whose writers overlapped, folded from the
 // classes of its later writers (each judged against the stream's first):
 // a peer if any of them is one (its counts are its own, whatever the
@@ -12,14 +10,14 @@ import "fmt"
 type Fold struct {
 	n       int // writers folded
 	copies  int
-	first   fmt.Stringer // the first writer's evidence
-	peer    fmt.Stringer // the first peer's
+	first   Evidence // the first writer's
+	peer    Evidence // the first peer's
 	hasPeer bool
 }
 
 // Add folds in one later writer's class and its evidence, which is
 // formatted only if Evidence returns it.
-func (f *Fold) Add(c Class, evidence fmt.Stringer) {
+func (f *Fold) Add(c Class, evidence Evidence) {
 	if f.n == 0 {
 		f.first = evidence
 	}
@@ -53,18 +51,11 @@ func (f *Fold) Class() Class {
 func (f *Fold) Evidence() string {
 	switch {
 	case f.hasPeer:
-		return str(f.peer)
+		return f.peer.String()
 	case f.n > 0:
-		return str(f.first)
+		return f.first.String()
 	}
 	return ""
-}
-
-func str(s fmt.Stringer) string {
-	if s == nil {
-		return ""
-	}
-	return s.String()
 }
 
 // StreamClass folds the judgements of stream id's later writers (Fold),
@@ -79,8 +70,8 @@ func (t *Tracker) StreamClass(id ID) Fold {
 		return f
 	}
 	for i := head; i != 0; i = t.judge.pairs[i-1].next {
-		j := t.judge.pairs[i-1].judgement()
-		f.Add(j.Class, j)
+		e := t.judge.pairs[i-1].Evidence()
+		f.Add(e.Class, e)
 	}
 	return f
 }

@@ -2,10 +2,6 @@ package streams
 
 import "testing"
 
-type line string
-
-func (l line) String() string { return string(l) }
-
 // TestFold: a peer if any later writer is one (its evidence), a copy only
 // if every one is, undecided otherwise (the first writer's evidence).
 func TestFold(t *testing.T) {
@@ -13,23 +9,27 @@ func TestFold(t *testing.T) {
 		name    string
 		classes []Class
 		want    Class
-		ev      string
+		ev      int // the writer whose evidence it is; -1: none
 	}{
-		{"none", nil, ClassUndecided, ""},
-		{"one copy", []Class{ClassCopy}, ClassCopy, "w0"},
-		{"all copies", []Class{ClassCopy, ClassCopy}, ClassCopy, "w0"},
-		{"a copy and an undecided writer", []Class{ClassCopy, ClassUndecided}, ClassUndecided, "w0"},
-		{"an undecided writer first", []Class{ClassUndecided, ClassCopy}, ClassUndecided, "w0"},
-		{"a peer among copies", []Class{ClassCopy, ClassPeer, ClassCopy}, ClassPeer, "w1"},
-		{"two peers: the first one's evidence", []Class{ClassUndecided, ClassPeer, ClassPeer}, ClassPeer, "w1"},
+		{"none", nil, ClassUndecided, -1},
+		{"one copy", []Class{ClassCopy}, ClassCopy, 0},
+		{"all copies", []Class{ClassCopy, ClassCopy}, ClassCopy, 0},
+		{"a copy and an undecided writer", []Class{ClassCopy, ClassUndecided}, ClassUndecided, 0},
+		{"an undecided writer first", []Class{ClassUndecided, ClassCopy}, ClassUndecided, 0},
+		{"a peer among copies", []Class{ClassCopy, ClassPeer, ClassCopy}, ClassPeer, 1},
+		{"two peers: the first one's evidence", []Class{ClassUndecided, ClassPeer, ClassPeer}, ClassPeer, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var f Fold
 			for i, c := range tc.classes {
-				f.Add(c, line("w"+string(rune('0'+i))))
+				f.Add(c, Evidence{Class: c, Tests: i})
 			}
-			if f.Class() != tc.want || f.Evidence() != tc.ev || f.Len() != len(tc.classes) {
-				t.Errorf("fold of %v: %v %q (%d), want %v %q", tc.classes, f.Class(), f.Evidence(), f.Len(), tc.want, tc.ev)
+			want := ""
+			if tc.ev >= 0 {
+				want = Evidence{Class: tc.classes[tc.ev], Tests: tc.ev}.String()
+			}
+			if f.Class() != tc.want || f.Evidence() != want || f.Len() != len(tc.classes) {
+				t.Errorf("fold of %v: %v %q (%d), want %v %q", tc.classes, f.Class(), f.Evidence(), f.Len(), tc.want, want)
 			}
 		})
 	}
