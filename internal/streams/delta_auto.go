@@ -33,7 +33,7 @@ func (t *Tracker) deltaAuto(s *stream, p Point, d Decision) (Decision, bool) {
 		// would step back): then the old chain is the pair.
 		s.flags &^= flagWasElected
 		if p.Time <= c.time {
-			i, ok := j.newChain(s, a.start, Point{Start: a.deltaStart(), Time: a.time, Fingerprint: a.fp}, t.now)
+			i, ok := j.newChain(s, a.start, Point{Start: a.deltaStart(), Time: a.time, Fingerprint: a.fp}, t.now, t.origin)
 			if !ok {
 				return d, false
 			}
@@ -45,7 +45,7 @@ func (t *Tracker) deltaAuto(s *stream, p Point, d Decision) (Decision, bool) {
 		s.cur.acceptDelta(p)
 		s.alt = old
 		d.Writer, d.Election = s.cur.start, ElectionEarlierStart
-		j.newChain(s, old.start, Point{Start: old.deltaStart(), Time: old.time, Fingerprint: old.fp}, t.now)
+		j.newChain(s, old.start, Point{Start: old.deltaStart(), Time: old.time, Fingerprint: old.fp}, t.now, t.origin)
 		return d, true
 	}
 	if p.Time <= c.deltaStart() {
@@ -58,11 +58,14 @@ func (t *Tracker) deltaAuto(s *stream, p Point, d Decision) (Decision, bool) {
 		// a second writer (a reader or process that joined in between).
 		return d, false
 	}
+	if p.Start == c.start {
+		return d, false // named as the elected chain: not told apart (the delta rules)
+	}
 	if _, ok := j.byKey[pairKey{s.id, p.Start}]; ok {
 		d.Writer = p.Start
 		return dropped(d, ReasonOutOfOrder), true // an old point of a known chain's first interval
 	}
-	i, ok := j.newChain(s, p.Start, Point{}, t.now)
+	i, ok := j.newChain(s, p.Start, Point{}, t.now, t.origin)
 	if !ok {
 		return d, false // MaxJudged reached: the delta rules (counted)
 	}
@@ -94,8 +97,12 @@ func (j *judge) chainOf(id ID, p Point) (slot uint32, dup, ok bool) {
 
 // newChain makes the pair of a second chain of stream s with run start
 // run; last, when its Time is set, is the chain's newest point already
-// seen (a chain that was elected).
-func (j *judge) newChain(s *stream, run uint64, last Point, now int64) (uint32, bool) {
+// seen (a chain that was elected). With an origin, the chain is pooled
+// as a cumulative writer is (judge.other): by its origin and run start
+// within PoolWindow, or with the other new chains of its ScopeMetrics
+// (an SDK's instruments share their collection times, so one process's
+// chains start together); what one stream proves applies to the others.
+func (j *judge) newChain(s *stream, run uint64, last Point, now int64, origin uint64) (uint32, bool) {
 	if i, ok := j.byKey[pairKey{s.id, run}]; ok {
 		return i, j.pairs[i].chains != nil // a chain of that run start is judged already
 	}
@@ -105,7 +112,7 @@ func (j *judge) newChain(s *stream, run uint64, last Point, now int64) (uint32, 
 	}
 	i := j.alloc()
 	jp := &j.pairs[i]
-	*jp = judged{id: s.id, ref: s.cur.start, other: run, live: true, seen: now, chains: &deltaChains{}, own: ownPoint{sum: math.Float64frombits(run)}}
+	*jp = judged{id: s.id, ref: s.cur.start, other: run, origin: origin, live: true, seen: now, chains: &deltaChains{}, own: ownPoint{sum: math.Float64frombits(run)}}
 	if last.Time != 0 {
 		jp.own.time, jp.own.fp, jp.own.sum = last.Time, last.Fingerprint, math.Float64frombits(last.Start)
 	}
@@ -114,7 +121,24 @@ func (j *judge) newChain(s *stream, run uint64, last Point, now int64) (uint32, 
 	}
 	j.byStream[s.id] = i + 1
 	j.byKey[pairKey{s.id, run}] = i
-	j.counts[ClassUndecided]++ // a delta chain is its own writer: not pooled
+	if origin != 0 {
+		wk := j.resolve(origin, run)
+		if j.anchored && j.anchor.origin == origin {
+			wk = j.anchor
+		}
+		if w, ok := j.pool(wk, run, now); ok {
+			w.streams++
+			j.writers[wk] = w
+			jp.wk = wk
+			jp.SetClass(w.class, last.Time)
+			if j.scoped && !j.anchored {
+				j.anchor, j.anchored = wk, true
+			}
+		}
+	}
+	if jp.wk.origin == 0 {
+		j.counts[ClassUndecided]++ // a writer of its own
+	}
 	s.flags |= flagAlt
 	return i, true
 }
@@ -150,12 +174,7 @@ func (j *judge) deltaOther(t *Tracker, s *stream, i uint32, p Point, d Decision)
 			j.stats.Quiet++
 		}
 	}
-	if jp.class != before {
-		j.scan = true
-		j.counts[before]--
-		j.counts[jp.class]++
-		j.stats.Decided[jp.class]++
-	}
+	j.chainDecided(jp, before, p.Time)
 	d.Class = jp.class
 	switch jp.class {
 	case ClassPeer:
@@ -187,11 +206,27 @@ func (j *judge) deltaElected(s *stream, p Point) {
 		}
 		before := jp.class
 		jp.chains.add(&jp.Pair, s.shape, p)
-		if jp.class != before {
-			j.scan = true
-			j.counts[before]--
-			j.counts[jp.class]++
-			j.stats.Decided[jp.class]++
+		j.chainDecided(jp, before, p.Time)
+	}
+}
+
+// chainDecided books a chain's class: its pooled writer's, or its own
+// count; a quiet decision is the chain's own, not pooled.
+func (j *judge) chainDecided(jp *judged, before Class, t uint64) {
+	if jp.wk.origin != 0 {
+		if w, ok := j.writers[jp.wk]; ok {
+			if jp.class != before && jp.part != partQuiet {
+				j.setClass(&w, jp.class)
+			}
+			jp.SetClass(w.class, t)
+			j.writers[jp.wk] = w
 		}
+	} else if jp.class != before {
+		j.counts[before]--
+		j.counts[jp.class]++
+		j.stats.Decided[jp.class]++
+	}
+	if jp.class != before {
+		j.scan = true
 	}
 }

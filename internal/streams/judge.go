@@ -468,8 +468,8 @@ func (j *judge) unlink(i uint32, o HeldOutcome) {
 		}
 	}
 	delete(j.byKey, pairKey{jp.id, jp.other})
-	if jp.chains != nil {
-		j.counts[jp.class]-- // a delta chain: its own writer (newChain)
+	if jp.chains != nil && jp.wk.origin == 0 {
+		j.counts[jp.class]-- // a delta chain that is its own writer (newChain)
 	}
 	wk := jp.wk
 	if w, ok := j.writers[wk]; ok && wk.origin != 0 {
