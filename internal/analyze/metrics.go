@@ -381,33 +381,12 @@ func fmtTime(ns uint64) string {
 }
 
 // streamClass is the classifier's judgement of a stream whose writers
-// overlapped, from its second writers' evidence: a peer if any of them is
-// one (its counts are its own), a copy if every one is, undecided
-// otherwise; and the evidence line of the writer that decided it.
+// overlapped, folded from its second writers' evidence (streams.Fold): a
+// peer if any of them is one, a copy if every one is, undecided otherwise;
+// and the evidence line of the writer that decided it.
 func (a *Analyzer) streamClass(s *metricStreamAcc) (streams.Class, string) {
-	js := a.metrics.tracker.Judgements(s.id, nil)
-	cls, ev := streams.ClassUndecided, ""
-	copies := 0
-	for _, j := range js {
-		switch j.Class {
-		case streams.ClassPeer:
-			if cls != streams.ClassPeer {
-				cls, ev = streams.ClassPeer, j.String()
-			}
-		case streams.ClassCopy:
-			copies++
-			if ev == "" {
-				ev = j.String()
-			}
-		}
-	}
-	if cls != streams.ClassPeer && len(js) > 0 && copies == len(js) {
-		cls = streams.ClassCopy
-	}
-	if cls == streams.ClassUndecided && len(js) > 0 {
-		ev = js[0].String()
-	}
-	return cls, ev
+	f := a.metrics.tracker.StreamClass(s.id)
+	return f.Class(), f.Evidence()
 }
 
 // classDiagnosis is the diagnosis of a class: a copy is a second reader

@@ -319,3 +319,54 @@ func TestMetricsResentRequestFromAFile(t *testing.T) {
 		t.Fatalf("findings = %+v\nwant line %s", r.Findings, want)
 	}
 }
+
+// deltaCounter builds one request with one point (start, at] of the
+// monotonic delta sum "requests".
+func deltaCounter(p pt) pmetric.Metrics {
+	md := counter("", p)
+	md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Sum().SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
+	return md
+}
+
+// TestMetricsDeltaWriters: verify judges delta writers (chains of
+// intervals) as the gateway does: a second reader's chain, whose deltas
+// are the first writer's over its own intervals, is a copy; another
+// process's chain, counting twice as fast, a peer.
+func TestMetricsDeltaWriters(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		rate  int64 // the second chain's count a second
+		class string
+		diag  Diagnosis
+	}{
+		{"copy", 10, "copy", DiagTwoExporters},
+		{"peer", 20, "peer", DiagIdentityCollision},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a := New(Options{})
+			s := time.Second
+			seq := uint64(0)
+			add := func(p pt) {
+				seq++
+				a.AddMetrics(at(seq, p.at, "p"), deltaCounter(p))
+			}
+			prev := 2500 * time.Millisecond // the second chain's start: it joined then
+			for tm := s; tm <= 40*s; tm += s {
+				add(pt{tm - s, tm, 10})
+				if b := tm + s/2; b > prev && b < 40*s {
+					add(pt{prev, b, c.rate * int64(b-prev) / int64(s)})
+					prev = b
+				}
+			}
+			r := a.Report()
+			m := r.Metrics
+			if !reflect.DeepEqual(m.Classes, map[string]int{c.class: 1}) {
+				t.Fatalf("classes %v, want one %s; streams %+v", m.Classes, c.class, m.List)
+			}
+			if fs := r.Findings; len(fs) != 1 || fs[0].Diagnosis != c.diag || !strings.Contains(fs[0].Line, "("+c.class+":") {
+				t.Fatalf("findings = %+v, want %s", fs, c.diag)
+			}
+			t.Log(r.Findings[0].Line)
+		})
+	}
+}

@@ -260,7 +260,7 @@ type Analysis struct {
 	// Writers is, for interleaved series, the classifier's judgement
 	// (internal/streams, the gateway's overlap: auto) of the chains
 	// other than the dominant one, tested against it: a peer if any of
-	// them is one, a copy if every one is, undecided otherwise.
+	// them is one, a copy if every one is, undecided otherwise (streams.Fold).
 	// Evidence is the line of the chain that decided it.
 	Writers  streams.Class
 	Evidence string
@@ -435,13 +435,11 @@ func JudgeChains(samples []Sample, d Deinterleaved) (streams.Class, string) {
 	if d.Dominant < 0 || len(d.Chains) < 2 {
 		return streams.ClassUndecided, ""
 	}
-	cls, ev := streams.ClassUndecided, ""
-	copies, judged := 0, 0
+	var fold streams.Fold
 	for ci := range d.Chains {
 		if ci == d.Dominant || d.Chains[ci].Samples < 2 {
 			continue
 		}
-		judged++
 		x, y := int32(d.Dominant), int32(ci)
 		// The evidence runs over stretches in which each chain is one
 		// writer for certain: an ambiguous sample may have swapped them,
@@ -467,24 +465,7 @@ func JudgeChains(samples []Sample, d Deinterleaved) (streams.Class, string) {
 		p := best
 		e := p.Evidence()
 		e.Earlier, e.Later = 0, 0
-		switch p.Class() {
-		case streams.ClassPeer:
-			if cls != streams.ClassPeer {
-				cls, ev = streams.ClassPeer, e.String()
-			}
-		case streams.ClassCopy:
-			copies++
-			if ev == "" {
-				ev = e.String()
-			}
-		default:
-			if cls == streams.ClassUndecided && ev == "" {
-				ev = e.String()
-			}
-		}
+		fold.Add(p.Class(), e)
 	}
-	if cls != streams.ClassPeer && judged > 0 && copies == judged {
-		cls = streams.ClassCopy
-	}
-	return cls, ev
+	return fold.Class(), fold.Evidence()
 }

@@ -126,6 +126,8 @@ const (
 	partMax = MaxParts + iota
 	partMin
 	partJoint // the count and sum together (joint.go)
+	partQuiet // it went quiet while the elected writer went on (judge.go)
+	partLast  = partQuiet
 )
 
 // Evidence is a Pair's state, for reports and the status page.
@@ -166,6 +168,9 @@ func (e Evidence) String() string {
 			e.Class, e.Part, num(e.Lo), num(e.Hi), e.Tests, e.Moves)
 	}
 	switch {
+	case e.Class == ClassPeer && e.Part == "quiet":
+		return fmt.Sprintf("peer: it sent nothing for %s while the elected writer went on (%s waited); a copy ends with its process's first reader (%d tests)",
+			time.Duration(e.Lo*1e9).Round(time.Millisecond), time.Duration(e.Hi*1e9).Round(time.Millisecond), e.Tests)
 	case e.Class == ClassPeer && e.Part == "count and sum":
 		return fmt.Sprintf("peer: no count of the earlier writer's at the join (c in [%s, %s]) fits the later writer's count and sum together, the measurements between two points lying within their min and max (%d tests%s)",
 			num(e.Lo), num(e.Hi), e.Tests, after)
@@ -223,6 +228,8 @@ func partName(s Shape, k int, n uint8) string {
 		return "min"
 	case k == partJoint:
 		return "count and sum"
+	case k == partQuiet:
+		return "quiet"
 	}
 	return fmt.Sprintf("bucket group %d of %d", k-1, max(int(n)-2, 1))
 }

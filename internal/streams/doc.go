@@ -21,7 +21,11 @@
 //     (another process with the same identity) from the values; with
 //     Policy.Auto the Tracker keeps a bounded set of them, pooled per writer
 //     ([Tracker.ObserveFrom], [Tracker.Judgement]), labels peers and judges
-//     copies as it judges without Split.
+//     copies as it judges without Split. A writer that goes quiet while
+//     its elected writer goes on is a peer (the quiet rule, judge.go).
+//     [DeltaPair] does the same for delta writers, each a chain of
+//     intervals, from their running totals. [Fold] folds a stream's later
+//     writers into the stream's class, for every report.
 //   - [Resets] and [ResetCounter] count counter resets exactly as PromQL's
 //     resets() does: any decrease between consecutive samples.
 //

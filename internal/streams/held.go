@@ -12,7 +12,10 @@ import "go.opentelemetry.io/collector/pdata/pmetric"
 // and TakeReleased hands it back once the writer is found a peer. A newer
 // point of the writer that passes supersedes it; a copy's is discarded; a
 // pair forgotten while still undecided takes its held point with it
-// (HeldExpired: the one case in which a peer's counts can be lost). The
+// (HeldExpired: the one case in which a peer's counts can be lost). A
+// writer that goes quiet while its elected writer goes on is decided a
+// peer (judge.quietPeer), so a peer is lost only when every writer of its
+// stream stopped. The
 // held points are bounded by Policy.MaxHeldBytes, as the caller sizes them.
 
 // HeldOutcome says what became of a held point.

@@ -1,8 +1,10 @@
 package streams
 
 import (
+	"cmp"
 	"encoding/binary"
 	"math"
+	"slices"
 	"testing"
 	"time"
 )
@@ -11,8 +13,11 @@ import (
 // values multiples of 1/16, so that every sum is exact) and reads, the
 // later writer joining after any of them, its points fed in any order,
 // is never called a peer by any test of Pair (the joint test of count and
-// sum included). Then the same Pair takes arbitrary histogram points
-// (NaN, infinities, min above max) without panicking.
+// sum included), nor, as delta chains, by a DeltaPair (deltaCopy). Nor is it by a Tracker (quietCopy) when it goes quiet:
+// the copy and its elected writer export on their own timers, late and
+// losing exports, until their process ends, and a restart goes on. Then
+// the same Pair takes arbitrary histogram points (NaN, infinities, min
+// above max) without panicking.
 func FuzzPairCopyNeverPeer(f *testing.F) {
 	f.Add([]byte{3, 20, 22, 21, 20, 23, 20, 22, 0x80, 0x7f, 1, 9, 2, 11, 4, 12, 6, 8, 7, 5})
 	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20})
@@ -59,6 +64,8 @@ func FuzzPairCopyNeverPeer(f *testing.F) {
 				t.Fatalf("a copy (join after %d of %v) called a peer at point %d: %v", join, vals, i/2, p.Evidence())
 			}
 		}
+		quietCopy(t, vals, join, ops)
+		deltaCopy(t, vals, join, ops)
 		// Hostile points: any bits in count, sum, min and max.
 		for i := 0; i+33 <= len(data); i += 33 {
 			b := data[i : i+33]
@@ -71,4 +78,105 @@ func FuzzPairCopyNeverPeer(f *testing.F) {
 			_ = p.Evidence().String()
 		}
 	})
+}
+
+// quietCopy feeds a Tracker with Auto the exports of a process's first
+// reader E and a copy C joined after join measurements (one a second),
+// each on its own timer (ops[0], ops[1]: 1 to 8 s; ops[2]: C's phase),
+// until the process ends after ops[3] measurements; each export arrives up
+// to a quarter of the shorter interval late and may be lost, never two in
+// a row (ops[4:]); then a restart exports for QuietOneShot and more. C's
+// points are never labelled nor its held point released: a copy that
+// ends with its process is never a peer. The measurements are taken
+// non-negative (a histogram's, as the API asks).
+func quietCopy(t *testing.T, vals []float64, join int, ops []byte) {
+	if len(ops) < 4 {
+		return
+	}
+	n := len(vals)
+	ivE, ivC := uint64(ops[0]%8+1)*sec, uint64(ops[1]%8+1)*sec
+	end := uint64(join+1+int(ops[3])%n) * sec // C joined before it ended
+	const base = 1000 * sec
+	startE, startC := base, base+uint64(join)*sec
+	jitter := ops[4:]
+	type export struct {
+		at uint64
+		p  Point
+	}
+	var all []export
+	k := 0
+	emit := func(start, first, iv uint64, from int, stop uint64) {
+		lost := false
+		for tm := first; tm <= stop; tm += iv {
+			b := byte(0)
+			if len(jitter) > 0 {
+				b = jitter[k%len(jitter)]
+			}
+			k++
+			if b&1 != 0 && !lost {
+				lost = true
+				continue
+			}
+			lost = false
+			p := Point{Start: start, Time: tm, HasSum: true, HasMinMax: true, Min: math.Inf(1), Max: math.Inf(-1)}
+			for i := from; i < n && base+uint64(i)*sec+sec/4 <= tm; i++ { // measurement i at i s + 250 ms
+				p.Value++
+				v := math.Abs(vals[i]) // the Tracker seeds a pair with no min: a sum that falls is not compared only once a min < 0 is seen
+				p.Sum += v
+				p.Min, p.Max = min(p.Min, v), max(p.Max, v)
+			}
+			p.HasMinMax = p.Value > 0
+			p.Fingerprint = uint64(tm)
+			all = append(all, export{at: tm + uint64(b>>1)*min(ivE, ivC)/4/128, p: p})
+		}
+	}
+	emit(startE, startE+ivE, ivE, 0, base+end)
+	emit(startC, startC+uint64(ops[2])*ivC/256+sec/8, ivC, join, base+end)
+	restart := base + end + sec
+	for tm := restart + ivE; tm <= restart+uint64(QuietOneShot)+10*max(ivE, ivC); tm += ivE {
+		all = append(all, export{at: tm, p: Point{Start: restart, Time: tm, Value: float64((tm - restart) / sec), Fingerprint: tm}})
+	}
+	slices.SortStableFunc(all, func(a, b export) int { return cmp.Compare(a.at, b.at) })
+	s := newSimTracker(t)
+	for _, e := range all {
+		s.feed(histogram, e.p)
+		if s.labelled[startC] {
+			j, _ := s.tr.Judgement(ID{1}, startC)
+			t.Fatalf("a copy (E every %s, C every %s, ended at %s) called a peer at %s: %s", time.Duration(ivE), time.Duration(ivC), time.Duration(end), time.Duration(e.p.Time-base), j)
+		}
+	}
+}
+
+// deltaCopy: the same reads as delta chains, each writer's points in its
+// own order (a read at or before its previous one is skipped), the two
+// writers' in any order: each point counts the measurements since the
+// writer's previous read, with that interval's min and max. A DeltaPair
+// never calls the later chain a peer.
+func deltaCopy(t *testing.T, vals []float64, join int, ops []byte) {
+	n := len(vals)
+	const ms = uint64(time.Millisecond)
+	base := uint64(time.Second)
+	at := func(upto int) uint64 { return base + uint64(upto)*10*ms + 5*ms }
+	prev := [2]int{0, join}
+	start := [2]uint64{base, base + uint64(join)*10*ms + ms}
+	var p DeltaPair
+	for i := 0; i+1 < len(ops); i += 2 {
+		w, upto := int(ops[i]&1), int(ops[i+1])%(n+1)
+		if upto <= prev[w] {
+			continue
+		}
+		pt := Point{Start: start[w], Time: at(upto), HasSum: true, Min: math.Inf(1), Max: math.Inf(-1)}
+		for _, v := range vals[prev[w]:upto] {
+			v = math.Abs(v)
+			pt.Value++
+			pt.Sum += v
+			pt.Min, pt.Max = min(pt.Min, v), max(pt.Max, v)
+		}
+		pt.HasMinMax = pt.Value > 0
+		prev[w], start[w] = upto, pt.Time
+		p.Add(deltaHistogram, pt)
+		if p.Class() == ClassPeer {
+			t.Fatalf("a delta copy (join after %d of %v) called a peer at point %d: %v", join, vals, i/2, p.Evidence())
+		}
+	}
 }

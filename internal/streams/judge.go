@@ -43,6 +43,7 @@ type JudgeStats struct {
 	Writers int    // writers under judgement (pooled)
 	Refused uint64 // pairs or writers not judged: MaxJudged reached
 	Expired uint64 // pairs forgotten: their writer sent nothing for MaxStale
+	Quiet   uint64 // pairs decided peers by the quiet rule
 	Decided [NumClasses]uint64
 	ByClass [NumClasses]int // writers under judgement by class
 	Limit   int
@@ -94,11 +95,14 @@ type pooled struct {
 }
 
 // ownPoint is a second writer's newest point: time, value, sum (NaN:
-// none) and fingerprint.
+// none) and fingerprint; the elected writer's start when it came (ref),
+// and the writer's observed interval (iv, as writer.interval; 0 while it
+// has sent one point), for the quiet rule.
 type ownPoint struct {
 	time       uint64
 	value, sum float64
 	fp         uint64
+	ref, iv    uint64
 }
 
 // undoOwn takes back a second writer's newest point set by a request that
@@ -131,6 +135,9 @@ type judged struct {
 	own    ownPoint  // this writer's newest point, for its own order while it is labelled
 	live   bool
 	held   held // its newest dropped point, while undecided (held.go)
+	// chains: a delta stream's second chain (delta_auto.go); nil for
+	// cumulative writers.
+	chains *deltaChains
 }
 
 func newJudge(max, maxHeld int) *judge {
@@ -266,6 +273,11 @@ func (j *judge) other(s *stream, origin uint64, p Point, now int64, journal *Jou
 	before := jp.class
 	if r == ReasonNone {
 		old := jp.own
+		if old.time != 0 {
+			w := writer{time: old.time, interval: old.iv}
+			jp.own.iv = w.gapInterval(p.Time)
+		}
+		jp.own.ref = s.cur.start
 		jp.own.time, jp.own.fp = p.Time, p.Fingerprint
 		if !p.NoValue {
 			jp.own.value, jp.own.sum = p.Value, math.NaN()
@@ -301,8 +313,9 @@ func (j *judge) other(s *stream, origin uint64, p Point, now int64, journal *Jou
 }
 
 // elected feeds a point of the stream's elected writer to every pair of
-// the stream.
-func (j *judge) elected(s *stream, p Point) {
+// the stream (judged: the stream's values are evidence), and decides
+// peers the writers that went quiet while it went on (quietPeer).
+func (j *judge) elected(s *stream, p Point, judged bool) {
 	head, ok := j.byStream[s.id]
 	if !ok {
 		return
@@ -310,6 +323,12 @@ func (j *judge) elected(s *stream, p Point) {
 	for i := head; i != 0; i = j.pairs[i-1].next {
 		jp := &j.pairs[i-1]
 		if jp.other == p.Start {
+			continue
+		}
+		if j.quietPeer(jp, s, p) {
+			continue
+		}
+		if !judged {
 			continue
 		}
 		rebase(jp, s)
@@ -334,6 +353,50 @@ func (j *judge) elected(s *stream, p Point) {
 			j.writers[wk] = w
 		}
 	}
+}
+
+// Quiet rule (docs/metrics.md, "overlap: auto"): a copy is a second
+// reader of the elected writer's own process and cannot outlive it, so an
+// undecided writer that sends nothing for QuietIntervals of its interval
+// (and of the elected writer's), while the writer that was elected at its
+// newest point goes on sending, is a peer: a process that ended. Its held
+// point is released. A writer whose process ended with the elected
+// writer's is not decided (nothing goes on), nor is one whose elected
+// writer changed since (a restart ended both), nor a writer pooled a copy.
+// The decision is the pair's own, not pooled over the writer's streams: a
+// writer may stop writing one stream (an asynchronous instrument's
+// callback no longer observing an attribute set) and not the others.
+const (
+	// QuietIntervals is how many intervals a quiet writer has missed.
+	QuietIntervals = 3
+	// QuietOneShot is the least wait for a writer that sent a single point
+	// (its interval unknown): a copy's reader may export far less often
+	// than the elected writer's.
+	QuietOneShot = 2 * time.Minute
+)
+
+// quietPeer decides pair jp a peer, by the quiet rule, at the elected
+// writer's point p, and says whether it did.
+func (j *judge) quietPeer(jp *judged, s *stream, p Point) bool {
+	o := &jp.own
+	if jp.class != ClassUndecided || p.Start == 0 || o.time == 0 || o.ref != p.Start || p.Time <= o.time {
+		return false
+	}
+	wait := QuietIntervals * max(o.iv, s.cur.interval)
+	if o.iv == 0 {
+		wait = max(wait, uint64(QuietOneShot))
+	}
+	if wait == 0 || p.Time-o.time < wait {
+		return false
+	}
+	if w, ok := j.writers[jp.wk]; ok && jp.wk.origin != 0 && w.class != ClassUndecided {
+		return false // pooled a copy: proven by the values elsewhere
+	}
+	jp.class, jp.part, jp.pooled, jp.decided = ClassPeer, partQuiet, false, p.Time
+	jp.crossLo, jp.crossHi = float64(p.Time-o.time)/1e9, float64(wait)/1e9
+	j.stats.Quiet++
+	j.scan = true
+	return true
 }
 
 // NewScope says that the next points come from a new ScopeMetrics: the
@@ -405,6 +468,9 @@ func (j *judge) unlink(i uint32, o HeldOutcome) {
 		}
 	}
 	delete(j.byKey, pairKey{jp.id, jp.other})
+	if jp.chains != nil && jp.wk.origin == 0 {
+		j.counts[jp.class]-- // a delta chain that is its own writer (newChain)
+	}
 	wk := jp.wk
 	if w, ok := j.writers[wk]; ok && wk.origin != 0 {
 		if w.streams > 0 {

@@ -36,11 +36,17 @@ func (j *judge) appendSnapshot(b []byte) []byte {
 		e.u(0)
 		return e.b
 	}
-	e.u(uint64(len(j.byKey)))
+	np := 0
+	for i := range j.pairs {
+		if j.pairs[i].live && j.pairs[i].chains == nil {
+			np++
+		}
+	}
+	e.u(uint64(np))
 	for i := range j.pairs {
 		jp := &j.pairs[i]
-		if !jp.live {
-			continue
+		if !jp.live || jp.chains != nil {
+			continue // delta chains are not in the snapshot: judged again
 		}
 		e.u(binary.LittleEndian.Uint64(jp.id[:8]))
 		e.u(binary.LittleEndian.Uint64(jp.id[8:]))
@@ -91,8 +97,8 @@ func (j *judge) appendSnapshot(b []byte) []byte {
 		e.u(p.decided)
 		e.f(p.crossLo)
 		e.f(p.crossHi)
-		e.u(0) // reserved
-		e.u(0)
+		e.u(jp.own.ref)
+		e.u(jp.own.iv)
 	}
 	e.u(uint64(len(j.writers)))
 	for k, w := range j.writers {
@@ -161,7 +167,7 @@ func (j *judge) restore(b []byte, t *Tracker) {
 			p.lo[k], p.hi[k], p.scale[k] = d.f(), d.f(), d.f()
 		}
 		flags := d.u()
-		p.bounded, p.shape, p.class, p.part = uint8(flags), Shape(flags>>8), Class(min(flags>>16&0xff, NumClasses-1)), uint8(min(flags>>24&0xff, partMin))
+		p.bounded, p.shape, p.class, p.part = uint8(flags), Shape(flags>>8), Class(min(flags>>16&0xff, NumClasses-1)), uint8(min(flags>>24&0xff, partLast))
 		p.pooled = flags>>32&1 != 0
 		p.noMM = flags>>33&1 != 0
 		p.layout = d.u()
@@ -170,8 +176,7 @@ func (j *judge) restore(b []byte, t *Tracker) {
 		p.points = uint32(d.u())
 		p.first, p.decided = d.u(), d.u()
 		p.crossLo, p.crossHi = d.f(), d.f()
-		d.u()
-		d.u()
+		jp.own.ref, jp.own.iv = d.u(), d.u() // 0 in snapshots before them: no quiet rule until its next point
 		if _, _, ok := t.index.find(&jp.id, t); !ok || len(j.byKey) >= j.max {
 			continue
 		}

@@ -19,8 +19,8 @@ func (t *Tracker) cumulative(s *stream, p Point) Decision {
 		if s.flags&flagShift != 0 {
 			d.Shift, d.Shifted = s.shift, true
 		}
-		if t.judge != nil && s.flags&flagAlt != 0 && Judged(s.shape) {
-			t.judge.elected(s, p)
+		if t.judge != nil && s.flags&flagAlt != 0 {
+			t.judge.elected(s, p, Judged(s.shape))
 		}
 		return d
 	}
@@ -168,7 +168,18 @@ func (t *Tracker) delta(s *stream, p Point) Decision {
 		return dropped(d, ReasonDuplicate)
 	case p.Start == c.time && p.Time > c.time:
 		c.acceptDelta(p)
+		if t.judge != nil && s.flags&flagAlt != 0 && JudgedDelta(s.shape) {
+			t.judge.deltaElected(s, p)
+		}
 		return d
+	}
+	auto := t.judge != nil && JudgedDelta(s.shape) && p.Start != 0
+	if auto {
+		if dd, ok := t.deltaAuto(s, p, d); ok {
+			return dd
+		}
+	}
+	switch {
 	case p.Start > c.time:
 		old := s.cur
 		if s.flags&flagAlt != 0 && p.Start == a.time {
@@ -182,6 +193,9 @@ func (t *Tracker) delta(s *stream, p Point) Decision {
 		}
 		s.alt = old
 		s.flags |= flagAlt
+		if auto {
+			s.flags |= flagWasElected // it may take the stream back (deltaAuto)
+		}
 		d.Writer = s.cur.start
 		return d
 	}

@@ -213,6 +213,61 @@ func overwriteNumber(c, dp pmetric.NumberDataPoint) bool {
 	return same
 }
 
+// The merge functions add a newer delta point of a held point's chain to
+// it: a delta writer's held point is every interval it was held for, from
+// the first one's start to the newest one's time (a chain's intervals are
+// contiguous), so a peer found later loses none of its counts.
+
+// mergeNumber adds dp to the held delta point c. An integer held point
+// that meets a double one becomes a double. It says whether the encoded
+// size is the same.
+func mergeNumber(c, dp pmetric.NumberDataPoint) bool {
+	same := c.ValueType() == dp.ValueType() && c.Exemplars().Len() == 0
+	c.SetTimestamp(dp.Timestamp())
+	c.Exemplars().RemoveIf(func(pmetric.Exemplar) bool { return true })
+	switch {
+	case c.ValueType() == pmetric.NumberDataPointValueTypeInt && dp.ValueType() == pmetric.NumberDataPointValueTypeInt:
+		c.SetIntValue(c.IntValue() + dp.IntValue())
+	default:
+		c.SetDoubleValue(numberOf(c) + numberOf(dp))
+	}
+	return same
+}
+
+func numberOf(dp pmetric.NumberDataPoint) float64 {
+	if dp.ValueType() == pmetric.NumberDataPointValueTypeInt {
+		return float64(dp.IntValue())
+	}
+	return dp.DoubleValue()
+}
+
+// mergeHistogram adds dp to the held delta point c when their buckets'
+// bounds are the same, and says whether it did (not: the caller
+// overwrites the held point, and the counts held before are lost).
+func mergeHistogram(c, dp pmetric.HistogramDataPoint) bool {
+	if !c.ExplicitBounds().Equal(dp.ExplicitBounds()) || c.BucketCounts().Len() != dp.BucketCounts().Len() || c.HasSum() != dp.HasSum() {
+		return false
+	}
+	c.SetTimestamp(dp.Timestamp())
+	c.Exemplars().RemoveIf(func(pmetric.Exemplar) bool { return true })
+	if dp.Count() > 0 {
+		if dp.HasMin() && (!c.HasMin() || c.Count() == 0 || dp.Min() < c.Min()) {
+			c.SetMin(dp.Min())
+		}
+		if dp.HasMax() && (!c.HasMax() || c.Count() == 0 || dp.Max() > c.Max()) {
+			c.SetMax(dp.Max())
+		}
+	}
+	c.SetCount(c.Count() + dp.Count())
+	if dp.HasSum() {
+		c.SetSum(c.Sum() + dp.Sum())
+	}
+	for i := range dp.BucketCounts().Len() {
+		c.BucketCounts().SetAt(i, c.BucketCounts().At(i)+dp.BucketCounts().At(i))
+	}
+	return true
+}
+
 func overwriteHistogram(c, dp pmetric.HistogramDataPoint) bool {
 	same := c.BucketCounts().Len() == dp.BucketCounts().Len() && c.ExplicitBounds().Len() == dp.ExplicitBounds().Len() &&
 		c.HasSum() == dp.HasSum() && c.HasMin() == dp.HasMin() && c.HasMax() == dp.HasMax() &&
@@ -262,6 +317,9 @@ func (j *judging) numbers(dps pmetric.NumberDataPointSlice) bool {
 		dps.RemoveIf(func(dp pmetric.NumberDataPoint) bool {
 			if j.remove(dp.Attributes(), streams.NumberPoint(dp)) {
 				j.hold(func(m pmetric.Metric, reuse bool) (pcommon.Map, bool) {
+					if reuse && !j.shape.Cumulative() {
+						return pcommon.Map{}, mergeNumber(m.Sum().DataPoints().At(0), dp)
+					}
 					if reuse {
 						return pcommon.Map{}, overwriteNumber(m.Sum().DataPoints().At(0), dp)
 					}
@@ -295,6 +353,9 @@ func (j *judging) histograms(dps pmetric.HistogramDataPointSlice) bool {
 				return false
 			}
 			j.hold(func(m pmetric.Metric, reuse bool) (pcommon.Map, bool) {
+				if reuse && !j.shape.Cumulative() && mergeHistogram(m.Histogram().DataPoints().At(0), dp) {
+					return pcommon.Map{}, true
+				}
 				if reuse {
 					return pcommon.Map{}, overwriteHistogram(m.Histogram().DataPoints().At(0), dp)
 				}

@@ -15,19 +15,26 @@ import (
 // its values by internal/streams (classify.go), in the warnings, on the
 // status page and in otelcol_processor_dedup_writers{class}.
 
-// classify adds the class and evidence of the point's writer to the
-// request's event e, which the point of stream id (of shape) has just
+// classify adds the class and evidence of the point's writer, and the
+// stream's class folded over all its later writers, to the request's
+// event e, which the point of stream id (of shape) has just
 // set. The elected writer's own events (a repeat, an election) carry no
 // class. Call with the tracker's lock held.
 func classify(e *metricEvent, tracker *streams.Tracker, shape streams.Shape, id streams.ID, d streams.Decision) {
-	if !shape.Cumulative() || d.Writer == d.Elected || d.Election != streams.ElectionNone {
-		return // deltas and gauges are not classified
+	if !shape.Cumulative() && !streams.JudgedDelta(shape) || d.Writer == d.Elected || d.Election != streams.ElectionNone {
+		return // gauges, UpDownCounter deltas and exponential histogram deltas are not classified
 	}
 	e.judged, e.class = true, d.Class
 	if jd, ok := tracker.Judgement(id, d.Writer); ok {
 		e.evidence = jd.String()
 	} else {
 		e.evidence = "not judged: metrics.max_judged_writers reached"
+	}
+	// The stream's class, for the status page: folded over all its later
+	// writers (streams.Fold), as verify and audit fold it.
+	e.streamClass, e.streamEvidence = e.class, e.evidence
+	if f := tracker.StreamClass(id); f.Len() > 1 {
+		e.streamClass, e.streamEvidence = f.Class(), f.Evidence()
 	}
 }
 

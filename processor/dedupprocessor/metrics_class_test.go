@@ -3,6 +3,7 @@ package dedupprocessor
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -104,5 +105,37 @@ func TestJudgementsSurviveARestart(t *testing.T) {
 	after := run(sumPoint(3*s, 31*s, 70))
 	if len(after) != 1 || !strings.Contains(after[0], "i=70 | service.instance.id=") {
 		t.Fatalf("after the restart: %q; want B's point, labelled", after)
+	}
+}
+
+// TestStatusFoldsTheStream: the status page's class of a stream is folded
+// over all its later writers (streams.Fold): a copy and a peer of one
+// stream make it a peer's, though the newest event is the copy's.
+func TestStatusFoldsTheStream(t *testing.T) {
+	cfg := createDefaultConfig()
+	statusOn(cfg)
+	h := newMetricsHarness(t, cfg)
+	const res = "resource service.name=checkout\nscope app\nmetric http_requests sum cumulative monotonic\n"
+	send := func(start, tm, v int) {
+		t.Helper()
+		if err := h.p.ConsumeMetrics(context.Background(), parseMetricsText(t, res+fmt.Sprintf("point %d %d i=%d\n", start, tm, v))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k := range 40 {
+		tm := 110 + 10*k
+		send(100, tm, tm)
+		send(107, tm+2, 3*tm)  // a peer
+		send(105, tm+1, tm-50) // a copy of the first writer: 50 less
+	}
+	st := h.p.(*metricsProcessor).st
+	_, _, body := getStatus(t, st.status.Handler(), "/status.json")
+	var s statuspage.Status
+	if err := json.Unmarshal([]byte(body), &s); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Streams) != 1 || s.Streams[0].Class != "peer" || !strings.HasPrefix(s.Streams[0].Evidence, "peer: ") ||
+		s.Streams[0].Diagnosis != streams.ClassPeer.Cause() {
+		t.Errorf("status streams %+v, want the stream a peer's", s.Streams)
 	}
 }

@@ -1,10 +1,16 @@
 package dedupprocessor
 
 import (
+	"context"
+	"strings"
 	"testing"
+	"time"
 
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/processor/processortest"
 )
 
 // TestOverwriteHeldPoint: a held point overwritten with a newer point of
@@ -127,4 +133,98 @@ func TestOverwriteHeldPoint(t *testing.T) {
 		}
 		want(t, held, newer)
 	})
+}
+
+// TestQuietPeerDelivered: a writer that ends undecided while the elected
+// writer goes on (a short-lived process sharing the identity) is decided a
+// peer by the quiet rule, and its held point, its whole count, is sent as
+// its own series with the elected writer's next request.
+func TestQuietPeerDelivered(t *testing.T) {
+	sink := new(consumertest.MetricsSink)
+	p, err := NewFactory().CreateMetrics(context.Background(), processortest.NewNopSettings(Type), createDefaultConfig(), sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(context.Background(), componenttest.NewNopHost()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = p.Shutdown(context.Background()) }()
+	s := uint64(time.Second)
+	send := func(md pmetric.Metrics) {
+		t.Helper()
+		if err := p.ConsumeMetrics(context.Background(), md); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(sumPoint(100*s, 110*s, 10))
+	for k := range uint64(3) { // B = A's less 4 to 14: undecided
+		send(sumPoint(103*s, (111+10*k)*s, int64(6+10*k)))
+		send(sumPoint(100*s, (120+10*k)*s, int64(20+10*k)))
+	}
+	before := sink.DataPointCount()
+	if before != 4 {
+		t.Fatalf("%d points delivered, want A's 4 (B's held)", before)
+	}
+	send(sumPoint(100*s, 150*s, 50))
+	send(sumPoint(100*s, 160*s, 60)) // 29 s after B's newest, 3 of its intervals less a second
+	if n := sink.DataPointCount(); n != 6 {
+		t.Fatalf("%d points delivered, want A's 6: B not quiet yet", n)
+	}
+	send(sumPoint(100*s, 170*s, 70))
+	all := sink.AllMetrics()
+	var got []string
+	for _, md := range all[len(all)-1:] {
+		got = append(got, strings.TrimSpace(printMetricsText(md)))
+	}
+	text := strings.Join(got, "\n")
+	if sink.DataPointCount() != 8 || !strings.Contains(text, "i=26 | service.instance.id=") {
+		t.Fatalf("%d points, the last request's:\n%s\nwant A's point and B's held 26, labelled", sink.DataPointCount(), text)
+	}
+}
+
+// TestMergeHeldDeltas: a held delta point adds up the intervals held:
+// values, counts, sums, buckets, the least min and greatest max, from the
+// first start to the newest time; histograms with other bounds are not
+// merged.
+func TestMergeHeldDeltas(t *testing.T) {
+	c, dp := pmetric.NewNumberDataPoint(), pmetric.NewNumberDataPoint()
+	c.SetStartTimestamp(1)
+	c.SetTimestamp(2)
+	c.SetIntValue(3)
+	dp.SetStartTimestamp(2)
+	dp.SetTimestamp(3)
+	dp.SetIntValue(4)
+	if !mergeNumber(c, dp) || c.IntValue() != 7 || c.StartTimestamp() != 1 || c.Timestamp() != 3 {
+		t.Errorf("int merge: %d (%d, %d]", c.IntValue(), c.StartTimestamp(), c.Timestamp())
+	}
+	dp.SetDoubleValue(0.5)
+	if mergeNumber(c, dp) || c.DoubleValue() != 7.5 {
+		t.Errorf("int and double: %v, want 7.5 and a size change", c.DoubleValue())
+	}
+	h, hp := pmetric.NewHistogramDataPoint(), pmetric.NewHistogramDataPoint()
+	for _, p := range []pmetric.HistogramDataPoint{h, hp} {
+		p.ExplicitBounds().FromRaw([]float64{1, 2})
+	}
+	h.SetStartTimestamp(1)
+	h.SetTimestamp(2)
+	h.SetCount(2)
+	h.SetSum(3)
+	h.SetMin(0.5)
+	h.SetMax(2.5)
+	h.BucketCounts().FromRaw([]uint64{1, 0, 1})
+	hp.SetStartTimestamp(2)
+	hp.SetTimestamp(3)
+	hp.SetCount(3)
+	hp.SetSum(4)
+	hp.SetMin(0.2)
+	hp.SetMax(1.5)
+	hp.BucketCounts().FromRaw([]uint64{1, 2, 0})
+	if !mergeHistogram(h, hp) || h.Count() != 5 || h.Sum() != 7 || h.Min() != 0.2 || h.Max() != 2.5 ||
+		h.StartTimestamp() != 1 || h.Timestamp() != 3 || h.BucketCounts().At(0) != 2 || h.BucketCounts().At(1) != 2 || h.BucketCounts().At(2) != 1 {
+		t.Errorf("histogram merge: count %d sum %g min %g max %g buckets %v", h.Count(), h.Sum(), h.Min(), h.Max(), h.BucketCounts().AsRaw())
+	}
+	hp.ExplicitBounds().FromRaw([]float64{1, 3})
+	if mergeHistogram(h, hp) {
+		t.Error("merged a histogram with other bounds")
+	}
 }

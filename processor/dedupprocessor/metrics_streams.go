@@ -39,6 +39,10 @@ type metricEvent struct {
 	class    streams.Class
 	judged   bool
 	evidence string
+	// streamClass and streamEvidence are the stream's class over all its
+	// later writers (streams.Fold), for the status page.
+	streamClass    streams.Class
+	streamEvidence string
 }
 
 // warnable says whether a point's decision belongs in a warning: a second
@@ -137,7 +141,10 @@ func (b *streamBook) note(service string, e metricEvent, points, elections int64
 	en.elections += elections
 	en.event, en.action, en.diagnosis = eventName(e), actionNames[e.action], suggest(e)
 	if e.judged {
-		en.class, en.evidence = e.class.String(), e.evidence
+		en.class, en.evidence = e.streamClass.String(), e.streamEvidence
+		if e.streamClass != e.class {
+			en.diagnosis = e.streamClass.Cause() // the stream's, not the point's writer's
+		}
 	}
 	en.last = now
 	b.mu.Unlock()

@@ -17,8 +17,8 @@ import (
 // capturing OTLP sinks, without and with dedup, and the test adds up every
 // delta point.
 
-// deltaConfig: metrics without and with dedup to two OTLP sinks.
-func deltaConfig(health, httpAddr, plainSink, dedupSink string) string {
+// fastAPIDeltaConfig: metrics without and with dedup to two OTLP sinks.
+func fastAPIDeltaConfig(health, httpAddr, plainSink, dedupSink string) string {
 	return fmt.Sprintf(`
 extensions:
   health_check:
@@ -115,7 +115,7 @@ func TestFastAPISeedDelta(t *testing.T) {
 	venv := pyVenv(t, "fastapi-0.142")
 	plain, dedup := newSink(t), newSink(t)
 	httpAddr, health := freePort(t), freePort(t)
-	g := startGatewayConfig(t, health, deltaConfig(health, httpAddr, plain.srv.Addr(), dedup.srv.Addr()))
+	g := startGatewayConfig(t, health, fastAPIDeltaConfig(health, httpAddr, plain.srv.Addr(), dedup.srv.Addr()))
 	const service = deltaService
 	addr := freePort(t)
 	_, port, _ := net.SplitHostPort(addr)

@@ -25,7 +25,8 @@
 //                     own OTLP exporter to the same endpoint: every span is exported
 //                     twice (the FastAPI 0.142 failure).
 //     metrics-single  one MeterProvider, one PeriodicExportingMetricReader
-//                     (cumulative temporality).
+//                     (cumulative temporality; delta when
+//                     OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE=delta).
 //     metrics-double  a second, independent pipeline for the same instruments joins
 //                     CLIENT_SECOND_DELAY_MS later with fresh aggregation state (see
 //                     the comment at startSecondMetricsPipeline below).
@@ -276,7 +277,12 @@ function newMetricExporter(label) {
   const opts = {
     url,
     timeoutMillis: exportTimeoutMs,
-    temporalityPreference: AggregationTemporalityPreference.CUMULATIVE,
+    // Cumulative unless the standard variable asks for delta (as the
+    // vendors' guides do): the e2e delta cases set it.
+    temporalityPreference:
+      (process.env.OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE || '').toLowerCase() === 'delta'
+        ? AggregationTemporalityPreference.DELTA
+        : AggregationTemporalityPreference.CUMULATIVE,
   };
   const exporter =
     protocol === 'grpc'

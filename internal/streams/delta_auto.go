@@ -1,0 +1,232 @@
+package streams
+
+import "math"
+
+// Delta streams under Policy.Auto (docs/metrics.md, "Delta writers"). A
+// JudgedDelta stream's elected chain is s.cur; every other chain that
+// overlaps it is a second writer: a pair keyed by its run start (the
+// start of its first point), whose own point is the chain's newest (its
+// time, fingerprint, and its start in sum's bits), and whose deltaChains
+// turn both chains into running totals for the Pair (delta_classify.go).
+// A peer's points are labelled with its run start, as a cumulative peer's
+// with its start; a copy's are dropped; an undecided chain's are dropped
+// and held, added up into one point (the caller merges them), released if
+// it is found a peer. A chain broken by a lost export is a new chain.
+
+// deltaAuto judges a point of a JudgedDelta stream that does not continue
+// the elected chain; false: the delta rules judge it.
+func (t *Tracker) deltaAuto(s *stream, p Point, d Decision) (Decision, bool) {
+	j := t.judge
+	c, a := &s.cur, &s.alt
+	if i, dup, ok := j.chainOf(s.id, p); ok {
+		d.Writer = j.pairs[i].other
+		if dup {
+			return dropped(d, ReasonDuplicate), true
+		}
+		return j.deltaOther(t, s, i, p, d), true
+	}
+	if s.flags&(flagAlt|flagWasElected) == flagAlt|flagWasElected && p.Start == a.time && p.Time > a.time {
+		// The chain elected before a restart goes on: two chains are live,
+		// the restart was a second writer's first point. The old chain
+		// takes the stream back, the other becomes a pair; unless this
+		// point is not newer than the other's newest (the output's times
+		// would step back): then the old chain is the pair.
+		s.flags &^= flagWasElected
+		if p.Time <= c.time {
+			i, ok := j.newChain(s, a.start, Point{Start: a.deltaStart(), Time: a.time, Fingerprint: a.fp}, t.now, t.origin)
+			if !ok {
+				return d, false
+			}
+			d.Writer = a.start
+			return j.deltaOther(t, s, i, p, d), true
+		}
+		old := s.cur
+		s.cur = s.alt
+		s.cur.acceptDelta(p)
+		s.alt = old
+		d.Writer, d.Election = s.cur.start, ElectionEarlierStart
+		j.newChain(s, old.start, Point{Start: old.deltaStart(), Time: old.time, Fingerprint: old.fp}, t.now, t.origin)
+		return d, true
+	}
+	if p.Time <= c.deltaStart() {
+		return d, false // out of order: the delta rules
+	}
+	if p.Start >= c.time && (c.interval == 0 || p.Start >= c.time+c.interval) {
+		// Started after the elected chain's newest point, and after its
+		// next was due (or its interval is unknown): a restart, elected at
+		// once by the delta rules. Started before its next was due, it is
+		// a second writer (a reader or process that joined in between).
+		return d, false
+	}
+	if p.Start == c.start {
+		return d, false // named as the elected chain: not told apart (the delta rules)
+	}
+	if _, ok := j.byKey[pairKey{s.id, p.Start}]; ok {
+		d.Writer = p.Start
+		return dropped(d, ReasonOutOfOrder), true // an old point of a known chain's first interval
+	}
+	i, ok := j.newChain(s, p.Start, Point{}, t.now, t.origin)
+	if !ok {
+		return d, false // MaxJudged reached: the delta rules (counted)
+	}
+	d.Writer = p.Start
+	return j.deltaOther(t, s, i, p, d), true
+}
+
+// chainOf finds the pair of stream id whose chain p continues, or whose
+// newest point p repeats (dup).
+func (j *judge) chainOf(id ID, p Point) (slot uint32, dup, ok bool) {
+	head, found := j.byStream[id]
+	if !found {
+		return 0, false, false
+	}
+	for i := head; i != 0; i = j.pairs[i-1].next {
+		jp := &j.pairs[i-1]
+		if jp.chains == nil {
+			continue
+		}
+		switch {
+		case p.Start == jp.own.time && p.Time > jp.own.time:
+			return i - 1, false, true
+		case p.Time == jp.own.time && p.Start == math.Float64bits(jp.own.sum) && p.Fingerprint == jp.own.fp:
+			return i - 1, true, true
+		}
+	}
+	return 0, false, false
+}
+
+// newChain makes the pair of a second chain of stream s with run start
+// run; last, when its Time is set, is the chain's newest point already
+// seen (a chain that was elected). With an origin, the chain is pooled
+// as a cumulative writer is (judge.other): by its origin and run start
+// within PoolWindow, or with the other new chains of its ScopeMetrics
+// (an SDK's instruments share their collection times, so one process's
+// chains start together); what one stream proves applies to the others.
+func (j *judge) newChain(s *stream, run uint64, last Point, now int64, origin uint64) (uint32, bool) {
+	if i, ok := j.byKey[pairKey{s.id, run}]; ok {
+		return i, j.pairs[i].chains != nil // a chain of that run start is judged already
+	}
+	if len(j.byKey) >= j.max {
+		j.stats.Refused++
+		return 0, false
+	}
+	i := j.alloc()
+	jp := &j.pairs[i]
+	*jp = judged{id: s.id, ref: s.cur.start, other: run, origin: origin, live: true, seen: now, chains: &deltaChains{}, own: ownPoint{sum: math.Float64frombits(run)}}
+	if last.Time != 0 {
+		jp.own.time, jp.own.fp, jp.own.sum = last.Time, last.Fingerprint, math.Float64frombits(last.Start)
+	}
+	if head, ok := j.byStream[s.id]; ok {
+		jp.next = head
+	}
+	j.byStream[s.id] = i + 1
+	j.byKey[pairKey{s.id, run}] = i
+	if origin != 0 {
+		wk := j.resolve(origin, run)
+		if j.anchored && j.anchor.origin == origin {
+			wk = j.anchor
+		}
+		if w, ok := j.pool(wk, run, now); ok {
+			w.streams++
+			j.writers[wk] = w
+			jp.wk = wk
+			jp.SetClass(w.class, last.Time)
+			if j.scoped && !j.anchored {
+				j.anchor, j.anchored = wk, true
+			}
+		}
+	}
+	if jp.wk.origin == 0 {
+		j.counts[ClassUndecided]++ // a writer of its own
+	}
+	s.flags |= flagAlt
+	return i, true
+}
+
+// deltaOther judges the point p of the second chain in pair slot i.
+func (j *judge) deltaOther(t *Tracker, s *stream, i uint32, p Point, d Decision) Decision {
+	jp := &j.pairs[i]
+	if t.now > jp.seen {
+		jp.seen = t.now
+	}
+	if jp.ref != s.cur.start {
+		// Another elected chain (a restart): the evidence was against the
+		// old one.
+		cls, decided := jp.class, jp.decided
+		jp.Pair, *jp.chains = Pair{}, deltaChains{}
+		jp.class, jp.decided, jp.ref = cls, decided, s.cur.start
+	}
+	old := jp.own
+	jp.own.time, jp.own.fp, jp.own.sum = p.Time, p.Fingerprint, math.Float64frombits(p.Start)
+	if t.journal != nil {
+		t.journal.entries = append(t.journal.entries, journalEntry{pair: true, key: pairKey{s.id, jp.other}, pairBefore: old, pairAfter: jp.own})
+	}
+	before := jp.class
+	if jp.class != ClassPeer {
+		jp.chains.add(&jp.Pair, s.shape, p)
+		if jp.class == ClassUndecided && t.quiet(&s.cur, p.Time) && s.cur.time > 0 {
+			// The elected chain stopped, this one goes on: not a copy (a
+			// copy cannot outlive its process's first reader).
+			jp.class, jp.part, jp.decided = ClassPeer, partQuiet, p.Time
+			jp.crossLo = float64(p.Time-s.cur.time) / 1e9
+			fo, _ := t.failoverAfter(s.cur.interval)
+			jp.crossHi = float64(fo) / 1e9
+			j.stats.Quiet++
+		}
+	}
+	j.chainDecided(jp, before, p.Time)
+	d.Class = jp.class
+	switch jp.class {
+	case ClassPeer:
+		j.scan = true // a point held before this one is released
+		d.Verdict, d.Reason = Label, ReasonOverlap
+	default:
+		d = t.loser(d)
+		d.Hold = jp.class == ClassUndecided && j.holding()
+	}
+	return d
+}
+
+// deltaElected feeds a point of the elected chain to the pairs of the
+// stream, rebasing those judged against another elected chain.
+func (j *judge) deltaElected(s *stream, p Point) {
+	head, ok := j.byStream[s.id]
+	if !ok {
+		return
+	}
+	for i := head; i != 0; i = j.pairs[i-1].next {
+		jp := &j.pairs[i-1]
+		if jp.chains == nil || jp.class == ClassPeer {
+			continue
+		}
+		if jp.ref != s.cur.start {
+			cls, decided := jp.class, jp.decided
+			jp.Pair, *jp.chains = Pair{}, deltaChains{}
+			jp.class, jp.decided, jp.ref = cls, decided, s.cur.start
+		}
+		before := jp.class
+		jp.chains.add(&jp.Pair, s.shape, p)
+		j.chainDecided(jp, before, p.Time)
+	}
+}
+
+// chainDecided books a chain's class: its pooled writer's, or its own
+// count; a quiet decision is the chain's own, not pooled.
+func (j *judge) chainDecided(jp *judged, before Class, t uint64) {
+	if jp.wk.origin != 0 {
+		if w, ok := j.writers[jp.wk]; ok {
+			if jp.class != before && jp.part != partQuiet {
+				j.setClass(&w, jp.class)
+			}
+			jp.SetClass(w.class, t)
+			j.writers[jp.wk] = w
+		}
+	} else if jp.class != before {
+		j.counts[before]--
+		j.counts[jp.class]++
+		j.stats.Decided[jp.class]++
+	}
+	if jp.class != before {
+		j.scan = true
+	}
+}

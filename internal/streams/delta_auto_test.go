@@ -1,0 +1,172 @@
+package streams
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"go.opentelemetry.io/collector/pdata/pmetric"
+)
+
+// deltaSim feeds delta exports to a Tracker with Auto as the processor
+// does: it holds what it is asked to hold, adding each held delta to the
+// writer's held point (the processor merges them), and counts what is
+// delivered: passed, labelled, released.
+type deltaSim struct {
+	tr        *Tracker
+	delivered float64
+	held      map[uint64]float64
+	labels    map[uint64]bool
+}
+
+func newDeltaSim(t testing.TB) *deltaSim {
+	p := DefaultPolicy()
+	p.Auto, p.MaxHeldBytes = true, 1<<20
+	tr, err := NewTracker(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &deltaSim{tr: tr, held: map[uint64]float64{}, labels: map[uint64]bool{}}
+}
+
+func (s *deltaSim) feed(shape Shape, p Point) Decision {
+	d := s.tr.ObserveFrom(ID{1}, 9, shape, p, 0)
+	switch d.Verdict {
+	case Pass:
+		s.delivered += p.Value
+	case Label:
+		s.delivered += p.Value
+		s.labels[d.Writer] = true
+	}
+	if d.Hold {
+		s.held[d.Writer] += p.Value
+		md := pmetric.NewMetrics()
+		s.tr.Hold(ID{1}, d.Writer, md, 10)
+	}
+	s.tr.TakeReleased(func(_ ID, w uint64, _ pmetric.Metrics, _ int) {
+		s.delivered += s.held[w]
+		delete(s.held, w)
+	})
+	// A copy's held deltas are dropped by TakeReleased: forget them here.
+	for w := range s.held {
+		if j, ok := s.tr.Judgement(ID{1}, w); ok && j.Class == ClassCopy {
+			delete(s.held, w)
+		}
+	}
+	return d
+}
+
+func (s *deltaSim) stillHeld() (n float64) {
+	for _, v := range s.held {
+		n += v
+	}
+	return n
+}
+
+// TestDeltaAuto: golden cases of delta chains under Auto.
+func TestDeltaAuto(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		steps []pt
+	}{
+		{"a second chain is held undecided, labelled once a peer", []pt{
+			{start: 100, time: 110, value: 10, want: "pass"},
+			{start: 110, time: 120, value: 10, want: "pass"},
+			{start: 113, time: 118, value: 5, want: "drop overlap", writer: 113},
+			{start: 120, time: 130, value: 10, want: "pass"}, // the pair's running totals of the first chain start here
+			{start: 118, time: 128, value: 30, want: "drop overlap", writer: 113},
+			{start: 130, time: 140, value: 10, want: "pass"},
+			{start: 128, time: 138, value: 1, want: "drop overlap", writer: 113}, // c ≤ 36 − 10, c ≥ 35 − 10
+			{start: 140, time: 150, value: 10, want: "pass"},
+			// 66 at 148: c ≥ 66 − 30 at 150 > 26: it counted 30 over
+			// (138, 148], the first writer 20 over (130, 150].
+			{start: 138, time: 148, value: 30, want: "label overlap", writer: 113},
+			{start: 138, time: 148, value: 30, want: "drop duplicate", writer: 113},
+			{start: 150, time: 160, value: 10, want: "pass"},
+		}},
+		{"a chain starting after the elected one's newest point, before its next is due, is a second writer", []pt{
+			{start: 100, time: 110, value: 10, want: "pass"},
+			{start: 110, time: 120, value: 10, want: "pass"},
+			{start: 123, time: 126, value: 3, want: "drop overlap", writer: 123},
+			{start: 120, time: 130, value: 10, want: "pass"},
+		}},
+		{"a restart (the elected chain's interval unknown) is elected; the old chain going on takes the stream back", []pt{
+			{start: 100, time: 110, value: 10, want: "pass"},
+			{start: 111, time: 115, value: 3, want: "pass elect:restart"},
+			{start: 110, time: 120, value: 10, want: "pass elect:earlier_start", writer: 100},
+			{start: 115, time: 125, value: 9, want: "drop overlap", writer: 111},
+		}},
+		{"a gap is a restart, as without auto", []pt{
+			{start: 100, time: 110, value: 10, want: "pass"},
+			{start: 150, time: 160, value: 10, want: "pass elect:restart"},
+			{start: 160, time: 170, value: 10, want: "pass"},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { run(t, autoTracker(t, nil), deltaSum, tc.steps) })
+	}
+}
+
+// TestDeltaAutoTruth: the cases through the Tracker, delta
+// temporality, the truth being every measurement: one reader; a second
+// reader joining 2.5 s into a 6 s run (a copy); 2 and 4 processes sharing
+// one identity, the later ones joining 2.5 s in, each counting its own.
+// What is delivered (passed, labelled, released) plus what is still held
+// (undecided when every writer stopped) equals the truth; the share held
+// at the end is logged, with how long the peers took.
+func TestDeltaAutoTruth(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		workers int
+		copy    bool
+		until   float64
+	}{
+		{name: "one reader", workers: 1, until: 6},
+		{name: "a second reader joins", workers: 1, copy: true, until: 6},
+		{name: "2 workers", workers: 2, until: 6},
+		{name: "4 workers", workers: 4, until: 6},
+		{name: "4 workers/15 s", workers: 4, until: 15},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var heldShare []float64
+			undecidedRuns := 0
+			for run := range simRuns {
+				r := rand.New(rand.NewPCG(uint64(run), 23))
+				var pts []simPoint
+				truth := 0.0
+				for w := range tc.workers {
+					join := 0.0
+					if w > 0 {
+						join = 2.5 + 0.011*float64(w)
+					}
+					src := poisson(r, 10, join, tc.until)
+					e := reader{src: src, join: join, first: join + r.Float64(), iv: 1}
+					ds := e.deltas(tc.until, false)
+					for _, d := range ds {
+						truth += d.p.Value // what the process exported
+					}
+					pts = merge(pts, ds)
+					if tc.copy {
+						c := reader{src: src, join: 2.5, first: 2.5 + r.Float64(), iv: 1}
+						pts = merge(pts, c.deltas(tc.until, false))
+					}
+				}
+				s := newDeltaSim(t)
+				for _, x := range pts {
+					s.feed(deltaSum, x.p)
+				}
+				got, held := s.delivered, s.stillHeld()
+				if tc.copy {
+					held = 0 // a copy's held deltas are the first reader's: never sent
+				}
+				if got+held != truth || got > truth {
+					t.Fatalf("run %d: delivered %g and held %g, truth %g", run, got, held, truth)
+				}
+				if held > 0 {
+					undecidedRuns++
+				}
+				heldShare = append(heldShare, held/truth)
+			}
+			m, w := stats(heldShare)
+			t.Logf("%s: delivered + held = truth in %d/%d runs; still held at the end (undecided) in %d runs, share of the truth median %.2f, worst %.2f", tc.name, simRuns, simRuns, undecidedRuns, m, w)
+		})
+	}
+}
