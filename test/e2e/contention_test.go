@@ -32,7 +32,8 @@ func burnCPUs(t *testing.T) {
 // waits for its original; an upstream that turns
 // slow and then away, and a 60 s outage; permanent refusals, after the
 // queue and on the direct path (with a restart); oversized requests; a
-// full queue's refusals before decoding, and their retries.
+// full queue's refusals before decoding, and their retries; a full data
+// dir (per signal, freed by hand, kill -9 while full).
 // DOUBLETAKE_CONTENTION_ROUNDS (default 1) repeats the quick ones.
 func TestDeliveryUnderContention(t *testing.T) {
 	rounds := 1
@@ -57,6 +58,9 @@ func TestDeliveryUnderContention(t *testing.T) {
 		{"DirectRefusalSurvivesARestart", TestDirectRefusalSurvivesARestart},
 		{"UpstreamLimitWithOversizedRequests", TestUpstreamLimitWithOversizedRequests},
 		{"FullQueueRefusesBeforeDecoding", TestFullQueueRefusesBeforeDecoding},
+		{"FullDataDir", TestFullDataDir},
+		{"FullDataDirFreedByHand", TestFullDataDirFreedByHand},
+		{"FullDataDirKill9", TestFullDataDirKill9},
 	}
 	for r := 1; r <= rounds; r++ {
 		for _, tc := range quick {
