@@ -128,3 +128,53 @@ func TestForeignSegmentNameLogged(t *testing.T) {
 		t.Fatalf("the error logged: %v", f)
 	}
 }
+
+// Something other than a regular file where the drain reserve belongs (a
+// FIFO: opening it would block; a symlink: its blocks, or a file it
+// points to, are not the client's) is removed, the target left as it
+// was, and a reserve of the client's own made; the client holds what it
+// held.
+func TestForeignReserveReplaced(t *testing.T) {
+	for _, kind := range []string{"fifo", "symlink", "directory"} {
+		t.Run(kind, func(t *testing.T) {
+			dir := t.TempDir()
+			c := mustOpen(t, dir, options{segmentBytes: 4096})
+			want := map[string][]byte{}
+			for i := range 10 {
+				set(t, c, want, fmt.Sprintf("k%02d", i), val(i, 200))
+			}
+			closeClient(t, c)
+			res := filepath.Join(dir, reserveFile)
+			if err := os.Remove(res); err != nil {
+				t.Fatal(err)
+			}
+			target := filepath.Join(t.TempDir(), "elsewhere")
+			if err := os.WriteFile(target, []byte("not the client's"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var err error
+			switch kind {
+			case "fifo":
+				err = syscall.Mkfifo(res, 0o600)
+			case "symlink":
+				err = os.Symlink(target, res)
+			case "directory":
+				err = os.Mkdir(res, 0o700)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			c = mustOpen(t, dir, options{segmentBytes: 4096})
+			defer closeClient(t, c)
+			checkState(t, c, want)
+			if st, err := os.Lstat(res); err != nil || !st.Mode().IsRegular() {
+				t.Fatalf("the reserve after opening: %v, %v", st, err)
+			}
+			if b, err := os.ReadFile(target); err != nil || string(b) != "not the client's" {
+				t.Fatalf("the symlink's target: %q, %v", b, err)
+			}
+			set(t, c, want, "after", val(99, 300))
+			checkState(t, c, want)
+		})
+	}
+}
