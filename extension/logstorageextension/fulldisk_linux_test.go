@@ -358,3 +358,49 @@ func TestFullDiskReported(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A data dir freed by hand while nothing writes is seen as having room
+// again when its state is next read (the status page, the gauges), not
+// only when the next request comes; a dir still full stays full.
+func TestFullDiskFreedWhileIdle(t *testing.T) {
+	ctx := context.Background()
+	mnt := mountTmpfs(t, 8<<20)
+	ballast := filepath.Join(mnt, "ballast")
+	if err := os.WriteFile(ballast, make([]byte, 3<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e, logs := startExtension(t, filepath.Join(mnt, "data"), componenttest.NewTelemetry())
+	sc := getClient(t, e, component.KindExporter, exporterID, "logs")
+	value := make([]byte, 16<<10)
+	for i, refused := 0, 0; refused < 5; i++ {
+		err := sc.Set(ctx, strconv.Itoa(i), value)
+		switch {
+		case err == nil:
+		case IsFull(err):
+			refused++
+		default:
+			t.Fatalf("write %d: %v, not a full data dir's refusal", i, err)
+		}
+	}
+	for range 3 {
+		if st := e.StorageState(); !st.Full() {
+			t.Fatalf("state read while still full: %+v", st)
+		}
+	}
+	if err := os.Remove(ballast); err != nil {
+		t.Fatal(err)
+	}
+	if st := e.StorageState(); st.Full() {
+		t.Fatalf("state read after 3 MiB were freed, nothing written since: %+v", st)
+	}
+	warns := logs.FilterLevelExact(zapcore.WarnLevel).All()
+	if len(warns) != 2 || !strings.HasPrefix(warns[1].Message, "The data dir has room again") {
+		t.Fatalf("warn lines: %v", warns)
+	}
+	if err := sc.Set(ctx, "after", value); err != nil {
+		t.Fatalf("a write after the state cleared: %v", err)
+	}
+	if err := sc.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -178,5 +178,30 @@ type FullState struct {
 func (c *client) fullState() FullState {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.recheckFull()
 	return FullState{Full: c.full, Refused: c.refused, Reserve: c.resSize, GaveBack: c.gaveBack}
+}
+
+// roomAgain is the free space, beyond a whole drain reserve, that a full
+// client must see before a read of its state says it takes new data
+// again: room for an early roll's worth of writes, so that one small
+// write does not flip the state back at once.
+const roomAgain = 1 << 20
+
+// recheckFull clears full when the filesystem has room again although no
+// write of new data has come to show it (room freed by hand, or the queue
+// drained while no sender writes): the status page and the gauges read
+// it, and without this they would say full until the next request. The
+// drain reserve is made whole first, as a write of new data would; a
+// broken client stays as it is. c.mu is held.
+func (c *client) recheckFull() {
+	if !c.full || c.broken != nil || c.resF == nil {
+		return
+	}
+	if err := c.fillReserve(); err != nil {
+		return
+	}
+	if free, err := c.fs.Free(c.dir); err == nil && free >= roomAgain {
+		c.setFull(false, nil)
+	}
 }
