@@ -34,8 +34,9 @@ import (
 
 // seedConfig is the side-by-side gateway: the OTLP/HTTP receiver on http,
 // each signal without and with dedup, traces and logs to files in dir,
-// metrics to Prometheus, the dedup status page on status.
-func seedConfig(health, httpAddr, writeURL, status, dir string) string {
+// metrics to Prometheus, the dedup status page on status. dedupExtra are
+// more lines of dedup's config (indented as its keys).
+func seedConfig(health, httpAddr, writeURL, status, dir string, dedupExtra ...string) string {
 	var files strings.Builder
 	for _, sig := range []string{"traces", "logs"} {
 		for _, p := range []string{"plain", "dedup"} {
@@ -55,7 +56,7 @@ processors:
   dedup:
     status: {http: {endpoint: %s}}
     telemetry: {summary_interval: 1s}
-exporters:
+%sexporters:
 %s  prometheusremotewrite/plain:
     endpoint: %s
     external_labels: {pipeline: plain}
@@ -93,7 +94,7 @@ service:
       receivers: [otlp]
       processors: [dedup]
       exporters: [prometheusremotewrite/dedup]
-`, health, httpAddr, status, files.String(), writeURL, writeURL)
+`, health, httpAddr, status, strings.Join(dedupExtra, ""), files.String(), writeURL, writeURL)
 }
 
 // seedRun is the gateway and Prometheus the seed's processes export to.
@@ -105,12 +106,12 @@ type seedRun struct {
 	dir      string
 }
 
-func startSeedRun(t *testing.T) *seedRun {
+func startSeedRun(t *testing.T, dedupExtra ...string) *seedRun {
 	t.Helper()
 	prom := startPrometheus(t)
 	r := &seedRun{prom: prom, httpAddr: freePort(t), status: freePort(t), dir: t.TempDir()}
 	health := freePort(t)
-	r.g = startGatewayConfig(t, health, seedConfig(health, r.httpAddr, prom.writeURL(), r.status, r.dir))
+	r.g = startGatewayConfig(t, health, seedConfig(health, r.httpAddr, prom.writeURL(), r.status, r.dir, dedupExtra...))
 	return r
 }
 
