@@ -399,7 +399,7 @@ func (c *collapse) merge(inners []int32, groups map[Key]int) {
 	for _, i := range inners {
 		e := &ents[i]
 		r := &ents[e.root]
-		if e.by == ByMethod && methodOnly(&r.info) && !methodOnly(&e.info) && r.span.Name() == r.info.name {
+		if (e.by == ByMethod && methodOnly(&r.info) && !methodOnly(&e.info) || renamedByPath(e.by, &r.info, &e.info)) && r.span.Name() == r.info.name {
 			r.span.SetName(e.span.Name())
 		}
 		mergeInto(r.span, e.span, e.info.scope)
@@ -407,7 +407,7 @@ func (c *collapse) merge(inners []int32, groups map[Key]int) {
 		groups[Key{
 			Service:    d.info.service,
 			Kind:       kindName(d.info.kind),
-			Name:       d.info.name,
+			Name:       pairName(d.info.name, d.info.route, e.info.name, e.by),
 			OuterScope: d.info.scope,
 			InnerScope: e.info.scope,
 		}]++

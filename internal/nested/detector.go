@@ -780,7 +780,7 @@ func (d *Detector) record(p, c *rec, by string, sibling bool, out []Pair) []Pair
 	key := Key{
 		Service:    p.src.service,
 		Kind:       kindName(p.kind),
-		Name:       p.name,
+		Name:       pairName(p.name, p.route, c.name, by), // pathname.go
 		OuterScope: p.src.scope,
 		InnerScope: c.src.scope,
 	}

@@ -24,7 +24,10 @@
 //     url.template) and HTTP method (http.request.method, else
 //     http.method); or, for two SERVER spans of one method, one of them
 //     has no route and is named by the method alone ("POST", "HTTP
-//     POST"): a wrapper outside the router never learns the route.
+//     POST"), or by the method and the request's path ("GET /items/2",
+//     as OpenTelemetry Python's ASGI middleware names it) that the other
+//     span's route fits ("/items/{item_id}"): a wrapper outside the
+//     router never learns the route.
 //   - Time: C starts no earlier than P less Options.Skew and ends no later
 //     than P plus Skew, and lasts at least Options.MinCoverage of P less
 //     Skew (defaults 0.9 and 1ms).

@@ -357,7 +357,8 @@ func (o *Options) matchSibling(a, b *spanInfo) (outerIsA bool, by string, ok boo
 
 // sameOperation: the same name; or the same route and HTTP method; or two
 // HTTP SERVER spans of one method, one of them without a route and named
-// by the method alone.
+// by the method alone, or by the method and a path the other's route
+// fits.
 func sameOperation(p, c *spanInfo) (string, bool) {
 	switch {
 	case p.name == c.name:
@@ -368,6 +369,8 @@ func sameOperation(p, c *spanInfo) (string, bool) {
 		p.method != "" && p.method == c.method &&
 		(methodOnly(p) && p.route == "" || methodOnly(c) && c.route == ""):
 		return ByMethod, true
+	case byPath(p, c): // pathname.go
+		return ByPath, true
 	}
 	return "", false
 }

@@ -173,11 +173,13 @@ func (u *logUnit) judge(ctx context.Context, ld plog.Logs, sc *logScratch, tel *
 		var scopeDigest [16]byte
 		var sl plog.ScopeLogs
 		si := -1
+		var cs copyScope
 		keep := func(r plog.LogRecord) bool {
 			c.received++
 			k := u.digest(&sc.enc, scopeDigest, r)
 			if _, seen, seq := u.records.ObserveSeq(&k, u.records.Hash(&k), struct{}{}, now); seen {
 				c.duplicates++
+				c.copyIn(&cs, u.svcs.releases, si, sl.Scope())
 				if drop && sc.parked.waitsFor(&u.flights, seq) {
 					sc.park(rl, i, sl, si, r)
 					return false
@@ -198,8 +200,9 @@ func (u *logUnit) judge(ctx context.Context, ld plog.Logs, sc *logScratch, tel *
 		} else {
 			sls := rl.ScopeLogs()
 			for j := 0; j < sls.Len(); j++ {
-				scopeDigest = u.scopeDigest(&sc.enc, resDigest, sls.At(j))
-				recs := sls.At(j).LogRecords()
+				sl, si = sls.At(j), j
+				scopeDigest = u.scopeDigest(&sc.enc, resDigest, sl)
+				recs := sl.LogRecords()
 				for k := 0; k < recs.Len(); k++ {
 					keep(recs.At(k))
 				}

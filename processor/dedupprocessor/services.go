@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/doubletake/doubletake/internal/sanitize"
+	"github.com/doubletake/doubletake/internal/scan"
 	"github.com/doubletake/doubletake/internal/streams"
 	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/statuspage"
 )
@@ -40,6 +41,10 @@ type ledger struct {
 	// new items (spans and log records).
 	whole, partial int64
 	first, last    time.Time
+	// releaseCopies are the copies whose scope names a release known to
+	// export twice, release the latest such release (releases.go).
+	releaseCopies int64
+	release       *scan.Finding
 }
 
 // reason is the points of reason r, whatever happened to them.
@@ -87,6 +92,10 @@ func (l *ledger) plus(o *ledger, now time.Time) {
 	l.invalid += o.invalid
 	l.whole += o.whole
 	l.partial += o.partial
+	l.releaseCopies += o.releaseCopies
+	if o.release != nil {
+		l.release = o.release
+	}
 	for a := range l.points {
 		for r := range l.points[a] {
 			l.points[a][r] += o.points[a][r]
@@ -103,6 +112,10 @@ func (l ledger) minus(o ledger) ledger {
 		received: l.received - o.received, duplicates: l.duplicates - o.duplicates,
 		conflicts: l.conflicts - o.conflicts, invalid: l.invalid - o.invalid,
 		whole: l.whole - o.whole, partial: l.partial - o.partial,
+		releaseCopies: l.releaseCopies - o.releaseCopies,
+	}
+	if d.releaseCopies > 0 {
+		d.release = l.release
 	}
 	for a := range d.points {
 		for r := range d.points[a] {
@@ -178,6 +191,9 @@ type services struct {
 	max    int
 	logger *zap.Logger
 	every  time.Duration
+	// releases names the known release behind copies by their scope
+	// (releases.go); nil names none.
+	releases *scan.ScopeMatcher
 
 	mu    sync.Mutex
 	known map[string]*serviceStats
@@ -280,7 +296,10 @@ func (s *services) statusRows(action string) []statuspage.ServiceStatus {
 			FirstSeen: r.l.first.UTC(), LastSeen: r.l.last.UTC(),
 		}
 		if r.l.duplicates > 0 {
-			ss.Diagnosis = diagnose(r.l.whole, r.l.partial)
+			ss.Diagnosis = releaseDiagnosis(&r.l)
+		}
+		if r.l.releaseCopies > 0 && r.l.release != nil {
+			ss.Release, ss.ReleaseCopies, ss.Fix = r.l.release.Release(), r.l.releaseCopies, r.l.release.Fix
 		}
 		out = append(out, ss)
 	}
@@ -381,6 +400,10 @@ type counts struct {
 	duplicates int64
 	conflicts  int64
 	invalid    int64
+	// releaseCopies of the duplicates came under a scope naming release,
+	// a release known to export twice (releases.go).
+	releaseCopies int64
+	release       *scan.Finding
 }
 
 // record enters one request's counts in the services' ledgers and, at
@@ -393,7 +416,8 @@ func (s *services) record(c []counts, drop bool, wholeRequest bool, noun string)
 	for i := range c {
 		cs := &c[i]
 		st := cs.svc
-		req := ledger{received: cs.received, duplicates: cs.duplicates, conflicts: cs.conflicts, invalid: cs.invalid}
+		req := ledger{received: cs.received, duplicates: cs.duplicates, conflicts: cs.conflicts, invalid: cs.invalid,
+			releaseCopies: cs.releaseCopies, release: cs.release}
 		if cs.duplicates > 0 {
 			if wholeRequest {
 				req.whole = 1
@@ -406,12 +430,17 @@ func (s *services) record(c []counts, drop bool, wholeRequest bool, noun string)
 			continue
 		}
 		since := st.ledger.minus(st.warned)
-		s.logger.Warn("duplicate "+noun+" received",
+		fields := []zap.Field{
 			zap.String("service.name", st.name),
 			zap.Int64("duplicates", since.duplicates),
 			zap.Int64("received", since.received),
-			zap.String("suggests", diagnose(since.whole, since.partial)),
-			zap.Bool("dropped", drop))
+			zap.String("suggests", releaseDiagnosis(&since)),
+			zap.Bool("dropped", drop),
+		}
+		if since.releaseCopies > 0 && since.release != nil {
+			fields = append(fields, zap.String("release", since.release.Release()), zap.Int64("release_copies", since.releaseCopies))
+		}
+		s.logger.Warn("duplicate "+noun+" received", fields...)
 		st.lastWarn = now
 		st.warned = st.ledger
 	}

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/doubletake/doubletake/internal/scan"
 	"github.com/doubletake/doubletake/internal/storagestate"
 	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/statuspage"
 	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/window"
@@ -79,7 +80,9 @@ func newState(id component.ID, set component.TelemetrySettings, cfg *Config) (*s
 	}
 	seed := window.NewSeed()
 	svcs := func(signal string) *services {
-		return newServices(signal, cfg.Telemetry.MaxServices, cfg.Telemetry.WarnInterval, set.Logger)
+		s := newServices(signal, cfg.Telemetry.MaxServices, cfg.Telemetry.WarnInterval, set.Logger)
+		s.releases = scan.BuiltinScopeMatcher() // releases.go
+		return s
 	}
 	traces, err := newSpanUnit(cfg, seed, svcs("traces"))
 	if err != nil {

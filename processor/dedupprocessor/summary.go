@@ -81,10 +81,33 @@ func (s summary) fields(every time.Duration, d signalSums, now int64) []zap.Fiel
 	for r := streams.Reason(1); r < streams.NumReasons; r++ {
 		fields = append(fields, zap.Int64(summaryReasonPrefix+r.String(), d.metrics.reason(r)))
 	}
-	return append(fields,
+	fields = append(fields,
 		zap.Int64("metric_elections", d.metrics.allElections()),
 		zap.Int("metric_streams", ms.entries),
 	)
+	return append(fields, releaseFields(d)...)
+}
+
+// releaseFields name, in an interval with copies whose scope is a release
+// known to export twice (releases.go), how many of the spans' and log
+// records' copies came from one (spans_release_copies,
+// logs_release_copies), the release, and verify's advice for it: none
+// otherwise. With copies from more than one such release in an interval,
+// one is named; the status page names each service's.
+func releaseFields(d signalSums) []zap.Field {
+	rel := d.spans.release
+	if d.spans.releaseCopies == 0 || rel == nil {
+		rel = d.logs.release
+	}
+	if d.spans.releaseCopies+d.logs.releaseCopies == 0 || rel == nil {
+		return nil
+	}
+	return []zap.Field{
+		zap.Int64("spans_release_copies", d.spans.releaseCopies),
+		zap.Int64("logs_release_copies", d.logs.releaseCopies),
+		zap.String("release", rel.Release()),
+		zap.String("release_suggests", rel.ScopeBrief()),
+	}
 }
 
 // summaryReasonPrefix names the summary's field of each streams.Reason.

@@ -195,12 +195,14 @@ func (u *spanUnit) judge(ctx context.Context, td ptrace.Traces, sc *spanScratch,
 		c := &sc.counts[len(sc.counts)-1]
 		var ss ptrace.ScopeSpans
 		si := -1
+		var cs copyScope
 		judged := func(s ptrace.Span) bool {
 			c.received++
 			j++
 			switch u.judgeSpan(s, j-1, now, sc) {
 			case verdictDuplicate:
 				c.duplicates++
+				c.copyIn(&cs, u.svcs.releases, si, ss.Scope())
 				if drop && sc.parked.waitsFor(&u.flights, sc.seq) {
 					sc.park(rs, i, ss, si, s)
 					return false
@@ -237,7 +239,8 @@ func (u *spanUnit) judge(ctx context.Context, td ptrace.Traces, sc *spanScratch,
 		} else {
 			sss := rs.ScopeSpans()
 			for j := 0; j < sss.Len(); j++ {
-				spans := sss.At(j).Spans()
+				ss, si = sss.At(j), j
+				spans := ss.Spans()
 				for k := 0; k < spans.Len(); k++ {
 					keep(spans.At(k))
 				}

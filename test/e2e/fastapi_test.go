@@ -34,8 +34,9 @@ import (
 
 // seedConfig is the side-by-side gateway: the OTLP/HTTP receiver on http,
 // each signal without and with dedup, traces and logs to files in dir,
-// metrics to Prometheus, the dedup status page on status.
-func seedConfig(health, httpAddr, writeURL, status, dir string) string {
+// metrics to Prometheus, the dedup status page on status. dedupExtra are
+// more lines of dedup's config (indented as its keys).
+func seedConfig(health, httpAddr, writeURL, status, dir string, dedupExtra ...string) string {
 	var files strings.Builder
 	for _, sig := range []string{"traces", "logs"} {
 		for _, p := range []string{"plain", "dedup"} {
@@ -54,7 +55,8 @@ receivers:
 processors:
   dedup:
     status: {http: {endpoint: %s}}
-exporters:
+    telemetry: {summary_interval: 1s}
+%sexporters:
 %s  prometheusremotewrite/plain:
     endpoint: %s
     external_labels: {pipeline: plain}
@@ -92,7 +94,7 @@ service:
       receivers: [otlp]
       processors: [dedup]
       exporters: [prometheusremotewrite/dedup]
-`, health, httpAddr, status, files.String(), writeURL, writeURL)
+`, health, httpAddr, status, strings.Join(dedupExtra, ""), files.String(), writeURL, writeURL)
 }
 
 // seedRun is the gateway and Prometheus the seed's processes export to.
@@ -104,12 +106,12 @@ type seedRun struct {
 	dir      string
 }
 
-func startSeedRun(t *testing.T) *seedRun {
+func startSeedRun(t *testing.T, dedupExtra ...string) *seedRun {
 	t.Helper()
 	prom := startPrometheus(t)
 	r := &seedRun{prom: prom, httpAddr: freePort(t), status: freePort(t), dir: t.TempDir()}
 	health := freePort(t)
-	r.g = startGatewayConfig(t, health, seedConfig(health, r.httpAddr, prom.writeURL(), r.status, r.dir))
+	r.g = startGatewayConfig(t, health, seedConfig(health, r.httpAddr, prom.writeURL(), r.status, r.dir, dedupExtra...))
 	return r
 }
 
@@ -310,22 +312,88 @@ func TestFastAPISeed(t *testing.T) {
 			checkSeed(t, r, c, "seed-"+c.name, truth)
 		})
 	}
-	// What the status page says of the seed's copies today (it does not
-	// name the release: issue 36's case 4 is not done).
+	checkSeedNamed(t, r, statusJSON)
+}
+
+// seedFix is verify's advice for fastapi 0.142.4 installed, and
+// seedNamed the gateway's diagnosis of copies under its scope.
+const (
+	seedFix   = "upgrade to fastapi>=0.143.0 (pip install 'fastapi>=0.143.0') and restart what runs from this environment"
+	seedNamed = "copies from fastapi 0.142.4" + releaseKnown + seedFix
+)
+
+// checkSeedNamed: the gateway names the release (case 4). FastAPI 0.142.4
+// records its spans and its validation event under scope fastapi 0.142.4:
+// the status page's rows of its service name the release with verify's
+// advice (every span copy under that scope; the log copies are mostly the
+// app's records, FastAPI's event one of them), and so do the warning for
+// its spans and the summary line. 0.143.5 with auto-configure exports
+// twice too, but it is no release known to: its rows keep the guess from
+// the copies' shape; 0.143.5 by default sends no copies.
+func checkSeedNamed(t *testing.T, r *seedRun, statusJSON string) {
+	t.Helper()
 	var st struct {
 		Services []struct {
-			Service   string `json:"service"`
-			Signal    string `json:"signal"`
-			Received  int64  `json:"received"`
-			Copies    int64  `json:"copies"`
-			Diagnosis string `json:"diagnosis"`
+			Service       string `json:"service"`
+			Signal        string `json:"signal"`
+			Received      int64  `json:"received"`
+			Copies        int64  `json:"copies"`
+			Diagnosis     string `json:"diagnosis"`
+			Release       string `json:"release"`
+			ReleaseCopies int64  `json:"release_copies"`
+			Fix           string `json:"fix"`
 		} `json:"services"`
 	}
 	if err := json.Unmarshal([]byte(statusJSON), &st); err != nil {
-		t.Errorf("status.json: %v\n%s", err, statusJSON)
+		t.Fatalf("status.json: %v\n%s", err, statusJSON)
 	}
+	seen := map[string]bool{}
 	for _, row := range st.Services {
-		t.Logf("status page: %s %s: %d received, %d copies: %s", row.Service, row.Signal, row.Received, row.Copies, row.Diagnosis)
+		t.Logf("status page: %s %s: %d received, %d copies (%d under %q): %s", row.Service, row.Signal, row.Received, row.Copies, row.ReleaseCopies, row.Release, row.Diagnosis)
+		seen[row.Service+"/"+row.Signal] = true
+		switch row.Service {
+		case "seed-fastapi-0.142":
+			ok := row.Copies > 0 && row.Release == "fastapi 0.142.4" && row.Fix == seedFix && row.Diagnosis == seedNamed && row.ReleaseCopies > 0
+			if row.Signal == "traces" {
+				ok = ok && row.ReleaseCopies == row.Copies // every span is FastAPI's
+			} else {
+				ok = ok && row.ReleaseCopies == 1 // fastapi.validation.failed
+			}
+			if !ok {
+				t.Errorf("status page, %s %s: %+v; want the release named with verify's advice", row.Service, row.Signal, row)
+			}
+		case "seed-fastapi-0.143-auto":
+			if row.Copies == 0 || row.Release != "" || row.Fix != "" || strings.Contains(row.Diagnosis, "fastapi") {
+				t.Errorf("status page, %s %s: %+v; want copies without a release named", row.Service, row.Signal, row)
+			}
+		case "seed-fastapi-0.143":
+			if row.Copies != 0 || row.Release != "" {
+				t.Errorf("status page, %s %s: %+v; want no copies", row.Service, row.Signal, row)
+			}
+		}
+	}
+	for _, k := range []string{"seed-fastapi-0.142/traces", "seed-fastapi-0.142/logs", "seed-fastapi-0.143-auto/traces"} {
+		if !seen[k] {
+			t.Errorf("status page: no row %s", k)
+		}
+	}
+	// The warning for the spans (the first copies are FastAPI's) and a
+	// summary line name it too.
+	var warned, summed bool
+	for _, line := range strings.Split(r.g.stderr.String(), "\n") {
+		switch {
+		case strings.Contains(line, "duplicate spans received") && strings.Contains(line, "seed-fastapi-0.142\""):
+			warned = strings.Contains(line, "fastapi 0.142.4") && strings.Contains(line, seedNamed)
+			t.Logf("warning: %s", line)
+		case strings.Contains(line, "dedup summary") && strings.Contains(line, "release_suggests"):
+			if !summed {
+				t.Logf("summary: %s", line)
+			}
+			summed = summed || strings.Contains(line, seedNamed)
+		}
+	}
+	if !warned || !summed {
+		t.Errorf("the release named in the spans' warning %v, in a summary line %v; want both", warned, summed)
 	}
 	if t.Failed() {
 		t.Logf("status.json: %s", statusJSON)

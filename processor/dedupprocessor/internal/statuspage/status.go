@@ -84,6 +84,13 @@ type ServiceStatus struct {
 	FirstSeen time.Time `json:"first_seen"`
 	LastSeen  time.Time `json:"last_seen"`
 	Diagnosis string    `json:"diagnosis,omitempty"`
+	// Release is the release known to export twice that ReleaseCopies of
+	// the copies named as their instrumentation scope ("fastapi
+	// 0.142.4"), Fix the advice verify gives for it; Diagnosis then
+	// names it with that advice.
+	Release       string `json:"release,omitempty"`
+	ReleaseCopies int64  `json:"release_copies,omitempty"`
+	Fix           string `json:"fix,omitempty"`
 }
 
 // StreamStatus is one metric stream with more than one writer.
@@ -195,6 +202,7 @@ func (s *Status) bound(maxRows int) {
 	s.MaxRows = maxRows
 	for i := range s.Services {
 		s.Services[i].Service = CleanName(s.Services[i].Service)
+		s.Services[i].Release = CleanName(s.Services[i].Release)
 	}
 	sort.SliceStable(s.Services, func(i, j int) bool {
 		a, b := s.Services[i], s.Services[j]

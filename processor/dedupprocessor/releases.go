@@ -1,0 +1,50 @@
+package dedupprocessor
+
+import (
+	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/doubletake/doubletake/internal/scan"
+)
+
+// Copies that name their cause. A release known to export twice (the
+// hazard database scan and verify read, internal/scan/hazards.yaml) often
+// records under its own instrumentation scope: FastAPI 0.142.x records its
+// spans and log events under scope "fastapi", version 0.142.x, and sends
+// every one of them twice. When a copy is found, its scope is matched
+// against the database (scan.ScopeMatcher), once per scope of a request
+// that holds copies, never for a span or record that is not a copy; the
+// release found is kept on the service's ledger (one pointer and a count,
+// so the state is bounded by telemetry.max_services) and named with
+// verify's advice on the status page, in /status.json, in the summary
+// line and in the warning. A listed release is matched without
+// allocating; the matcher holds nothing that grows.
+
+// copyScope remembers, while one resource's items are judged, the scope
+// whose release was looked up last: the copies of one scope cost one
+// lookup.
+type copyScope struct {
+	at  int // the scope's index + 1; 0 before any lookup
+	rel *scan.Finding
+}
+
+// copyIn notes a copy of the si-th scope of the resource c counts: when
+// scope names a known release, the copy is counted against it.
+func (c *counts) copyIn(cs *copyScope, m *scan.ScopeMatcher, si int, scope pcommon.InstrumentationScope) {
+	if cs.at != si+1 {
+		cs.at, cs.rel = si+1, m.Match(scope.Name(), scope.Version())
+	}
+	if cs.rel != nil {
+		c.release = cs.rel
+		c.releaseCopies++
+	}
+}
+
+// releaseDiagnosis is what a ledger's copies suggest: the known release
+// its copies came from, with verify's advice, when there is one;
+// otherwise the guess from their shape.
+func releaseDiagnosis(l *ledger) string {
+	if l.releaseCopies > 0 && l.release != nil {
+		return l.release.ScopeBrief()
+	}
+	return diagnose(l.whole, l.partial)
+}
