@@ -1,8 +1,11 @@
 package dedupprocessor
 
 import (
+	"context"
+	"fmt"
 	"slices"
 
+	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
@@ -28,6 +31,8 @@ type metricFlights struct {
 	waitOpts waitOpts
 	next     uint64           // the next flight's number; guarded by the unit's mu
 	inflight []*metricScratch // guarded by the unit's mu
+	refusals uint64           // requests in flight refused so far; guarded by the unit's mu
+	pending  pendingSnapshot  // the checkpoints' (one at a time)
 }
 
 // metricFlight is one request's part in metricFlights, in its scratch.
@@ -146,4 +151,55 @@ func (sc *metricScratch) parkedCopies() (pmetric.Metrics, []uint64) {
 	md, starts := sc.park.wait, append([]uint64(nil), sc.park.starts...)
 	sc.park.reset(sc)
 	return md, starts
+}
+
+// A snapshot of the streams holds the changes of the requests in flight
+// when it is taken. Stored at once, a kill -9 before one of them is
+// delivered would restore its points as delivered, and its sender's retry
+// (never acknowledged) would be dropped as a repeat and answered success.
+// So a snapshot taken while requests are in flight is kept back, and
+// stored by the next checkpoint if all of them were accepted by then;
+// dropped if one was refused (its changes taken back) or is still in
+// flight. A stored snapshot is then a checkpoint older at most: after a
+// restart a few more repeats may pass (copies, never losses).
+type pendingSnapshot struct {
+	buf, spare []byte
+	flights    []uint64 // the requests in flight when buf was taken
+	refusals   uint64   // metricFlights.refusals then
+	ok         bool     // buf holds a snapshot kept back
+}
+
+// storeSettled stores the snapshot kept back if it is settled now, and
+// takes a new one: stored at once when nothing is in flight, kept back
+// otherwise. Checkpoints run one at a time.
+func (u *metricUnit) storeSettled(ctx context.Context, client storage.Client) error {
+	p := &u.copies.pending
+	u.mu.Lock()
+	settled := p.ok && u.copies.refusals == p.refusals && !slices.ContainsFunc(u.copies.inflight, func(sc *metricScratch) bool {
+		return slices.Contains(p.flights, sc.mflight.flight.start)
+	})
+	snap := u.tracker.AppendSnapshot(p.spare[:0])
+	p.flights = p.flights[:0]
+	for _, sc := range u.copies.inflight {
+		p.flights = append(p.flights, sc.mflight.flight.start)
+	}
+	p.refusals = u.copies.refusals
+	u.mu.Unlock()
+	var store []byte
+	if len(p.flights) == 0 {
+		// Nothing in flight: this one is settled already.
+		store, p.spare, p.ok = snap, snap, false
+	} else {
+		if settled {
+			store = p.buf
+		}
+		p.buf, p.spare, p.ok = snap, p.buf, true
+	}
+	if store == nil {
+		return nil
+	}
+	if err := client.Set(ctx, metricsSnapshotKey, store); err != nil {
+		return fmt.Errorf("storing the metric streams: %w", err)
+	}
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/storagetest"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/confmap"
@@ -23,6 +24,8 @@ import (
 	"go.opentelemetry.io/collector/processor/processortest"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/doubletake/doubletake/internal/streams"
 )
 
 // The tests of copies.go: a copy of items whose original is still in the
@@ -165,6 +168,7 @@ type copyRig struct {
 	// takeBack hands the named items back to dedup, as an exporter does.
 	takeBack func(ctx context.Context, names []string)
 	signal   string
+	p        component.Component // the processor
 	// sendMetrics sends md (metrics only).
 	sendMetrics func(ctx context.Context, md pmetric.Metrics) error
 }
@@ -207,6 +211,7 @@ var copySignals = []struct {
 		}).(processor.Metrics)
 		r.send = func(ctx context.Context, names ...string) error { return p.ConsumeMetrics(ctx, namedPoints(names...)) }
 		r.sendMetrics = p.ConsumeMetrics
+		r.p = p
 		// A point handed back is not forgotten (TakeBack.Metrics): its
 		// writer's election stands, and a re-sent point is judged by it.
 		return r
@@ -710,4 +715,104 @@ func everyKind() pmetric.Metrics {
 	q.SetQuantile(0.5)
 	q.SetValue(2)
 	return md
+}
+
+// TestMetricSnapshotWaitsForRequestsInFlight: a checkpoint taken while a
+// metric request is in the next consumer does not store that request's
+// changes before it is accepted: a kill -9 then would restore its points
+// as delivered, and its sender's retry would be dropped as a repeat. The
+// snapshot is stored by the next checkpoint once the request is accepted,
+// and never if it is refused.
+func TestMetricSnapshotWaitsForRequestsInFlight(t *testing.T) {
+	r := copySignals[2].rig(t, nil)
+	u := r.p.(*metricsProcessor).st.metrics
+	client := copyingClient{storagetest.NewInMemoryClient(component.KindProcessor, component.NewID(Type), "")}
+	ctx := context.Background()
+	// The streams a restart would know, from what is stored now.
+	stored := func() int {
+		t.Helper()
+		b, err := client.Get(ctx, metricsSnapshotKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b == nil {
+			return 0
+		}
+		tr, err := streams.NewTracker(createDefaultConfig().Metrics.policy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := tr.Restore(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	checkpoint := func() {
+		t.Helper()
+		if err := u.storeSettled(ctx, client); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.send(ctx, "a"); err != nil { // accepted at once
+		t.Fatal(err)
+	}
+	checkpoint()
+	if n := stored(); n != 1 {
+		t.Fatalf("with nothing in flight the snapshot holds %d streams, want a's", n)
+	}
+	orig := r.sendOriginal() // x, held
+	checkpoint()
+	if n := stored(); n != 1 {
+		t.Fatalf("a checkpoint while x was in flight stored %d streams, want a's alone", n)
+	}
+	r.g.release <- nil
+	if err := r.answer(orig, "original"); err != nil {
+		t.Fatal(err)
+	}
+	checkpoint()
+	if n := stored(); n != 2 {
+		t.Fatalf("once x was accepted the snapshot holds %d streams, want a's and x's", n)
+	}
+
+	// y in flight at a checkpoint, then refused: its snapshot is dropped,
+	// and the next one, with nothing in flight, is stored without y.
+	r.g.hold, r.g.held = []string{"y"}, map[string]bool{}
+	orig = r.sendOriginal("y")
+	checkpoint()
+	r.g.release <- errDownstream
+	if err := r.answer(orig, "original"); !errors.Is(err, errDownstream) {
+		t.Fatalf("y: %v, want the consumer's refusal", err)
+	}
+	checkpoint()
+	if n := stored(); n != 2 {
+		t.Fatalf("after y was refused the snapshot holds %d streams, want a's and x's", n)
+	}
+
+	// z in flight at two checkpoints: the first's snapshot is not stored
+	// at the second (z still in flight), nor is the second's.
+	r.g.hold, r.g.held = []string{"z"}, map[string]bool{}
+	orig = r.sendOriginal("z")
+	checkpoint()
+	checkpoint()
+	if n := stored(); n != 2 {
+		t.Fatalf("with z in flight the snapshot holds %d streams, want a's and x's", n)
+	}
+	r.g.release <- nil
+	if err := r.answer(orig, "original"); err != nil {
+		t.Fatal(err)
+	}
+	checkpoint()
+	if n := stored(); n != 3 {
+		t.Fatalf("once z was accepted the snapshot holds %d streams, want 3", n)
+	}
+}
+
+// copyingClient stores a copy of each value, as a storage does: the
+// in-memory test client keeps the caller's slice, which the snapshots
+// reuse.
+type copyingClient struct{ *storagetest.TestClient }
+
+func (c copyingClient) Set(ctx context.Context, key string, value []byte) error {
+	return c.TestClient.Set(ctx, key, bytes.Clone(value))
 }

@@ -580,6 +580,9 @@ func (sc *metricScratch) rollback(ctx context.Context, tel *telemetry) {
 	}
 	u := sc.u
 	u.mu.Lock()
+	if sc.mflight.flight.on {
+		u.copies.refusals++
+	}
 	u.copies.unlist(sc)
 	n := u.tracker.Undo(&sc.journal)
 	for _, r := range sc.released {
@@ -632,15 +635,18 @@ func (u *metricUnit) restore(ctx context.Context, client storage.Client, logger 
 	return []zap.Field{zap.Int("metric_streams", restored)}, nil
 }
 
-// checkpoint stores the streams' state.
+// checkpoint stores the streams' state, once the requests in flight when
+// it was taken are settled (copies_metrics.go).
 func (u *metricUnit) checkpoint(ctx context.Context, _ int64, logger *zap.Logger) {
-	if err := u.storeSnapshot(ctx, u.store); err != nil {
+	if err := u.storeSettled(ctx, u.store); err != nil {
 		logger.Warn("checkpointing the metric streams", zap.Error(err))
 	}
 }
 
 func (u *metricUnit) close(ctx context.Context, logger *zap.Logger) []zap.Field {
-	u.checkpoint(ctx, 0, logger)
+	if err := u.storeSnapshot(ctx, u.store); err != nil { // the pipeline has stopped: nothing in flight
+		logger.Warn("checkpointing the metric streams", zap.Error(err))
+	}
 	u.store = nil
 	return nil
 }
