@@ -159,7 +159,7 @@ func (f *fifoOut) held() int { return 0 }
 
 // delivered reads every line written before the gateway stopped: call it
 // once the gateway is stopped.
-func (f *fifoOut) delivered(t *testing.T) (map[[24]byte]int, map[string]int) {
+func (f *fifoOut) delivered(t *testing.T) (map[[24]byte]int, map[string]int, map[string]int) {
 	t.Helper()
 	f.release()
 	for i, file := range f.files {
@@ -178,7 +178,7 @@ func (f *fifoOut) delivered(t *testing.T) (map[[24]byte]int, map[string]int) {
 		t.Fatalf("reading the local files: %v", errors.Join(f.errs...))
 	}
 	t.Logf("local files: %d lines cut short (by the kill)", f.torn)
-	return maps.Clone(f.spans), maps.Clone(f.logs)
+	return maps.Clone(f.spans), maps.Clone(f.logs), nil
 }
 
 func (f *fifoOut) close() {

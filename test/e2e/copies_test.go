@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"strconv"
@@ -8,18 +9,23 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 )
 
 // duplicatesJudged is how many items of service the gateway's dedup has
-// taken for copies so far (dropped, or waiting for their originals).
+// taken for copies so far (dropped, or waiting for their originals): spans
+// and log records, and metric points dropped as exact repeats.
 func (d *defaultGateway) duplicatesJudged(t *testing.T, service string) float64 {
 	t.Helper()
 	var n float64
 	for _, l := range strings.Split(get(t, "http://"+d.tel+"/metrics"), "\n") {
-		if !strings.HasPrefix(l, "otelcol_processor_dedup_duplicate_items{") ||
-			!strings.Contains(l, `action="dropped"`) || !strings.Contains(l, `service_name="`+service+`"`) {
+		items := strings.HasPrefix(l, "otelcol_processor_dedup_duplicate_items{")
+		points := strings.HasPrefix(l, "otelcol_processor_dedup_metric_points{") && strings.Contains(l, `reason="duplicate"`)
+		if !items && !points || !strings.Contains(l, `action="dropped"`) || !strings.Contains(l, `service_name="`+service+`"`) {
 			continue
 		}
 		if v, err := strconv.ParseFloat(l[strings.LastIndexByte(l, ' ')+1:], 64); err == nil {
@@ -54,23 +60,29 @@ func paddedLogs(service, prefix string, from, n, pad int) plog.Logs {
 // a request still on its way; then the gateway is killed with SIGKILL,
 // restarted on its data dir, and the way out is fast again. Every item the
 // sender was told had arrived did arrive: the copy was not acknowledged
-// ahead of its original, which died with the process. For spans and log
-// records, at three moments of the copy's wait (kill), on each path:
+// ahead of its original, which died with the process. For spans, log
+// records and metric points (exact repeats), at three moments of the
+// copy's wait (kill), on each path:
 //   - direct: 8000-item requests (over 1 MiB) go straight upstream;
 //   - queue: 400-item requests go to the persistent queue, so the
 //     original is settled (stored) at once and only its send upstream is
 //     held at the kill; the sender's retry is of an acknowledged request
 //     (its answer lost), dropped at once;
 //   - file: without --upstream, into traces.jsonl and logs.jsonl, here
-//     FIFOs that the test reads, so that it can stall the write.
+//     FIFOs that the test reads, so that it can stall the write (metrics
+//     are served for scraping there, not written).
 func TestRetryOfAnInFlightRequestSurvivesKill9(t *testing.T) {
 	for _, c := range []copyCase{
 		{path: "direct", kill: killJudged},
 		{path: "direct", kill: killRetried},
 		{path: "direct", kill: killRetriedTwice},
 		{path: "direct", logs: true, kill: killRetried},
+		// Killed after two retries, 6 s or more after the original was
+		// judged: after a checkpoint of the streams (every 5 s).
+		{path: "direct", metrics: true, kill: killRetriedTwice},
 		{path: "queue"},
 		{path: "queue", logs: true},
+		{path: "queue", metrics: true},
 		{path: "file", kill: killRetried},
 		{path: "file", logs: true, kill: killJudged},
 	} {
@@ -91,15 +103,19 @@ const (
 var killNames = [...]string{"judged", "retried", "retried_twice"}
 
 type copyCase struct {
-	path string // direct, queue or file
-	logs bool
-	kill killAt // direct and file
+	path    string // direct, queue or file
+	logs    bool
+	metrics bool   // metric points (direct and queue)
+	kill    killAt // direct and file
 }
 
 func (c copyCase) name() string {
 	sig := "traces"
 	if c.logs {
 		sig = "logs"
+	}
+	if c.metrics {
+		sig = "metrics"
 	}
 	if c.path == "queue" {
 		return c.path + "/" + sig
@@ -112,18 +128,19 @@ type copyOut interface {
 	hold()    // stop taking requests: the next one is held
 	release() // take them again, at once
 	held() int
-	// delivered is what arrived, spans by id and log records by body.
-	delivered(t *testing.T) (spans map[[24]byte]int, logs map[string]int)
+	// delivered is what arrived: spans by id, log records by body, metric
+	// points by name and attribute i.
+	delivered(t *testing.T) (spans map[[24]byte]int, logs, points map[string]int)
 }
 
 type upstreamOut struct{ *collectorUpstream }
 
 func (u upstreamOut) hold()     { u.holdAll() }
 func (u upstreamOut) held() int { n, _ := u.heldCounts(); return n }
-func (u upstreamOut) delivered(*testing.T) (map[[24]byte]int, map[string]int) {
+func (u upstreamOut) delivered(*testing.T) (map[[24]byte]int, map[string]int, map[string]int) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return maps.Clone(u.spans), maps.Clone(u.logs)
+	return maps.Clone(u.spans), maps.Clone(u.logs), maps.Clone(u.points)
 }
 
 func testRetryOfAnInFlightRequest(t *testing.T, c copyCase) {
@@ -133,13 +150,16 @@ func testRetryOfAnInFlightRequest(t *testing.T, c copyCase) {
 	if c.logs {
 		signal, service, unit = "logs", "log-retrier", "log records"
 	}
+	if c.metrics {
+		signal, service, unit = "metrics", "point-retrier", "metric points"
+	}
 	if c.path == "file" {
 		d = newDefault(t, t.TempDir())
 		out = newFifoOut(t, d.dataDir)
 		d.g = startGateway(t, d.health, d.env, d.args...)
 	} else {
 		up := newCollectorUpstream(t, freePort(t))
-		up.dropAbandoned, up.holdLogs = true, c.logs
+		up.dropAbandoned, up.holdLogs, up.holdMetrics = true, c.logs, c.metrics
 		d = startDefault(t, "--upstream", "http://"+up.addr)
 		out = upstreamOut{up}
 	}
@@ -152,7 +172,13 @@ func testRetryOfAnInFlightRequest(t *testing.T, c copyCase) {
 	s.attempt = 2 * time.Second
 	g := &spanGen{prefix: 0x70}
 	from := 0
+	ackedPoints := map[string]bool{}
 	next := func() func() error {
+		if c.metrics {
+			from += perRequest
+			md := paddedPoints(service, from, perRequest, 100)
+			return func() error { return sendPoints(ctx, s, md, ackedPoints) }
+		}
 		if c.logs {
 			from += perRequest
 			ld := paddedLogs(service, "retried", from, perRequest, 100)
@@ -216,35 +242,38 @@ func testRetryOfAnInFlightRequest(t *testing.T, c copyCase) {
 		waitFor(t, time.Minute, "the queue to drain", func() bool { return d.queueSizeOf(t, signal) == 0 })
 	}
 	d.g.stop(t)
-	spans, logs := out.delivered(t)
+	spans, logs, points := out.delivered(t)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	acked, got, lost := len(s.acked), len(spans), 0
-	var some []string
-	if c.logs {
-		acked, got = len(s.ackedLogs), len(logs)
-		for k := range s.ackedLogs {
-			if logs[k] == 0 {
-				if lost++; len(some) < 5 {
-					some = append(some, k)
-				}
-			}
-		}
-	} else {
+	acked, got := map[string]bool{}, map[string]int{}
+	switch {
+	case c.metrics:
+		acked, got = ackedPoints, points
+	case c.logs:
+		acked, got = s.ackedLogs, logs
+	default:
 		for k := range s.acked {
-			if spans[k] == 0 {
-				if lost++; len(some) < 5 {
-					some = append(some, fmt.Sprintf("%x/%x", k[:16], k[16:]))
-				}
+			acked[fmt.Sprintf("%x/%x", k[:16], k[16:])] = true
+		}
+		for k, n := range spans {
+			got[fmt.Sprintf("%x/%x", k[:16], k[16:])] = n
+		}
+	}
+	lost := 0
+	var some []string
+	for k := range acked {
+		if got[k] == 0 {
+			if lost++; len(some) < 5 {
+				some = append(some, k)
 			}
 		}
 	}
-	t.Logf("%d %s acknowledged (sender retries %d); delivered %d distinct", acked, unit, s.retries.Load()-retries, got)
+	t.Logf("%d %s acknowledged (sender retries %d); delivered %d distinct", len(acked), unit, s.retries.Load()-retries, len(got))
 	if lost > 0 {
 		t.Fatalf("%d acknowledged %s never arrived, e.g. %v", lost, unit, some)
 	}
-	if got != acked {
-		t.Fatalf("%d distinct %s delivered, want the %d acknowledged", got, unit, acked)
+	if len(got) != len(acked) {
+		t.Fatalf("%d distinct %s delivered, want the %d acknowledged", len(got), unit, len(acked))
 	}
 }
 
@@ -256,4 +285,87 @@ func (d *defaultGateway) queueSizeOf(t *testing.T, signal string) float64 {
 		t.Fatalf("the gateway reports no %s queue size", signal)
 	}
 	return v
+}
+
+// paddedPoints is a request of n cumulative points of service, each its
+// own stream (metric retried, attribute i from from to from+n-1), with an
+// attribute of pad bytes, timed now.
+func paddedPoints(service string, from, n, pad int) pmetric.Metrics {
+	now := time.Now()
+	md := pmetric.NewMetrics()
+	rm := md.ResourceMetrics().AppendEmpty()
+	rm.Resource().Attributes().PutStr("service.name", service)
+	m := rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+	m.SetName("retried")
+	sum := m.SetEmptySum()
+	sum.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	sum.SetIsMonotonic(true)
+	filler := strings.Repeat("p", pad)
+	for i := range n {
+		dp := sum.DataPoints().AppendEmpty()
+		dp.Attributes().PutInt("i", int64(from+i))
+		dp.Attributes().PutStr("pad", filler)
+		dp.SetStartTimestamp(pcommon.NewTimestampFromTime(now.Add(-time.Minute)))
+		dp.SetTimestamp(pcommon.NewTimestampFromTime(now))
+		dp.SetIntValue(int64(from + i))
+	}
+	return md
+}
+
+// pointKeys calls f with each point's key: its metric's name and its
+// attribute i.
+func pointKeys(md pmetric.Metrics, f func(string)) {
+	for _, rm := range md.ResourceMetrics().All() {
+		for _, sm := range rm.ScopeMetrics().All() {
+			for _, m := range sm.Metrics().All() {
+				if m.Type() != pmetric.MetricTypeSum {
+					continue
+				}
+				for _, dp := range m.Sum().DataPoints().All() {
+					i, _ := dp.Attributes().Get("i")
+					f(m.Name() + "/" + i.AsString())
+				}
+			}
+		}
+	}
+}
+
+// sendPoints sends md through s's retries and records its points in
+// acked once the gateway acknowledged them.
+func sendPoints(ctx context.Context, s *ackSender, md pmetric.Metrics, acked map[string]bool) error {
+	req := pmetricotlp.NewExportRequestFromMetrics(md)
+	client := pmetricotlp.NewGRPCClient(s.conn)
+	err := s.retry(ctx, func(c context.Context) error { _, err := client.Export(c, req); return err })
+	if err == nil {
+		s.mu.Lock()
+		pointKeys(md, func(k string) { acked[k] = true })
+		s.mu.Unlock()
+	}
+	return err
+}
+
+// takeMetrics is the upstream's metrics consumer: held as takeTraces
+// holds, when holdMetrics is set.
+func (u *collectorUpstream) takeMetrics(ctx context.Context, md pmetric.Metrics) error {
+	u.mu.Lock()
+	if hold := u.hold; hold != nil && u.holdMetrics {
+		u.held++
+		u.mu.Unlock()
+		<-hold
+		u.mu.Lock()
+	}
+	defer u.mu.Unlock()
+	if u.dropAbandoned && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if u.points == nil {
+		u.points = map[string]int{}
+	}
+	pointKeys(md, func(k string) { u.points[k]++ })
+	return nil
+}
+
+func consumerMetrics(f func(context.Context, pmetric.Metrics) error) consumer.Metrics {
+	c, _ := consumer.NewMetrics(f)
+	return c
 }
