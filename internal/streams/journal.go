@@ -61,3 +61,37 @@ func (t *Tracker) Undo(j *Journal) int {
 	j.Reset()
 	return n
 }
+
+// Slot returns the stream slot the n-th change recorded in j is of; false
+// for a change of a labelled writer's own point, or past the end.
+func (j *Journal) Slot(n int) (uint32, bool) {
+	if n < 0 || n >= len(j.entries) || j.entries[n].pair {
+		return 0, false
+	}
+	return j.entries[n].idx, true
+}
+
+// Slots appends to dst the stream slots of j's changes, in order, each as
+// often as it was changed (labelled writers' points left out).
+func (j *Journal) Slots(dst []uint32) []uint32 {
+	for k := range j.entries {
+		if !j.entries[k].pair {
+			dst = append(dst, j.entries[k].idx)
+		}
+	}
+	return dst
+}
+
+// UndoFrom takes back the changes recorded in j from the n-th on, as Undo
+// does, and leaves j with the ones before. It returns the number taken
+// back.
+func (t *Tracker) UndoFrom(j *Journal, n int) int {
+	if n < 0 || n >= len(j.entries) {
+		return 0
+	}
+	tail := Journal{entries: j.entries[n:]}
+	k := t.Undo(&tail)
+	clear(j.entries[n:])
+	j.entries = j.entries[:n]
+	return k
+}

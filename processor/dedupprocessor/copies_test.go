@@ -11,17 +11,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/storagetest"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processortest"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/doubletake/doubletake/internal/streams"
 )
 
 // The tests of copies.go: a copy of items whose original is still in the
@@ -45,6 +49,7 @@ type gate struct {
 	mu       sync.Mutex
 	held     map[string]bool
 	accepted map[string]int
+	metrics  []pmetric.Metrics // the metric requests accepted
 }
 
 func newGate(hold ...string) *gate {
@@ -70,6 +75,45 @@ func (g *gate) ConsumeLogs(ctx context.Context, ld plog.Logs) error {
 		}
 	}
 	return g.consume(ctx, names)
+}
+
+// ConsumeMetrics names a request's points by their metrics' names.
+func (g *gate) ConsumeMetrics(ctx context.Context, md pmetric.Metrics) error {
+	var names []string
+	for _, rm := range md.ResourceMetrics().All() {
+		for _, sm := range rm.ScopeMetrics().All() {
+			for _, m := range sm.Metrics().All() {
+				for range pointsOf(m) {
+					names = append(names, m.Name())
+				}
+			}
+		}
+	}
+	err := g.consume(ctx, names)
+	if err == nil {
+		c := pmetric.NewMetrics()
+		md.CopyTo(c)
+		g.mu.Lock()
+		g.metrics = append(g.metrics, c)
+		g.mu.Unlock()
+	}
+	return err
+}
+
+func pointsOf(m pmetric.Metric) int {
+	switch m.Type() {
+	case pmetric.MetricTypeGauge:
+		return m.Gauge().DataPoints().Len()
+	case pmetric.MetricTypeSum:
+		return m.Sum().DataPoints().Len()
+	case pmetric.MetricTypeHistogram:
+		return m.Histogram().DataPoints().Len()
+	case pmetric.MetricTypeExponentialHistogram:
+		return m.ExponentialHistogram().DataPoints().Len()
+	case pmetric.MetricTypeSummary:
+		return m.Summary().DataPoints().Len()
+	}
+	return 0
 }
 
 func (g *gate) consume(ctx context.Context, names []string) error {
@@ -124,6 +168,9 @@ type copyRig struct {
 	// takeBack hands the named items back to dedup, as an exporter does.
 	takeBack func(ctx context.Context, names []string)
 	signal   string
+	p        component.Component // the processor
+	// sendMetrics sends md (metrics only).
+	sendMetrics func(ctx context.Context, md pmetric.Metrics) error
 }
 
 // copySignals are the signals whose copies wait: they build a rig.
@@ -155,6 +202,18 @@ var copySignals = []struct {
 				t.Error(err)
 			}
 		}
+		return r
+	}},
+	{"metrics", func(t *testing.T, mutate func(*Config)) *copyRig {
+		r := newCopyRig(t, "metrics")
+		p := startCopyRig(t, r, mutate, func(f processor.Factory, set processor.Settings, cfg *Config) (component.Component, error) {
+			return f.CreateMetrics(context.Background(), set, cfg, r.g)
+		}).(processor.Metrics)
+		r.send = func(ctx context.Context, names ...string) error { return p.ConsumeMetrics(ctx, namedPoints(names...)) }
+		r.sendMetrics = p.ConsumeMetrics
+		r.p = p
+		// A point handed back is not forgotten (TakeBack.Metrics): its
+		// writer's election stands, and a re-sent point is judged by it.
 		return r
 	}},
 }
@@ -210,6 +269,27 @@ func namedLogs(names ...string) plog.Logs {
 		specs = append(specs, logSpec{"a", n, 1, ""})
 	}
 	return logs(specs...)
+}
+
+// namedPoints is a request of one cumulative point per name, the metric
+// named so, always the same point: equal names are exact repeats.
+func namedPoints(names ...string) pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	rm := md.ResourceMetrics().AppendEmpty()
+	rm.Resource().Attributes().PutStr("service.name", "a")
+	ms := rm.ScopeMetrics().AppendEmpty().Metrics()
+	for _, n := range names {
+		m := ms.AppendEmpty()
+		m.SetName(n)
+		sum := m.SetEmptySum()
+		sum.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+		sum.SetIsMonotonic(true)
+		dp := sum.DataPoints().AppendEmpty()
+		dp.SetStartTimestamp(1_000)
+		dp.SetTimestamp(2_000)
+		dp.SetIntValue(int64(n[0]))
+	}
+	return md
 }
 
 // async sends a request in its own goroutine; its answer comes on the
@@ -412,6 +492,9 @@ func TestCopyPassesWhenItsOriginalFails(t *testing.T) {
 // new.
 func TestCopyPassesWhenItsOriginalIsTakenBack(t *testing.T) {
 	for _, sig := range copySignals {
+		if sig.name == "metrics" {
+			continue // points handed back keep their elections (TakeBack.Metrics): a re-sent point is judged by them
+		}
 		t.Run(sig.name, func(t *testing.T) {
 			r := sig.rig(t, nil)
 			r.g.lose = r.takeBack
@@ -506,4 +589,230 @@ func TestCopyOfTwoOriginals(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMetricCopiesOfEveryKind: a repeat of a request whose points are of
+// every kind (gauge, sum, histogram, exponential histogram, summary),
+// sent while that request is in the next consumer, waits for it; when it
+// is refused, every repeated point goes on as new, of its own kind and
+// unchanged.
+func TestMetricCopiesOfEveryKind(t *testing.T) {
+	r := copySignals[2].rig(t, nil)
+	r.send = func(ctx context.Context, _ ...string) error { return r.sendMetrics(ctx, everyKind()) }
+	orig := r.sendOriginal()
+	cp := r.async(context.Background())
+	r.parkedOrAnswered(cp)
+	r.notAnswered(cp, "while its original was still in the next consumer")
+	r.g.release <- errDownstream
+	if err := r.answer(orig, "original"); !errors.Is(err, errDownstream) {
+		t.Fatalf("original: %v, want the consumer's refusal", err)
+	}
+	if err := r.answer(cp, "copy"); err != nil {
+		t.Fatalf("copy: %v", err)
+	}
+	wantAccepted(t, r.g.got(), map[string]int{"x": 1, "g": 1, "h": 1, "e": 1, "s": 1})
+	r.g.mu.Lock()
+	mds := slices.Clone(r.g.metrics)
+	r.g.mu.Unlock()
+	if len(mds) != 1 {
+		t.Fatalf("%d metric requests accepted, want the copy's", len(mds))
+	}
+	got := map[string]pmetric.Metric{}
+	for _, rm := range mds[0].ResourceMetrics().All() {
+		if v, _ := rm.Resource().Attributes().Get("service.name"); v.Str() != "a" {
+			t.Fatalf("resource %v, want service.name a", rm.Resource().Attributes().AsRaw())
+		}
+		for _, sm := range rm.ScopeMetrics().All() {
+			if sm.Scope().Name() != "lib" {
+				t.Fatalf("scope %q, want lib", sm.Scope().Name())
+			}
+			for _, m := range sm.Metrics().All() {
+				got[m.Name()] = m
+			}
+		}
+	}
+	for _, m := range everyKind().ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().All() {
+		g, ok := got[m.Name()]
+		if !ok {
+			t.Fatalf("%s did not go on", m.Name())
+		}
+		w := pmetric.NewMetric()
+		m.CopyTo(w)
+		if g.Type() != w.Type() || g.Unit() != w.Unit() || g.Description() != w.Description() {
+			t.Fatalf("%s went on as a %v (%q, %q), want a %v (%q, %q)", m.Name(), g.Type(), g.Unit(), g.Description(), w.Type(), w.Unit(), w.Description())
+		}
+		gb, _ := (&pmetric.JSONMarshaler{}).MarshalMetrics(wrapMetric(g))
+		wb, _ := (&pmetric.JSONMarshaler{}).MarshalMetrics(wrapMetric(w))
+		if !bytes.Equal(gb, wb) {
+			t.Fatalf("%s went on as\n%s\nwant\n%s", m.Name(), gb, wb)
+		}
+	}
+}
+
+// wrapMetric is m alone in a request, to compare by its encoding.
+func wrapMetric(m pmetric.Metric) pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	m.CopyTo(md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty())
+	return md
+}
+
+// everyKind is one point of each kind, under service a and scope lib:
+// x a cumulative sum (the gate holds it), g a gauge, h a histogram, e an
+// exponential histogram, s a summary.
+func everyKind() pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	rm := md.ResourceMetrics().AppendEmpty()
+	rm.Resource().Attributes().PutStr("service.name", "a")
+	sm := rm.ScopeMetrics().AppendEmpty()
+	sm.Scope().SetName("lib")
+	ms := sm.Metrics()
+	x := ms.AppendEmpty()
+	x.SetName("x")
+	x.SetUnit("1")
+	x.SetDescription("requests")
+	sum := x.SetEmptySum()
+	sum.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	sum.SetIsMonotonic(true)
+	dp := sum.DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(1_000)
+	dp.SetTimestamp(2_000)
+	dp.SetIntValue(7)
+	dp.Attributes().PutStr("k", "v")
+	g := ms.AppendEmpty()
+	g.SetName("g")
+	gp := g.SetEmptyGauge().DataPoints().AppendEmpty()
+	gp.SetTimestamp(2_000)
+	gp.SetDoubleValue(0.5)
+	h := ms.AppendEmpty()
+	h.SetName("h")
+	hist := h.SetEmptyHistogram()
+	hist.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	hp := hist.DataPoints().AppendEmpty()
+	hp.SetStartTimestamp(1_000)
+	hp.SetTimestamp(2_000)
+	hp.SetCount(3)
+	hp.SetSum(6)
+	hp.ExplicitBounds().FromRaw([]float64{1, 5})
+	hp.BucketCounts().FromRaw([]uint64{1, 1, 1})
+	e := ms.AppendEmpty()
+	e.SetName("e")
+	eh := e.SetEmptyExponentialHistogram()
+	eh.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
+	ep := eh.DataPoints().AppendEmpty()
+	ep.SetStartTimestamp(1_000)
+	ep.SetTimestamp(2_000)
+	ep.SetCount(2)
+	ep.SetScale(1)
+	ep.Positive().BucketCounts().FromRaw([]uint64{1, 1})
+	s := ms.AppendEmpty()
+	s.SetName("s")
+	sp := s.SetEmptySummary().DataPoints().AppendEmpty()
+	sp.SetStartTimestamp(1_000)
+	sp.SetTimestamp(2_000)
+	sp.SetCount(4)
+	sp.SetSum(10)
+	q := sp.QuantileValues().AppendEmpty()
+	q.SetQuantile(0.5)
+	q.SetValue(2)
+	return md
+}
+
+// TestMetricSnapshotWaitsForRequestsInFlight: a checkpoint taken while a
+// metric request is in the next consumer does not store that request's
+// changes before it is accepted: a kill -9 then would restore its points
+// as delivered, and its sender's retry would be dropped as a repeat. The
+// snapshot is stored by the next checkpoint once the request is accepted,
+// and never if it is refused.
+func TestMetricSnapshotWaitsForRequestsInFlight(t *testing.T) {
+	r := copySignals[2].rig(t, nil)
+	u := r.p.(*metricsProcessor).st.metrics
+	client := copyingClient{storagetest.NewInMemoryClient(component.KindProcessor, component.NewID(Type), "")}
+	ctx := context.Background()
+	// The streams a restart would know, from what is stored now.
+	stored := func() int {
+		t.Helper()
+		b, err := client.Get(ctx, metricsSnapshotKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b == nil {
+			return 0
+		}
+		tr, err := streams.NewTracker(createDefaultConfig().Metrics.policy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := tr.Restore(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	checkpoint := func() {
+		t.Helper()
+		if err := u.storeSettled(ctx, client); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.send(ctx, "a"); err != nil { // accepted at once
+		t.Fatal(err)
+	}
+	checkpoint()
+	if n := stored(); n != 1 {
+		t.Fatalf("with nothing in flight the snapshot holds %d streams, want a's", n)
+	}
+	orig := r.sendOriginal() // x, held
+	checkpoint()
+	if n := stored(); n != 1 {
+		t.Fatalf("a checkpoint while x was in flight stored %d streams, want a's alone", n)
+	}
+	r.g.release <- nil
+	if err := r.answer(orig, "original"); err != nil {
+		t.Fatal(err)
+	}
+	checkpoint()
+	if n := stored(); n != 2 {
+		t.Fatalf("once x was accepted the snapshot holds %d streams, want a's and x's", n)
+	}
+
+	// y in flight at a checkpoint, then refused: its snapshot is dropped,
+	// and the next one, with nothing in flight, is stored without y.
+	r.g.hold, r.g.held = []string{"y"}, map[string]bool{}
+	orig = r.sendOriginal("y")
+	checkpoint()
+	r.g.release <- errDownstream
+	if err := r.answer(orig, "original"); !errors.Is(err, errDownstream) {
+		t.Fatalf("y: %v, want the consumer's refusal", err)
+	}
+	checkpoint()
+	if n := stored(); n != 2 {
+		t.Fatalf("after y was refused the snapshot holds %d streams, want a's and x's", n)
+	}
+
+	// z in flight at two checkpoints: the first's snapshot is not stored
+	// at the second (z still in flight), nor is the second's.
+	r.g.hold, r.g.held = []string{"z"}, map[string]bool{}
+	orig = r.sendOriginal("z")
+	checkpoint()
+	checkpoint()
+	if n := stored(); n != 2 {
+		t.Fatalf("with z in flight the snapshot holds %d streams, want a's and x's", n)
+	}
+	r.g.release <- nil
+	if err := r.answer(orig, "original"); err != nil {
+		t.Fatal(err)
+	}
+	checkpoint()
+	if n := stored(); n != 3 {
+		t.Fatalf("once z was accepted the snapshot holds %d streams, want 3", n)
+	}
+}
+
+// copyingClient stores a copy of each value, as a storage does: the
+// in-memory test client keeps the caller's slice, which the snapshots
+// reuse.
+type copyingClient struct{ *storagetest.TestClient }
+
+func (c copyingClient) Set(ctx context.Context, key string, value []byte) error {
+	return c.TestClient.Set(ctx, key, bytes.Clone(value))
 }

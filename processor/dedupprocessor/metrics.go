@@ -30,6 +30,7 @@ type metricUnit struct {
 	svcs    *services        // signal "metrics": serviceStats.metrics is set
 	rec     metricRecorder   // enters requests in svcs' ledgers and the stream book (metrics_telemetry.go)
 	auto    bool             // metrics.overlap auto
+	copies  metricFlights    // the requests in flight, that copies wait for (copies_metrics.go)
 
 	scratch sync.Pool // *metricScratch
 	bufs    sync.Pool // *[]byte, snapshots
@@ -53,6 +54,7 @@ func newMetricUnit(cfg *Config, seed window.Seed, svcs *services) (*metricUnit, 
 		svcs:   svcs,
 		rec:    metricRecorder{svcs: svcs, maxStreams: cfg.Metrics.MaxStreams},
 		auto:   cfg.Metrics.Overlap == OverlapAuto,
+		copies: metricFlights{flights: flights{maxWaiters: cfg.Copies.MaxWaitersPerOriginal}, waitOpts: newWaitOpts("metrics")},
 	}
 	u.scratch.New = func() any { return &metricScratch{u: u} }
 	u.bufs.New = newSegmentBuf
@@ -67,6 +69,9 @@ type metricScratch struct {
 	counts   []metricCounts  // per resource
 	released []releasedPoint // held points the request carries, to hold again on failure
 	j        judging
+	mflight  metricFlight // while in the next consumer (copies_metrics.go)
+	park     metricPark   // the points parked while judging
+	again    bool         // judging parked points again: counted when they arrived
 }
 
 // releasedPoint is a held point sent with a request (a copy of it).
@@ -101,6 +106,10 @@ type judging struct {
 	sm    pmetric.ScopeMetrics
 	m     pmetric.Metric
 	sizer pmetric.ProtoMarshaler
+	// park and copies: a repeat of a point whose request is still in the
+	// next consumer is parked (copies_metrics.go).
+	park   *metricPark
+	copies *metricFlights
 }
 
 // shift rewrites a Sum point of a writer elected at an interpolated
@@ -127,6 +136,7 @@ func shift(dp pmetric.NumberDataPoint, sh streams.Shift) {
 // split it labels the point of a writer that was not elected.
 func (j *judging) remove(attrs pcommon.Map, pt streams.Point) bool {
 	id := j.hasher.Point(attrs)
+	n := j.park.journal.Len()
 	d := j.tracker.ObserveFrom(id, j.origin, j.shape, pt, j.now)
 	j.id, j.d = id, d
 	j.shift, j.shifted = d.Shift, d.Shifted
@@ -140,6 +150,9 @@ func (j *judging) remove(attrs pcommon.Map, pt streams.Point) bool {
 	}
 	switch d.Verdict {
 	case streams.Drop:
+		if j.mutate && d.Reason == streams.ReasonDuplicate {
+			j.park.check(j.copies, j.tracker, n)
+		}
 		return j.mutate
 	case streams.Label:
 		if j.mutate {
@@ -165,6 +178,10 @@ func (j *judging) label(attrs pcommon.Map, writer uint64) {
 // resource, scope and metric are the stream's; it is sized again only
 // when put says the point's lists differ in length from the one before.
 func (j *judging) hold(put func(m pmetric.Metric, reuse bool) (pcommon.Map, bool)) {
+	if j.park.this {
+		j.park.add(j, put)
+		return
+	}
 	if !j.d.Hold || !j.mutate {
 		return
 	}
@@ -323,6 +340,11 @@ func (j *judging) numbers(dps pmetric.NumberDataPointSlice) bool {
 					if reuse {
 						return pcommon.Map{}, overwriteNumber(m.Sum().DataPoints().At(0), dp)
 					}
+					if j.m.Type() == pmetric.MetricTypeGauge { // a parked gauge point
+						c := m.SetEmptyGauge().DataPoints().AppendEmpty()
+						dp.CopyTo(c)
+						return c.Attributes(), false
+					}
 					sum := m.SetEmptySum()
 					sum.SetAggregationTemporality(j.m.Sum().AggregationTemporality())
 					sum.SetIsMonotonic(j.m.Sum().IsMonotonic())
@@ -459,6 +481,8 @@ func (u *metricUnit) begin() *metricScratch {
 	sc.counts = sc.counts[:0]
 	sc.released = sc.released[:0]
 	sc.journal.Reset()
+	sc.park.reset(sc)
+	sc.again = false
 	return sc
 }
 
@@ -470,7 +494,7 @@ func (u *metricUnit) end(sc *metricScratch) { u.scratch.Put(sc) }
 // anything is left to forward.
 func (u *metricUnit) judge(md pmetric.Metrics, sc *metricScratch, drop bool, splitAttr string) bool {
 	j := &sc.j
-	*j = judging{tracker: u.tracker, now: u.now(), mutate: drop, splitAttr: splitAttr, auto: u.auto}
+	*j = judging{tracker: u.tracker, now: u.now(), mutate: drop, splitAttr: splitAttr, auto: u.auto, park: &sc.park, copies: &u.copies}
 	points := md.DataPointCount()
 	rms := md.ResourceMetrics()
 	u.mu.Lock()
@@ -520,9 +544,15 @@ func (u *metricUnit) judge(md pmetric.Metrics, sc *metricScratch, drop bool, spl
 	}
 	u.tracker.Record(nil)
 	expired := u.tracker.HeldExpired()
+	if drop && rms.Len() > 0 && sc.journal.Len() > 0 {
+		u.copies.register(sc)
+	}
 	u.mu.Unlock()
 	*j = judging{}
 
+	if sc.again {
+		sc.counts = sc.counts[:0]
+	}
 	u.rec.record(sc.counts, expired)
 	// Nothing left: every point was a repeat or another writer's.
 	return !drop || rms.Len() > 0
@@ -530,22 +560,37 @@ func (u *metricUnit) judge(md pmetric.Metrics, sc *metricScratch, drop bool, spl
 
 // commit keeps the judgements: the streams are checkpointed whole, every
 // checkpoint_interval, not per request.
-func (sc *metricScratch) commit(context.Context) {}
+func (sc *metricScratch) commit(context.Context) {
+	if !sc.mflight.flight.on {
+		return
+	}
+	u := sc.u
+	u.mu.Lock()
+	u.copies.unlist(sc)
+	u.mu.Unlock()
+	u.copies.flights.settle(&sc.mflight.flight)
+}
 
 // rollback takes the judgements back, so that the sender's retry is judged
 // afresh instead of as an exact repeat, and an election the backend never
 // saw is not kept.
 func (sc *metricScratch) rollback(ctx context.Context, tel *telemetry) {
-	if sc.journal.Len() == 0 && len(sc.released) == 0 {
+	if sc.journal.Len() == 0 && len(sc.released) == 0 && !sc.mflight.flight.on {
 		return
 	}
 	u := sc.u
 	u.mu.Lock()
+	if sc.mflight.flight.on {
+		u.copies.refusals++
+	}
+	u.copies.unlist(sc)
 	n := u.tracker.Undo(&sc.journal)
 	for _, r := range sc.released {
 		u.tracker.Rehold(r.id, r.writer, r.md, r.size)
 	}
 	u.mu.Unlock()
+	// The copies that waited for it are judged again after the undo.
+	u.copies.flights.settle(&sc.mflight.flight)
 	if n > 0 {
 		tel.rolledBack.Add(ctx, int64(n), u.signalOpt)
 	}
@@ -590,15 +635,18 @@ func (u *metricUnit) restore(ctx context.Context, client storage.Client, logger 
 	return []zap.Field{zap.Int("metric_streams", restored)}, nil
 }
 
-// checkpoint stores the streams' state.
+// checkpoint stores the streams' state, once the requests in flight when
+// it was taken are settled (copies_metrics.go).
 func (u *metricUnit) checkpoint(ctx context.Context, _ int64, logger *zap.Logger) {
-	if err := u.storeSnapshot(ctx, u.store); err != nil {
+	if err := u.storeSettled(ctx, u.store); err != nil {
 		logger.Warn("checkpointing the metric streams", zap.Error(err))
 	}
 }
 
 func (u *metricUnit) close(ctx context.Context, logger *zap.Logger) []zap.Field {
-	u.checkpoint(ctx, 0, logger)
+	if err := u.storeSnapshot(ctx, u.store); err != nil { // the pipeline has stopped: nothing in flight
+		logger.Warn("checkpointing the metric streams", zap.Error(err))
+	}
 	u.store = nil
 	return nil
 }

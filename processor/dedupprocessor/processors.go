@@ -156,9 +156,38 @@ func (p *metricsProcessor) ConsumeMetrics(ctx context.Context, md pmetric.Metric
 	u := p.st.metrics
 	sc := u.begin()
 	defer u.end(sc)
-	if !u.judge(md, sc, p.drop, p.splitAttr) {
-		admission.End(ctx)
-		return nil
+	send := u.judge(md, sc, p.drop, p.splitAttr)
+	if len(sc.park.starts) == 0 {
+		if !send {
+			admission.End(ctx)
+			return nil
+		}
+		return settle(ctx, sc, p.st.tel, p.next.ConsumeMetrics(ctx, md))
 	}
-	return settle(ctx, sc, p.st.tel, p.next.ConsumeMetrics(ctx, md))
+	// Some points repeat points still in the next consumer: the rest goes
+	// on now, the repeats wait for their originals (copies_metrics.go).
+	parked, starts := sc.parkedCopies()
+	if send {
+		if err := settle(ctx, sc, p.st.tel, p.next.ConsumeMetrics(ctx, md)); err != nil {
+			return err
+		}
+	}
+	return p.st.waits().awaitOriginals(ctx, &u.copies.flights, starts, (&pmetric.ProtoMarshaler{}).MetricsSize(parked), &u.copies.waitOpts,
+		func() ([]uint64, bool, error) {
+			// Judged again as new: the originals settled since.
+			again := u.begin()
+			defer u.end(again)
+			again.again = true
+			md := parked
+			send := u.judge(md, again, p.drop, p.splitAttr)
+			var starts []uint64
+			parked, starts = again.parkedCopies()
+			if !send {
+				if len(starts) == 0 {
+					admission.End(ctx)
+				}
+				return starts, false, nil
+			}
+			return starts, true, settle(ctx, again, p.st.tel, p.next.ConsumeMetrics(ctx, md))
+		})
 }

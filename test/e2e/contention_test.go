@@ -29,7 +29,8 @@ func burnCPUs(t *testing.T) {
 // TestDeliveryUnderContention runs the delivery guarantees' tests again
 // with one CPU-burning process per CPU: kill -9 mid-stream, during an
 // outage and its drain, during a direct send, and while a sender's retry
-// waits for its original; an upstream that turns
+// waits for its original (spans, log records and metric points; direct,
+// queue and local files; three moments of the wait); an upstream that turns
 // slow and then away, and a 60 s outage; permanent refusals, after the
 // queue and on the direct path (with a restart); oversized requests; a
 // full queue's refusals before decoding, and their retries; a full data

@@ -62,6 +62,10 @@ type collectorUpstream struct {
 	dropAbandoned bool
 	// holdLogs makes hold keep log requests waiting too.
 	holdLogs bool
+	// points counts metric points by name and attribute i, holdMetrics
+	// holds their requests (copies_test.go).
+	points      map[string]int
+	holdMetrics bool
 }
 
 func newCollectorUpstream(t *testing.T, addr string) *collectorUpstream {
@@ -88,13 +92,18 @@ func (u *collectorUpstream) start(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []component.Component{tr, lr} {
+	mr, err := f.CreateMetrics(context.Background(), set, cfg, consumerMetrics(u.takeMetrics))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []component.Component{tr, lr, mr} {
 		if err := c.Start(context.Background(), componenttest.NewNopHost()); err != nil {
 			t.Fatalf("starting the upstream on %s: %v", u.addr, err)
 		}
 	}
 	u.mu.Lock()
-	u.stopFuncs = []func(){func() { _ = tr.Shutdown(context.Background()) }, func() { _ = lr.Shutdown(context.Background()) }}
+	u.stopFuncs = []func(){func() { _ = tr.Shutdown(context.Background()) }, func() { _ = lr.Shutdown(context.Background()) },
+		func() { _ = mr.Shutdown(context.Background()) }}
 	u.mu.Unlock()
 }
 
