@@ -505,8 +505,11 @@ func (sh *sharedStart) assign(p Point) (k int, dup, ok bool) {
 		}
 	}
 	k, ok, ambiguous := phaseFit(sh.ch[:sh.n], p, sh.iv)
-	if ambiguous {
+	switch {
+	case ambiguous:
 		sh.ambiguous++
+	case ok:
+		sh.phase++
 	}
 	return k, false, ok
 }

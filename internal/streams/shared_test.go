@@ -56,6 +56,10 @@ func TestSharedStart(t *testing.T) {
 	if s := tr.JudgeStats(); s.SharedSplit != 1 || s.Shared != 1 || s.SharedUnsplit != 0 {
 		t.Errorf("stats %+v", s)
 	}
+	// The stream's fold names the split, as verify and the status page do.
+	if f := tr.StreamClass(ID{1}); f.Class() != ClassPeer || f.Evidence() != e.String() || f.Len() != 1 {
+		t.Errorf("fold %v %q", f.Class(), f.Evidence())
+	}
 	if got, want := SharerName(secs(100), 1), WriterName(secs(100))+"-1"; got != want {
 		t.Errorf("SharerName %q, want %q", got, want)
 	}
