@@ -82,6 +82,23 @@ type sharedStart struct {
 	seen      int64
 }
 
+// overdue returns the chain that the orphan point o continues (a later
+// time, a value not below) whose next export was due more than the
+// tolerance before o and did not come, the one whose value is nearest
+// below o's; -1: none.
+func (sh *sharedStart) overdue(o *sharer) int {
+	best := -1
+	tol := phaseTolerance(sh.iv)
+	p := Point{Time: o.time, Value: o.value, Sum: o.sum, HasSum: !math.IsNaN(o.sum), Fingerprint: o.fp}
+	for k := range int(sh.n) {
+		c := &sh.ch[k]
+		if c.continues(p) && o.time > c.time+sh.iv+tol && (best < 0 || c.value > sh.ch[best].value) {
+			best = k
+		}
+	}
+	return best
+}
+
 // orphanGoesOn says whether p is the next export of the writer of the
 // orphan point o: its value not below, one interval later.
 func orphanGoesOn(o *sharer, p Point, iv uint64) bool {
@@ -239,11 +256,14 @@ func (t *Tracker) learn(s *stream, sh *sharedStart, p Point, r Reason) bool {
 		var ts [sharedRing + 1]sharer
 		copy(ts[:], sh.ring[:n])
 		ts[n] = sharerOf(p)
-		if iv := interval(ts[:n+1]); iv != 0 && sh.chains(ts[:n], iv, s) {
-			sh.iv, sh.split = iv, p.Time
-			t.judge.stats.SharedSplit++
-			t.judge.scan = true
-			return true
+		var cands [4]uint64
+		for _, iv := range cands[:intervals(ts[:n+1], &cands)] {
+			if sh.chains(ts[:n], iv, s) {
+				sh.iv, sh.split = iv, p.Time
+				t.judge.stats.SharedSplit++
+				t.judge.scan = true
+				return true
+			}
 		}
 	}
 	sh.keep(sharerOf(p))
@@ -264,15 +284,18 @@ func sharerOf(p Point) sharer {
 // phaseTolerance is how far from a whole number of intervals a point of
 // a chain may lie: an SDK's timer drifts and its exports wait for a busy
 // scheduler.
-func phaseTolerance(iv uint64) uint64 { return iv/32 + uint64(5*time.Millisecond) }
+func phaseTolerance(iv uint64) uint64 { return iv/10 + uint64(10*time.Millisecond) }
 
-// interval returns the export interval that the times of pts repeat: of
-// the gaps d of at least 2 TimeSlack between them, the one such that the
-// largest share of the points at least d older than the newest (four or
-// more) have a point d later (within phaseTolerance), the shorter one of
-// equal shares (a multiple of the interval repeats as well), and only if
-// at most one in eight lacks one (a lost export); 0: none.
-func interval(pts []sharer) uint64 {
+// intervals puts into out the export intervals that the times of pts may
+// repeat, best first, and returns how many: the gaps d of at least 2
+// TimeSlack between them such that at most one in eight of the points at
+// least d older than the newest (four or more) lacks a point d later
+// (within phaseTolerance; a lost export), by the share that has one, the
+// shorter of equal shares first (a multiple of the interval repeats as
+// well), gaps within the tolerance of a better one left out. A gap that
+// is a fraction of the interval repeats too when the writers' phases
+// divide it evenly; chains tells them apart by the values.
+func intervals(pts []sharer, out *[4]uint64) int {
 	var ts [sharedRing + 1]uint64
 	for k := range pts {
 		ts[k] = pts[k].time
@@ -280,8 +303,11 @@ func interval(pts []sharer) uint64 {
 	t := ts[:len(pts)]
 	slices.Sort(t)
 	newest := t[len(t)-1]
-	var best uint64
-	bestShare := 0.0
+	type cand struct {
+		d     uint64
+		share float64
+	}
+	var cs []cand
 	for i := range t {
 		for j := i + 1; j < len(t); j++ {
 			d := t[j] - t[i]
@@ -303,31 +329,61 @@ func interval(pts []sharer) uint64 {
 			if eligible < 4 || (eligible-support)*8 > eligible {
 				continue
 			}
-			share := float64(support) / float64(eligible)
-			if share > bestShare || share == bestShare && d < best {
-				best, bestShare = d, share
-			}
+			cs = append(cs, cand{d, float64(support) / float64(eligible)})
 		}
 	}
-	return best
+	slices.SortFunc(cs, func(a, b cand) int {
+		switch {
+		case a.share != b.share:
+			if a.share > b.share {
+				return -1
+			}
+			return 1
+		}
+		return cmpUint(a.d, b.d)
+	})
+	n := 0
+next:
+	for _, c := range cs {
+		for _, d := range out[:n] {
+			if max(c.d, d)-min(c.d, d) <= phaseTolerance(d) {
+				continue next
+			}
+		}
+		out[n] = c.d
+		if n++; n == len(out) {
+			break
+		}
+	}
+	return n
 }
 
 // chains builds the chains of the kept points pts by their export phase
 // (interval iv), and says whether two or more writers have two points or
-// more each: then they are the chains, the one holding the elected
-// writer's newest point first.
+// more each, and no more than one point in eight fell below the chain
+// whose phase it was on: then they are the chains, the one holding the
+// elected writer's newest point first.
 func (sh *sharedStart) chains(pts []sharer, iv uint64, s *stream) bool {
 	var ts [sharedRing]sharer
 	copy(ts[:], pts)
 	sorted := ts[:len(pts)]
 	slices.SortFunc(sorted, func(a, b sharer) int { return cmpUint(a.time, b.time) })
 	var ch [MaxSharers]sharer
-	n := 0
+	n, breaks := 0, 0
 	for _, q := range sorted {
 		p := Point{Time: q.time, Value: q.value, Sum: q.sum, HasSum: !math.IsNaN(q.sum), Fingerprint: q.fp}
 		if k, ok, _ := phaseFit(ch[:n], p, iv); ok {
 			ch[k].accept(p)
 			continue
+		}
+		if onPhase(ch[:n], p, iv) {
+			// On a chain's phase one interval on, but below its value: a
+			// second writer on that phase. iv is a fraction of the
+			// interval (the writers' phases divide it evenly) unless this
+			// is rare.
+			if breaks++; breaks*8 > len(pts) {
+				return false
+			}
 		}
 		if n < MaxSharers {
 			ch[n] = q
@@ -352,6 +408,21 @@ func (sh *sharedStart) chains(pts []sharer, iv uint64, s *stream) bool {
 	}
 	sh.ch, sh.n = ch, uint8(m)
 	return true
+}
+
+// onPhase says whether p lies one interval iv after some chain's newest
+// point, whatever its value.
+func onPhase(ch []sharer, p Point, iv uint64) bool {
+	tol := phaseTolerance(iv)
+	for k := range ch {
+		if c := &ch[k]; p.Time > c.time {
+			gap := p.Time - c.time
+			if max(gap, iv)-min(gap, iv) <= tol {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func cmpUint(a, b uint64) int {
@@ -380,8 +451,8 @@ func phaseFit(ch []sharer, p Point, iv uint64) (int, bool, bool) {
 		}
 		gap := p.Time - c.time
 		m := (gap + iv/2) / iv
-		if m == 0 {
-			continue
+		if m == 0 || m > 2 {
+			continue // a chain that missed more than one export is not matched by phase
 		}
 		e := max(gap, m*iv) - min(gap, m*iv)
 		if e > tol {
@@ -414,6 +485,14 @@ func (t *Tracker) shared(s *stream, sh *sharedStart, p Point, d Decision) Decisi
 	case dup:
 		d.Sharer = uint8(k)
 		return dropped(d, ReasonDuplicate)
+	case !ok && sh.orphan.time != 0 && orphanGoesOn(&sh.orphan, p, sh.iv) && sh.overdue(&sh.orphan) >= 0:
+		// Off every chain's phase twice, one interval apart, and going on
+		// from a chain that missed its exports since: that writer, its
+		// phase moved (a busy scheduler delayed its timer).
+		k = sh.overdue(&sh.orphan)
+		t.journalShared(s.id, sh, k, sh.ch[k])
+		sh.ch[k].accept(p)
+		sh.orphan = sharer{}
 	case !ok && sh.n < MaxSharers && sh.orphan.time != 0 && orphanGoesOn(&sh.orphan, p, sh.iv):
 		// Off every chain's phase twice, one interval apart: a writer
 		// whose phase was not among the chains.
