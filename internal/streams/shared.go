@@ -71,10 +71,10 @@ type sharedStart struct {
 	kept    uint32 // points kept in ring so far (the newest replaces the oldest when full)
 	gaveUp  bool   // learning found no interval or one chain: cannot be split
 	ch      [MaxSharers]sharer
-	ring    [sharedRing]sharer
-	split   uint64 // point time of the split
-	unsplit uint64 // points that could not be given to a chain
-	phase   uint64 // points given to a chain by their export phase
+	ring    *[sharedRing]sharer // while learning; nil once split or given up
+	split   uint64              // point time of the split
+	unsplit uint64              // points that could not be given to a chain
+	phase   uint64              // points given to a chain by their export phase
 	// ambiguous counts points that fit two chains' phases; orphan is the
 	// newest point that fit none.
 	ambiguous uint64
@@ -229,6 +229,9 @@ func (t *Tracker) learnShared(s *stream) bool {
 
 // keep adds a point to the ring.
 func (sh *sharedStart) keep(q sharer) {
+	if sh.ring == nil {
+		sh.ring = new([sharedRing]sharer)
+	}
 	for k := range min(int(sh.kept), sharedRing) {
 		if sh.ring[k].time == q.time && sh.ring[k].fp == q.fp {
 			return
@@ -241,7 +244,7 @@ func (sh *sharedStart) keep(q sharer) {
 // learn keeps p while learning and says whether the stream is split now
 // (p is then judged by shared). r is what today's rules make of p.
 func (t *Tracker) learn(s *stream, sh *sharedStart, p Point, r Reason) bool {
-	if sh.gaveUp {
+	if sh.gaveUp || sh.ring == nil {
 		if r == ReasonDecrease {
 			sh.unsplit++
 			t.judge.stats.SharedUnsplit++
@@ -259,7 +262,7 @@ func (t *Tracker) learn(s *stream, sh *sharedStart, p Point, r Reason) bool {
 		var cands [4]uint64
 		for _, iv := range cands[:intervals(ts[:n+1], &cands)] {
 			if sh.chains(ts[:n], iv, s) {
-				sh.iv, sh.split = iv, p.Time
+				sh.iv, sh.split, sh.ring = iv, p.Time, nil
 				t.judge.stats.SharedSplit++
 				t.judge.scan = true
 				return true
@@ -268,7 +271,7 @@ func (t *Tracker) learn(s *stream, sh *sharedStart, p Point, r Reason) bool {
 	}
 	sh.keep(sharerOf(p))
 	if sh.kept >= sharedRing { // a full ring, and no interval with two chains
-		sh.gaveUp = true
+		sh.gaveUp, sh.ring = true, nil
 	}
 	return false // while learning, a fall is not counted unsplit: it may be split yet
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // twoSharers are the points of two processes sharing the start 100 s,
@@ -379,4 +380,16 @@ func sharedCopy(t *testing.T, vals []float64, ops []byte) {
 	if s := tr.JudgeStats(); s.SharedSplit != 0 {
 		t.Fatalf("a copy sharing its start: %+v", s)
 	}
+}
+
+// TestSharedStartSize: what a shared start holds, for docs/metrics.md:
+// its chains, and its ring of kept points while learning.
+func TestSharedStartSize(t *testing.T) {
+	if got := unsafe.Sizeof(sharedStart{}); got > 512 {
+		t.Errorf("sharedStart is %d bytes, docs/metrics.md says at most 512", got)
+	}
+	if got := unsafe.Sizeof([sharedRing]sharer{}); got != 32*40 {
+		t.Errorf("the ring is %d bytes, docs/metrics.md says 1,280", got)
+	}
+	t.Logf("sharedStart %d bytes, ring %d", unsafe.Sizeof(sharedStart{}), unsafe.Sizeof([sharedRing]sharer{}))
 }
