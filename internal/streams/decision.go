@@ -109,6 +109,10 @@ type Decision struct {
 	// Class is, with Policy.Auto, the class of the point's writer when it
 	// is not the elected one (ClassUndecided otherwise).
 	Class Class
+	// Sharer, when above 0, is the point's chain of a start shared by
+	// several writers (shared.go): Label names it SharerName(Writer,
+	// Sharer).
+	Sharer uint8
 	// Hold: the point is dropped as an undecided writer's, and may be held
 	// until the writer is decided (Tracker.Hold; Policy.MaxHeldBytes).
 	Hold bool

@@ -24,7 +24,9 @@
 //     copies as it judges without Split. A writer that goes quiet while
 //     its elected writer goes on is a peer (the quiet rule, judge.go).
 //     [DeltaPair] does the same for delta writers, each a chain of
-//     intervals, from their running totals. [Fold] folds a stream's later
+//     intervals, from their running totals. Writers that share one start
+//     are split by the values that fall and their export phase
+//     (shared.go, [Tracker.Shared]). [Fold] folds a stream's later
 //     writers into the stream's class, for every report.
 //   - [Resets] and [ResetCounter] count counter resets exactly as PromQL's
 //     resets() does: any decrease between consecutive samples.

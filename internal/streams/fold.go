@@ -13,6 +13,9 @@ type Fold struct {
 	first   Evidence // the first writer's
 	peer    Evidence // the first peer's
 	hasPeer bool
+	// The line of a shared start's writers (AddShared), when it is the
+	// first writer's or the first peer's.
+	firstLine, peerLine string
 }
 
 // Add folds in one later writer's class and its evidence, which is
@@ -29,6 +32,19 @@ func (f *Fold) Add(c Class, evidence Evidence) {
 		}
 	case ClassCopy:
 		f.copies++
+	}
+}
+
+// AddShared folds in the writers of a start shared by several
+// (shared.go): peers once split into their own series, undecided while
+// they are not; their evidence is SharedEvidence's line.
+func (f *Fold) AddShared(e SharedEvidence) {
+	if f.n == 0 {
+		f.firstLine = e.String()
+	}
+	f.n++
+	if e.Writers > 1 && !f.hasPeer {
+		f.hasPeer, f.peerLine = true, e.String()
 	}
 }
 
@@ -50,8 +66,12 @@ func (f *Fold) Class() Class {
 // first writer's; "" when nothing was folded.
 func (f *Fold) Evidence() string {
 	switch {
+	case f.hasPeer && f.peerLine != "":
+		return f.peerLine
 	case f.hasPeer:
 		return f.peer.String()
+	case f.firstLine != "":
+		return f.firstLine
 	case f.n > 0:
 		return f.first.String()
 	}
@@ -59,11 +79,15 @@ func (f *Fold) Evidence() string {
 }
 
 // StreamClass folds the judgements of stream id's later writers (Fold),
-// with Policy.Auto; an empty fold otherwise.
+// with Policy.Auto, and its shared start's (Fold.AddShared); an empty fold
+// otherwise.
 func (t *Tracker) StreamClass(id ID) Fold {
 	var f Fold
 	if t.judge == nil {
 		return f
+	}
+	if e, ok := t.Shared(id); ok {
+		f.AddShared(e)
 	}
 	head, ok := t.judge.byStream[id]
 	if !ok {

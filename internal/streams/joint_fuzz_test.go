@@ -15,7 +15,9 @@ import (
 // is never called a peer by any test of Pair (the joint test of count and
 // sum included), nor, as delta chains, by a DeltaPair (deltaCopy). Nor is it by a Tracker (quietCopy) when it goes quiet:
 // the copy and its elected writer export on their own timers, late and
-// losing exports, until their process ends, and a restart goes on. Then
+// losing exports, until their process ends, and a restart goes on. Nor
+// is a copy that shares its elected writer's start ever split from it
+// (sharedCopy: identical values on one timer, or its own timer). Then
 // the same Pair takes arbitrary histogram points (NaN, infinities, min
 // above max) without panicking.
 func FuzzPairCopyNeverPeer(f *testing.F) {
@@ -66,6 +68,7 @@ func FuzzPairCopyNeverPeer(f *testing.F) {
 		}
 		quietCopy(t, vals, join, ops)
 		deltaCopy(t, vals, join, ops)
+		sharedCopy(t, vals, ops)
 		// Hostile points: any bits in count, sum, min and max.
 		for i := 0; i+33 <= len(data); i += 33 {
 			b := data[i : i+33]

@@ -18,6 +18,8 @@ type journalEntry struct {
 	key        pairKey
 	pairBefore ownPoint
 	pairAfter  ownPoint
+	// A shared start's chain (shared.go), instead of a stream.
+	shared *sharedUndo
 }
 
 // Len returns the number of changes recorded.
@@ -37,6 +39,12 @@ func (t *Tracker) Undo(j *Journal) int {
 	n := 0
 	for k := len(j.entries) - 1; k >= 0; k-- {
 		e := &j.entries[k]
+		if e.shared != nil {
+			if t.judge.undoShared(e.shared) {
+				n++
+			}
+			continue
+		}
 		if e.pair {
 			if t.judge.undoOwn(e.key, e.pairBefore, e.pairAfter) {
 				n++

@@ -19,6 +19,7 @@ type judge struct {
 	byKey    map[pairKey]uint32 // slot of the pair
 	byStream map[ID]uint32      // first slot of the stream's pairs, plus one
 	writers  map[writerKey]pooled
+	shared   map[ID]*sharedStart // streams whose elected start is shared (shared.go)
 	cursor   uint32
 	lastPass int64 // the cutoff of the last pass over the writers
 	// anchor is the pooled writer of the first second writer's point met
@@ -44,10 +45,14 @@ type JudgeStats struct {
 	Refused uint64 // pairs or writers not judged: MaxJudged reached
 	Expired uint64 // pairs forgotten: their writer sent nothing for MaxStale
 	Quiet   uint64 // pairs decided peers by the quiet rule
-	Decided [NumClasses]uint64
-	ByClass [NumClasses]int // writers under judgement by class
-	Limit   int
-	Streams int // streams with at least one pair
+	// Shared starts (shared.go): streams split since start, points that
+	// could not be split, and streams split now.
+	SharedSplit, SharedUnsplit uint64
+	Shared                     int
+	Decided                    [NumClasses]uint64
+	ByClass                    [NumClasses]int // writers under judgement by class
+	Limit                      int
+	Streams                    int // streams with at least one pair
 	// Held counts what became of the held points (held.go), by outcome;
 	// HeldPoints and HeldBytes are what is held now.
 	Held       [NumHeldOutcomes]uint64
@@ -143,6 +148,7 @@ type judged struct {
 func newJudge(max, maxHeld int) *judge {
 	return &judge{
 		max: max, maxHeld: maxHeld, byKey: map[pairKey]uint32{}, byStream: map[ID]uint32{}, writers: map[writerKey]pooled{},
+		shared: map[ID]*sharedStart{},
 	}
 }
 
@@ -489,6 +495,7 @@ func (j *judge) unlink(i uint32, o HeldOutcome) {
 
 // dropStream forgets every pair of a stream.
 func (j *judge) dropStream(id ID) {
+	delete(j.shared, id)
 	for {
 		head, ok := j.byStream[id]
 		if !ok {
@@ -583,5 +590,6 @@ func (t *Tracker) JudgeStats() JudgeStats {
 	s := t.judge.stats
 	s.Pairs, s.Writers, s.ByClass, s.Limit, s.Streams = len(t.judge.byKey), len(t.judge.writers), t.judge.counts, t.judge.max, len(t.judge.byStream)
 	s.HeldPoints, s.HeldBytes = len(t.judge.holders), t.judge.heldBytes
+	s.Shared = len(t.judge.shared)
 	return s
 }

@@ -12,7 +12,16 @@ func (t *Tracker) cumulative(s *stream, p Point) Decision {
 	// cannot tell writers apart, so a decrease there is taken for a reset.
 	monotonic := s.shape.Monotonic() && p.Start != 0
 	if p.Start == c.start {
-		if r := c.order(p, monotonic); r != ReasonNone {
+		r := c.order(p, monotonic)
+		if s.flags&flagShared != 0 {
+			// Writers that share a start (shared.go).
+			if sh := t.sharedOf(s); sh != nil && (sh.iv != 0 || t.learn(s, sh, p, r)) {
+				return t.shared(s, sh, p, d)
+			}
+		} else if t.judge != nil && monotonic && r != ReasonNone && r != ReasonDuplicate && Judged(s.shape) && t.sharedWriter(s, p, r) {
+			t.learn(s, t.judge.shared[s.id], p, r)
+		}
+		if r != ReasonNone {
 			return dropped(d, r)
 		}
 		c.accept(p)

@@ -102,4 +102,7 @@ const (
 	// flagWasElected: alt was the elected writer until an election (it may
 	// take the stream back under Policy.Auto: a misjudged restart).
 	flagWasElected
+	// flagShared: cur's start is shared by several writers, split into
+	// chains (shared.go).
+	flagShared
 )

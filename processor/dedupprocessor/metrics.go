@@ -95,6 +95,7 @@ type judging struct {
 	origin    uint64
 	splitAttr string
 	named     uint64 // the writer whose WriterName is name
+	sharer    uint8  // and its chain of a shared start (streams.SharerName)
 	name      string
 	shift     streams.Shift // the last judged point's rewrite, if shifted
 	shifted   bool
@@ -156,16 +157,25 @@ func (j *judging) remove(attrs pcommon.Map, pt streams.Point) bool {
 		return j.mutate
 	case streams.Label:
 		if j.mutate {
-			j.label(attrs, d.Writer)
+			j.labelSharer(attrs, d.Writer, d.Sharer)
 		}
 	}
 	return false
 }
 
 // label adds the split attribute that names writer.
-func (j *judging) label(attrs pcommon.Map, writer uint64) {
-	if writer != j.named || j.name == "" {
-		j.named, j.name = writer, streams.WriterName(writer) // one string per run of a writer's points
+func (j *judging) label(attrs pcommon.Map, writer uint64) { j.labelSharer(attrs, writer, 0) }
+
+// labelSharer adds the split attribute that names writer, or its chain
+// sharer of a shared start (metrics_class.go).
+func (j *judging) labelSharer(attrs pcommon.Map, writer uint64, sharer uint8) {
+	if writer != j.named || sharer != j.sharer || j.name == "" {
+		j.named, j.sharer = writer, sharer // one string per run of a writer's points
+		if sharer == 0 {
+			j.name = streams.WriterName(writer)
+		} else {
+			j.name = streams.SharerName(writer, sharer)
+		}
 	}
 	attrs.PutStr(j.splitAttr, j.name)
 }

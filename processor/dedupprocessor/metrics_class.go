@@ -21,6 +21,10 @@ import (
 // set. The elected writer's own events (a repeat, an election) carry no
 // class. Call with the tracker's lock held.
 func classify(e *metricEvent, tracker *streams.Tracker, shape streams.Shape, id streams.ID, d streams.Decision) {
+	if d.Writer == d.Elected && shape.Cumulative() && (d.Sharer > 0 || d.Reason == streams.ReasonDecrease || d.Reason == streams.ReasonOverlap) {
+		classifyShared(e, tracker, id, d)
+		return
+	}
 	if !shape.Cumulative() && !streams.JudgedDelta(shape) || d.Writer == d.Elected || d.Election != streams.ElectionNone {
 		return // gauges, UpDownCounter deltas and exponential histogram deltas are not classified
 	}
@@ -38,6 +42,39 @@ func classify(e *metricEvent, tracker *streams.Tracker, shape streams.Shape, id 
 	}
 }
 
+// classifyShared names writers that share one start (streams/shared.go):
+// split (the point's chain is a peer's own series) or not (a value fell
+// that no chain could take), with the Tracker's evidence.
+func classifyShared(e *metricEvent, tracker *streams.Tracker, id streams.ID, d streams.Decision) {
+	ev, ok := tracker.Shared(id)
+	switch {
+	case ok && ev.Writers > 1:
+		e.judged, e.class, e.evidence = true, streams.ClassPeer, ev.String()
+	case ok:
+		e.judged, e.class, e.evidence = true, streams.ClassUndecided, ev.String()
+	case d.Reason == streams.ReasonDecrease:
+		e.judged, e.class = true, streams.ClassUndecided
+		e.evidence = "writers sharing one start: not split (yet): their values fell without a new start; split once their times repeat an export interval, never if they export within 50ms of each other"
+	default:
+		return
+	}
+	e.streamClass, e.streamEvidence = e.class, e.evidence
+}
+
+// The rules that decide writers without a pair's bounds, as
+// otelcol_processor_dedup_writer_rules names them: quiet (a peer that went
+// quiet while the elected writer went on), shared_start_split (streams
+// whose writers shared a start, split) and shared_start_unsplit (points of
+// a shared start that could not be split).
+const (
+	ruleQuiet = iota
+	ruleSharedSplit
+	ruleSharedUnsplit
+	numRules
+)
+
+var ruleNames = [numRules]string{"quiet", "shared_start_split", "shared_start_unsplit"}
+
 // observeWriters reports the writers under judgement by class, the
 // writers refused at metrics.max_judged_writers and what became of the
 // held points, as stats reads them;
@@ -51,6 +88,10 @@ func observeWriters(tb *metadata.TelemetryBuilder, auto bool, stats func() strea
 	var byOutcome [streams.NumHeldOutcomes]metric.ObserveOption
 	for o := range streams.HeldOutcome(streams.NumHeldOutcomes) {
 		byOutcome[o] = metric.WithAttributeSet(attribute.NewSet(attribute.String("signal", "metrics"), attribute.String("outcome", o.String())))
+	}
+	var byRule [numRules]metric.ObserveOption
+	for r, name := range ruleNames {
+		byRule[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("signal", "metrics"), attribute.String("rule", name)))
 	}
 	return errors.Join(
 		tb.RegisterProcessorDedupHeldPointsCallback(func(_ context.Context, o metric.Int64Observer) error {
@@ -70,6 +111,16 @@ func observeWriters(tb *metadata.TelemetryBuilder, auto bool, stats func() strea
 			for c, n := range s.ByClass {
 				o.Observe(int64(n), byClass[c])
 			}
+			return nil
+		}),
+		tb.RegisterProcessorDedupWriterRulesCallback(func(_ context.Context, o metric.Int64Observer) error {
+			if !auto {
+				return nil
+			}
+			s := stats()
+			o.Observe(int64(s.Quiet), byRule[ruleQuiet])
+			o.Observe(int64(s.SharedSplit), byRule[ruleSharedSplit])
+			o.Observe(int64(s.SharedUnsplit), byRule[ruleSharedUnsplit])
 			return nil
 		}),
 		tb.RegisterProcessorDedupWritersRefusedCallback(func(_ context.Context, o metric.Int64Observer) error {

@@ -60,6 +60,10 @@ func (s *state) statusSnapshot(now time.Time) statuspage.Status {
 	}
 	out.Storage = storageStatus()
 	out.DataDirs = dataDirStatus(s.dataDirs)
+	if s.metrics != nil && s.metrics.auto {
+		js := s.metrics.judgeStats()
+		out.WriterRules = &statuspage.WriterRulesStatus{QuietPeers: js.Quiet, SharedSplit: js.SharedSplit, SharedUnsplit: js.SharedUnsplit, SharedNow: js.Shared}
+	}
 	for _, q := range out.Queues {
 		if q.Upstream != nil && q.Upstream.Endpoint != "" {
 			out.Header.Upstreams = append(out.Header.Upstreams, q.Upstream.Endpoint)

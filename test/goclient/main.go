@@ -99,6 +99,13 @@ type config struct {
 	service, instance     string
 	deadline              time.Duration
 	histOffset            float64
+	// pinStart, when not zero, is the start time (Unix ns) every exported
+	// cumulative point carries: processes given one share a start, as a
+	// pre-fork server's workers whose SDK was set up before the fork.
+	pinStart int64
+	// linger is how long the process idles after its last iteration
+	// before it shuts down, so that its last counts travel on its timer.
+	linger time.Duration
 }
 
 type summary struct {
@@ -180,11 +187,16 @@ func parse(args []string) (config, error) {
 	instance := fs.String("instance", envOr("GOCLIENT_INSTANCE", ""), "service.instance.id")
 	deadline := fs.String("deadline", envOr("GOCLIENT_DEADLINE", ""), "watchdog")
 	histOffset := fs.String("hist-offset", envOr("GOCLIENT_HIST_OFFSET", "0"), "added to every histogram value")
+	pinStart := fs.Int64("pin-start", 0, "start time (Unix ns) of every exported cumulative point; 0: the SDK's")
+	linger := fs.Duration("linger", 0, "idle time after the last iteration, before shutdown")
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
-	cfg := config{service: *service, instance: *instance}
+	cfg := config{service: *service, instance: *instance, pinStart: *pinStart, linger: *linger}
+	if cfg.pinStart < 0 || cfg.linger < 0 {
+		return cfg, fmt.Errorf("pin-start %d, linger %s: want values >= 0", cfg.pinStart, cfg.linger)
+	}
 	cfg.protocol = envOr("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
 	if cfg.protocol != "grpc" && cfg.protocol != "http/protobuf" {
 		return cfg, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL=%q: want grpc or http/protobuf", cfg.protocol)
@@ -312,6 +324,9 @@ func run(ctx context.Context, cfg config) (s summary, err error) {
 		if err != nil {
 			return err
 		}
+		if cfg.pinStart != 0 {
+			exp = pinStart{Exporter: exp, start: time.Unix(0, cfg.pinStart)}
+		}
 		if first == nil {
 			first = &lastValues{Exporter: exp}
 			exp = first
@@ -403,7 +418,40 @@ func run(ctx context.Context, cfg config) (s summary, err error) {
 			time.Sleep(cfg.every - time.Since(iter))
 		}
 	}
+	time.Sleep(cfg.linger)
 	return s, nil
+}
+
+// pinStart gives every cumulative point it exports one start time.
+type pinStart struct {
+	sdkmetric.Exporter
+	start time.Time
+}
+
+func (p pinStart) Export(ctx context.Context, rm *metricdata.ResourceMetrics) error {
+	for _, sm := range rm.ScopeMetrics {
+		for _, md := range sm.Metrics {
+			switch d := md.Data.(type) {
+			case metricdata.Sum[int64]:
+				for i := range d.DataPoints {
+					d.DataPoints[i].StartTime = p.start
+				}
+			case metricdata.Sum[float64]:
+				for i := range d.DataPoints {
+					d.DataPoints[i].StartTime = p.start
+				}
+			case metricdata.Histogram[float64]:
+				for i := range d.DataPoints {
+					d.DataPoints[i].StartTime = p.start
+				}
+			case metricdata.Histogram[int64]:
+				for i := range d.DataPoints {
+					d.DataPoints[i].StartTime = p.start
+				}
+			}
+		}
+	}
+	return p.Exporter.Export(ctx, rm)
 }
 
 // lastValues remembers the last "rollouts" value and "rollout_duration_ms"

@@ -48,6 +48,7 @@ type TelemetryBuilder struct {
 	ProcessorDedupStatusRefusedEvents   metric.Int64Counter
 	ProcessorDedupStorageRecoveredItems metric.Int64ObservableCounter
 	ProcessorDedupUnjudgedPoints        metric.Int64ObservableCounter
+	ProcessorDedupWriterRules           metric.Int64ObservableCounter
 	ProcessorDedupWriters               metric.Int64ObservableGauge
 	ProcessorDedupWritersRefused        metric.Int64ObservableCounter
 }
@@ -273,6 +274,21 @@ func (builder *TelemetryBuilder) RegisterProcessorDedupUnjudgedPointsCallback(cb
 	return nil
 }
 
+// RegisterProcessorDedupWriterRulesCallback sets callback for observable ProcessorDedupWriterRules metric.
+func (builder *TelemetryBuilder) RegisterProcessorDedupWriterRulesCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ProcessorDedupWriterRules, obs: o})
+		return nil
+	}, builder.ProcessorDedupWriterRules)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
 // RegisterProcessorDedupWritersCallback sets callback for observable ProcessorDedupWriters metric.
 func (builder *TelemetryBuilder) RegisterProcessorDedupWritersCallback(cb metric.Int64Callback) error {
 	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
@@ -459,6 +475,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_processor_dedup_unjudged_points",
 		metric.WithDescription("Metric points of new streams passed unjudged because metrics.max_streams streams were tracked already. [Alpha]"),
 		metric.WithUnit("{point}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorDedupWriterRules, err = builder.meter.Int64ObservableCounter(
+		"otelcol_processor_dedup_writer_rules",
+		metric.WithDescription("Decisions of metrics.overlap auto made by a rule rather than a pair's bounds, by rule (quiet peers, streams of a shared start split, points of a shared start not split). [Alpha]"),
+		metric.WithUnit("{decision}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ProcessorDedupWriters, err = builder.meter.Int64ObservableGauge(

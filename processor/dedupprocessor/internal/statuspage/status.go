@@ -41,6 +41,21 @@ type Status struct {
 	// DataDirs are the storage extensions' data dirs that report their
 	// room (log_storage): full while new data is refused.
 	DataDirs []DataDirStatus `json:"data_dirs,omitempty"`
+	// WriterRules are the metric writers decided by a rule rather than a
+	// pair's bounds (metrics.overlap auto only).
+	WriterRules *WriterRulesStatus `json:"writer_rules,omitempty"`
+}
+
+// WriterRulesStatus counts, since start, the quiet peers (undecided
+// writers that went quiet while the elected writer went on), the streams
+// whose writers shared one start that were split into their own series,
+// the points of a shared start that could not be split, and the streams
+// split now.
+type WriterRulesStatus struct {
+	QuietPeers    uint64 `json:"quiet_peers"`
+	SharedSplit   uint64 `json:"shared_start_split"`
+	SharedUnsplit uint64 `json:"shared_start_unsplit"`
+	SharedNow     int    `json:"shared_start_streams"`
 }
 
 // DataDirStatus is one storage extension's data dir.
