@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/processor"
 
+	"github.com/doubletake/doubletake/internal/dedupcontract"
 	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/metadata"
 )
 
@@ -19,28 +20,40 @@ var Type = metadata.Type
 // factory for one component ID share their windows, whatever pipelines and
 // signals they serve.
 //
-// Its processors are reached by LinkedTakeBack, as the dedup exporters of
-// a collector built from a builder manifest reach them.
+// The factory is a dedupcontract.Provider: the dedup exporters find it
+// through the host they start with (dedupcontract.Find) and reach its
+// processors by component ID. A collector calls its factories' function
+// once, so two collectors in one process reach each its own processors.
 func NewFactory() processor.Factory {
-	f := &factory{states: make(map[component.ID]*state), link: linked}
+	f := &factory{states: make(map[component.ID]*state)}
 	return f.processorFactory()
 }
 
 func (f *factory) processorFactory() processor.Factory {
-	return processor.NewFactory(
+	return providerFactory{Factory: processor.NewFactory(
 		Type,
 		func() component.Config { return createDefaultConfig() },
 		processor.WithTraces(f.createTraces, metadata.TracesStability),
 		processor.WithLogs(f.createLogs, metadata.LogsStability),
 		processor.WithMetrics(f.createMetrics, metadata.MetricsStability),
-	)
+	), f: f}
 }
+
+// providerFactory is the processor factory with the TakeBack of its
+// processors, which the components after them find through the host.
+type providerFactory struct {
+	processor.Factory
+	f *factory
+}
+
+var _ dedupcontract.Provider = providerFactory{}
+
+func (p providerFactory) DedupTakeBack() dedupcontract.TakeBack { return &TakeBack{f: p.f} }
 
 type factory struct {
 	mu     sync.Mutex
 	states map[component.ID]*state
 	queues queueWatch // the sending queues exporters after dedup report (TakeBack)
-	link   *link      // NewFactory's: its states are reached by LinkedTakeBack
 }
 
 // stateFor returns the state shared by set.ID's processors, making it on
@@ -63,10 +76,6 @@ func (f *factory) stateFor(set processor.Settings, cfg *Config) (*state, error) 
 	}
 	st.users = 1
 	st.queues = &f.queues
-	if f.link != nil {
-		st.queues = &f.link.queues
-		f.link.add(st)
-	}
 	f.states[set.ID] = st
 	return st, nil
 }
@@ -82,9 +91,6 @@ func (f *factory) release(st *state) error {
 	}
 	if f.states[st.id] == st {
 		delete(f.states, st.id)
-	}
-	if f.link != nil {
-		f.link.remove(st)
 	}
 	st.stop()
 	st.tel.shutdown()
