@@ -51,7 +51,7 @@ func moveFileStorage(ctx context.Context, dir string, to logstorageextension.Cli
 	if err != nil {
 		return err
 	}
-	return datadir.MoveFileStorage(ctx, dir, to, check, logger)
+	return datadir.MoveFileStorage(ctx, dir, to, check, dedupprocessor.SalvageJournal, logger)
 }
 
 // Components returns the factories of every component the distribution
