@@ -8,7 +8,6 @@ import (
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/processor"
 
-	"github.com/doubletake/doubletake/internal/dedupcontract"
 	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/metadata"
 )
 
@@ -16,39 +15,15 @@ import (
 // (metadata.yaml).
 var Type = metadata.Type
 
-// NewFactory returns the dedup processor's factory. Processors made by one
-// factory for one component ID share their windows, whatever pipelines and
-// signals they serve.
-//
-// The factory is a dedupcontract.Provider: the dedup exporters find it
-// through the host they start with (dedupcontract.Find) and reach its
-// processors by component ID. A collector calls its factories' function
-// once, so two collectors in one process reach each its own processors.
-func NewFactory() processor.Factory {
-	f := &factory{states: make(map[component.ID]*state)}
-	return f.processorFactory()
-}
-
 func (f *factory) processorFactory() processor.Factory {
-	return providerFactory{Factory: processor.NewFactory(
+	return processor.NewFactory(
 		Type,
 		func() component.Config { return createDefaultConfig() },
 		processor.WithTraces(f.createTraces, metadata.TracesStability),
 		processor.WithLogs(f.createLogs, metadata.LogsStability),
 		processor.WithMetrics(f.createMetrics, metadata.MetricsStability),
-	), f: f}
+	)
 }
-
-// providerFactory is the processor factory with the TakeBack of its
-// processors, which the components after them find through the host.
-type providerFactory struct {
-	processor.Factory
-	f *factory
-}
-
-var _ dedupcontract.Provider = providerFactory{}
-
-func (p providerFactory) DedupTakeBack() dedupcontract.TakeBack { return &TakeBack{f: p.f} }
 
 type factory struct {
 	mu     sync.Mutex

@@ -62,5 +62,3 @@ func SalvageJournal(copies func(key string) [][]byte, keys []string) (map[string
 		SeedLost: r.SeedLost, SpansMetaLost: r.Spans.MetaLost, LogsMetaLost: r.Logs.MetaLost,
 	}
 }
-
-var _ recovered.JournalSalvager = SalvageJournal

@@ -8,10 +8,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
-	"go.opentelemetry.io/collector/processor"
 	"go.uber.org/zap"
 
-	"github.com/doubletake/doubletake/internal/dedupcontract"
 	"github.com/doubletake/doubletake/internal/upstreamhealth"
 )
 
@@ -28,15 +26,6 @@ import (
 // through the host (dedupcontract.Find). It is safe for concurrent use.
 type TakeBack struct {
 	f *factory
-}
-
-var _ dedupcontract.TakeBack = (*TakeBack)(nil)
-
-// NewFactoryWithTakeBack returns a dedup processor factory, like
-// NewFactory, and the TakeBack that reaches the processors it makes.
-func NewFactoryWithTakeBack() (processor.Factory, *TakeBack) {
-	f := &factory{states: make(map[component.ID]*state)}
-	return f.processorFactory(), &TakeBack{f: f}
 }
 
 // running returns the state of the processor id while it runs.
