@@ -326,3 +326,10 @@ func (d *Detector) kindCounter(sk svcKind) *int {
 	}
 	return c
 }
+
+// Detect runs a fresh Detector over td.
+func Detect(td ptrace.Traces, opts Options) Report {
+	d := NewDetector(opts)
+	d.Add(td)
+	return d.Report()
+}

@@ -1,6 +1,9 @@
 package nested
 
 import (
+	"cmp"
+	"slices"
+
 	"go.opentelemetry.io/collector/pdata/pcommon"
 )
 
@@ -103,4 +106,63 @@ func (d *Detector) record(p, c *rec, by string, sibling bool, out []Pair) []Pair
 		})
 	}
 	return append(out, pair)
+}
+
+// Findings are the aggregated findings so far, the most frequent first.
+func (d *Detector) Findings() []Finding {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.findings()
+}
+
+// Stats are the counters so far.
+func (d *Detector) Stats() Stats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.stats()
+}
+
+// Report is Findings and Stats taken together.
+func (d *Detector) Report() Report {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return Report{Findings: d.findings(), Stats: d.stats()}
+}
+
+func (d *Detector) stats() Stats {
+	s := d.st
+	s.Held = int(d.n)
+	s.Bytes = d.bytes
+	s.TraceMarksEvicted = int(d.marks.evicted)
+	return s
+}
+
+func (d *Detector) findings() []Finding {
+	out := make([]Finding, 0, len(d.finds))
+	for _, a := range d.finds {
+		f := Finding{
+			Key:           a.key,
+			InnerName:     a.innerName,
+			MatchedBy:     a.by,
+			Traces:        a.traces,
+			Occurrences:   a.occ,
+			Siblings:      a.siblings,
+			AffectedSpans: a.affected,
+			Examples:      slices.Clone(a.examples),
+		}
+		for k, n := range d.kinds {
+			if k.service == a.key.Service && kindName(k.kind) == a.key.Kind {
+				f.KindSpans += *n
+			}
+		}
+		if f.KindSpans > 0 {
+			f.Share = float64(f.AffectedSpans) / float64(f.KindSpans)
+		}
+		f.Diagnosis = Diagnosis(f)
+		out = append(out, f)
+	}
+	slices.SortStableFunc(out, func(a, b Finding) int {
+		return cmp.Or(cmp.Compare(b.Occurrences, a.Occurrences), a.compare(b.Key))
+	})
+	return out
 }
