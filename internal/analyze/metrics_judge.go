@@ -1,7 +1,9 @@
 package analyze
 
 import (
+	"cmp"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/doubletake/doubletake/internal/streams"
@@ -35,47 +37,6 @@ func writerSpread(s *metricStreamAcc) time.Duration {
 		lo, hi = min(lo, w.start), max(hi, w.start)
 	}
 	return time.Duration(hi - lo)
-}
-
-// metricFindingKey groups the metric findings: one per diagnosis and
-// service.
-type metricFindingKey struct {
-	diag    Diagnosis
-	service string
-}
-
-// metricFindingAcc accumulates one metric finding.
-type metricFindingAcc struct {
-	streams   []string
-	items     int
-	kept      int // items kept as a peer's own series
-	spread    time.Duration
-	resets    int
-	delays    []time.Duration
-	reasons   map[streams.Reason]int
-	byWriters bool
-	// evidence is the classifier's line for one of the finding's
-	// streams (the first listed).
-	evidence string
-	// sameCause: the service's spans were doubled by two exporters in
-	// this run, and its streams' second writers are copies or not
-	// decided yet: one process, one cause.
-	sameCause bool
-	// An example of a repeated or out-of-order point: the requests
-	// of the later point and of its writer's previous one.
-	exFirst, exLater uint32
-	hasEx            bool
-}
-
-type metricFindings map[metricFindingKey]*metricFindingAcc
-
-func (fs metricFindings) get(k metricFindingKey) *metricFindingAcc {
-	f := fs[k]
-	if f == nil {
-		f = &metricFindingAcc{reasons: map[streams.Reason]int{}}
-		fs[k] = f
-	}
-	return f
 }
 
 func (a *Analyzer) metricReport(r *Report) {
@@ -182,4 +143,57 @@ func (a *Analyzer) droppedPointFindings(diags []Diagnosis, evidence []string, sa
 		}
 	}
 	return fs
+}
+
+// listStreams totals the streams into mr, lists those with more than one
+// writer, dropped points or resets, and adds each overlapping stream's
+// resets and writer spread to its finding.
+func (a *Analyzer) listStreams(mr *MetricReport, diags []Diagnosis, fs metricFindings) {
+	for i, s := range a.metrics.streams {
+		extra := 0
+		for _, n := range s.dropped {
+			extra += n
+		}
+		mr.ExtraPoints += extra
+		mr.PeerPoints += s.peerPoints
+		for reason, n := range s.dropped {
+			if n > 0 {
+				if mr.Dropped == nil {
+					mr.Dropped = map[string]int{}
+				}
+				mr.Dropped[streams.Reason(reason).String()] += n
+			}
+		}
+		resets := s.prom.resets.Resets()
+		mr.Resets += resets
+		nw := len(s.writers) + s.more
+		if nw > 1 {
+			mr.MultiWriter++
+		}
+		if s.overlap {
+			mr.Overlapping++
+			for _, j := range a.metrics.tracker.Judgements(s.id, nil) {
+				if mr.Classes == nil {
+					mr.Classes = map[string]int{}
+				}
+				mr.Classes[j.Class.String()]++
+			}
+			f := fs.get(metricFindingKey{diags[i], s.res.service})
+			f.resets += resets
+			f.spread = max(f.spread, writerSpread(s))
+		}
+		if nw <= 1 && extra == 0 && resets == 0 {
+			continue
+		}
+		mr.List = append(mr.List, streamEntry(s, diags[i], resets, a.metrics.tracker))
+	}
+	slices.SortFunc(mr.List, func(a, b MetricStream) int {
+		return cmp.Or(
+			-cmpBool(a.Overlap, b.Overlap),
+			cmp.Compare(b.Points-pointsOfElected(b), a.Points-pointsOfElected(a)),
+			strings.Compare(a.Service, b.Service),
+			strings.Compare(a.Name, b.Name),
+			strings.Compare(a.Attributes, b.Attributes),
+		)
+	})
 }

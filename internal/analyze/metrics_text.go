@@ -3,9 +3,51 @@ package analyze
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/doubletake/doubletake/internal/streams"
 )
+
+// metricFindingKey groups the metric findings: one per diagnosis and
+// service.
+type metricFindingKey struct {
+	diag    Diagnosis
+	service string
+}
+
+// metricFindingAcc accumulates one metric finding.
+type metricFindingAcc struct {
+	streams   []string
+	items     int
+	kept      int // items kept as a peer's own series
+	spread    time.Duration
+	resets    int
+	delays    []time.Duration
+	reasons   map[streams.Reason]int
+	byWriters bool
+	// evidence is the classifier's line for one of the finding's
+	// streams (the first listed).
+	evidence string
+	// sameCause: the service's spans were doubled by two exporters in
+	// this run, and its streams' second writers are copies or not
+	// decided yet: one process, one cause.
+	sameCause bool
+	// An example of a repeated or out-of-order point: the requests
+	// of the later point and of its writer's previous one.
+	exFirst, exLater uint32
+	hasEx            bool
+}
+
+type metricFindings map[metricFindingKey]*metricFindingAcc
+
+func (fs metricFindings) get(k metricFindingKey) *metricFindingAcc {
+	f := fs[k]
+	if f == nil {
+		f = &metricFindingAcc{reasons: map[streams.Reason]int{}}
+		fs[k] = f
+	}
+	return f
+}
 
 // metricFindingLine says what the finding k saw and what causes it.
 func (a *Analyzer) metricFindingLine(k metricFindingKey, f *metricFindingAcc) string {
