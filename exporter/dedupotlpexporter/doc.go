@@ -10,7 +10,8 @@
 //     refuses for good is seen here: a merged batch is split in halves and
 //     re-sent until only the items that caused the refusal are left (a
 //     permanent error affects only them), and those are handed back to the
-//     dedup processor named by `dedup` (dedupprocessor.TakeBack), which
+//     dedup processor named by `dedup` (its TakeBack, found at Start through
+//     the host by component ID: internal/dedupcontract), which
 //     forgets them so that a re-send passes, counts them and logs the cause;
 //   - a request holding an item that cannot fit into one upstream request
 //     of max_request_bytes is refused whole before it is queued (gRPC

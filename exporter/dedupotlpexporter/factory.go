@@ -15,49 +15,42 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/doubletake/doubletake/exporter/dedupotlpexporter/internal/metadata"
+	"github.com/doubletake/doubletake/internal/dedupcontract"
 	"github.com/doubletake/doubletake/internal/upstreamhealth"
-	"github.com/doubletake/doubletake/processor/dedupprocessor"
 )
 
-// Type is dedup_otlp_grpc, the wrapper of otlp_grpc (metadata.yaml);
-// HTTPType is dedup_otlp_http, the wrapper of otlp_http, at the same
-// stability (exporter/dedupotlphttpexporter is its builder entry point).
-var (
-	Type     = metadata.Type
-	HTTPType = component.MustNewType("dedup_otlp_http")
-)
+// Type is dedup_otlp_grpc, the wrapper of otlp_grpc (metadata.yaml).
+// exporter/dedupotlphttpexporter wraps otlp_http as dedup_otlp_http with
+// Wrap, at the same stability.
+var Type = metadata.Type
 
-// NewFactory returns the dedup_otlp_grpc factory whose exporters hand the
-// items lost upstream back to the processors of dedupprocessor.NewFactory
-// (dedupprocessor.LinkedTakeBack), as in a collector built from a builder
-// manifest. The http twin is dedupotlphttpexporter.NewFactory.
-func NewFactory() exporter.Factory { return NewGRPCFactory(dedupprocessor.LinkedTakeBack()) }
+// NewFactory returns the dedup_otlp_grpc factory. Its exporters hand the
+// items lost upstream back to the dedup processor their config names
+// (dedup), which they find at Start through the host by component ID
+// (dedupcontract.Find): the processor of the same collector. The http
+// twin is dedupotlphttpexporter.NewFactory.
+func NewFactory() exporter.Factory { return Wrap(Type, otlpexporter.NewFactory(), nil) }
 
 // NewGRPCFactory returns the dedup_otlp_grpc factory, whose exporters hand
-// the items lost upstream back to the dedup processors tb reaches: a
-// distribution that makes its factories together pairs it with
-// dedupprocessor.NewFactoryWithTakeBack.
-func NewGRPCFactory(tb *dedupprocessor.TakeBack) exporter.Factory {
-	return newFactory(Type, otlpexporter.NewFactory(), tb)
+// the items lost upstream back to the dedup processors tb reaches instead
+// of those they find through the host: for a test that makes the
+// processor's factory and TakeBack itself
+// (dedupprocessor.NewFactoryWithTakeBack). A nil tb is NewFactory.
+func NewGRPCFactory(tb dedupcontract.TakeBack) exporter.Factory {
+	return Wrap(Type, otlpexporter.NewFactory(), tb)
 }
 
-// NewHTTPFactory returns the dedup_otlp_http factory, whose exporters hand
-// the items lost upstream back to the dedup processors tb reaches.
-func NewHTTPFactory(tb *dedupprocessor.TakeBack) exporter.Factory {
-	return newFactory(HTTPType, otlphttpexporter.NewFactory(), tb)
-}
-
-// newFactory wraps inner (otlp_grpc or otlp_http) as typ.
-func newFactory(typ component.Type, inner exporter.Factory, tb *dedupprocessor.TakeBack) exporter.Factory {
-	if tb == nil {
-		tb = dedupprocessor.LinkedTakeBack()
-	}
+// Wrap returns the factory of typ, which wraps inner (otlp_grpc or
+// otlp_http): its exporters hand the items lost upstream back to the
+// dedup processors tb reaches, or with a nil tb to the one they find
+// through the host at Start.
+func Wrap(typ component.Type, inner exporter.Factory, tb dedupcontract.TakeBack) exporter.Factory {
 	f := &factory{inner: inner, tb: tb}
 	return exporter.NewFactory(typ,
 		func() component.Config {
 			return &Config{
 				Exporter:        inner.CreateDefaultConfig(),
-				Dedup:           component.NewID(dedupprocessor.Type),
+				Dedup:           component.NewID(dedupType),
 				MaxRequestBytes: DefaultMaxRequestBytes,
 				GroupCommit:     GroupCommitConfig{MaxItems: DefaultGroupCommitMaxItems},
 				Direct:          DirectConfig{SlowAfter: DefaultDirectSlowAfter},
@@ -69,9 +62,15 @@ func newFactory(typ component.Type, inner exporter.Factory, tb *dedupprocessor.T
 	)
 }
 
+// dedupType is the dedup processor's component type, the default of
+// Config.Dedup (processor/dedupprocessor's metadata.yaml).
+var dedupType = component.MustNewType("dedup")
+
 type factory struct {
 	inner exporter.Factory
-	tb    *dedupprocessor.TakeBack
+	// tb is the TakeBack the factory was made with; nil: each exporter
+	// finds its processor's through the host at Start.
+	tb dedupcontract.TakeBack
 
 	// health follows each component's upstream, one tracker for its
 	// three signals' exporters: one warning when it becomes unreachable.

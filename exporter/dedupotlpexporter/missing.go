@@ -13,6 +13,9 @@ import (
 	"github.com/doubletake/doubletake/internal/storagestate"
 )
 
+// TestPinnedPersistentQueueLayout fails, naming the change, when a
+// collector bump changes this layout.
+//
 // The persistent queue (exporterhelper v0.161) keeps entry N under the
 // key "N" of its storage client and reads only entries it stored. An
 // entry the storage does not have is lost: log_storage cut its record as

@@ -15,6 +15,8 @@ import (
 )
 
 // The instruments exporterhelper reports its sending queue with.
+// TestPinnedQueueGauges fails, naming the change, when a collector bump
+// changes them.
 const (
 	queueSizeMetric     = "otelcol_exporter_queue_size"
 	queueCapacityMetric = "otelcol_exporter_queue_capacity"

@@ -7,6 +7,9 @@ import (
 	"github.com/doubletake/doubletake/internal/recovered"
 )
 
+// TestPinnedPersistentQueueLayout fails, naming the change, when a
+// collector bump changes these lines.
+//
 // The persistent queue (exporterhelper v0.161) drops an entry it cannot
 // decode (or read: a storage error), and says so in a line nobody counts:
 // when it takes the entry to send, at debug level only ("Failed to

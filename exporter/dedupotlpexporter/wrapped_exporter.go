@@ -17,16 +17,19 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/doubletake/doubletake/internal/admission"
+	"github.com/doubletake/doubletake/internal/dedupcontract"
 	"github.com/doubletake/doubletake/internal/groupcommit"
 	"github.com/doubletake/doubletake/internal/upstreamhealth"
-	"github.com/doubletake/doubletake/processor/dedupprocessor"
 )
 
 // upstream is what one signal's exporter shares between the side that
 // takes requests (wrapped) and the send behind the sending queue.
 type upstream struct {
-	cfg    *Config
-	tb     *dedupprocessor.TakeBack
+	cfg *Config
+	// tb reaches the dedup processor cfg.Dedup names: the factory's, or
+	// found through the host at Start (dedupcontract.Find). It is set
+	// before the queue and the receivers start, which is when it is read.
+	tb     dedupcontract.TakeBack
 	logger *zap.Logger
 	health *upstreamhealth.Tracker
 	// telemetry is the exporter's, for its upstream's state.
@@ -68,7 +71,7 @@ type signal[T any] struct {
 	// it returns the request's encoded size.
 	check func(*upstream, T) (int, error)
 	// takeBack hands items lost upstream back to the dedup processor id.
-	takeBack func(tb *dedupprocessor.TakeBack, ctx context.Context, id component.ID, lost T, cause error) error
+	takeBack func(tb dedupcontract.TakeBack, ctx context.Context, id component.ID, lost T, cause error) error
 	// items counts what the group commit bounds: spans, log records,
 	// metric points.
 	items func(T) int
@@ -77,21 +80,21 @@ type signal[T any] struct {
 var (
 	tracesSignal = &signal[ptrace.Traces]{
 		name: "traces", ops: tracesOps, check: (*upstream).checkTraces, items: ptrace.Traces.SpanCount,
-		takeBack: func(tb *dedupprocessor.TakeBack, ctx context.Context, id component.ID, lost ptrace.Traces, cause error) error {
+		takeBack: func(tb dedupcontract.TakeBack, ctx context.Context, id component.ID, lost ptrace.Traces, cause error) error {
 			_, err := tb.Traces(ctx, id, lost, cause)
 			return err
 		},
 	}
 	logsSignal = &signal[plog.Logs]{
 		name: "logs", ops: logsOps, check: (*upstream).checkLogs, items: plog.Logs.LogRecordCount,
-		takeBack: func(tb *dedupprocessor.TakeBack, ctx context.Context, id component.ID, lost plog.Logs, cause error) error {
+		takeBack: func(tb dedupcontract.TakeBack, ctx context.Context, id component.ID, lost plog.Logs, cause error) error {
 			_, err := tb.Logs(ctx, id, lost, cause)
 			return err
 		},
 	}
 	metricsSignal = &signal[pmetric.Metrics]{
 		name: "metrics", ops: metricsOps, check: (*upstream).checkMetrics, items: pmetric.Metrics.DataPointCount,
-		takeBack: (*dedupprocessor.TakeBack).Metrics,
+		takeBack: dedupcontract.TakeBack.Metrics,
 	}
 )
 
@@ -259,6 +262,14 @@ func (up *upstream) lifecycle(c component.Component, signal string) []exporterhe
 	var unwatch, unobserve func()
 	return []exporterhelper.Option{
 		exporterhelper.WithStart(func(ctx context.Context, host component.Host) error {
+			if up.tb == nil {
+				tb, err := dedupcontract.Find(baseHost(host), up.cfg.Dedup)
+				if err != nil {
+					// As before a processor runs: take backs fail, and say why.
+					tb = dedupcontract.Unreachable{Err: err}
+				}
+				up.tb = tb
+			}
 			if err := c.Start(ctx, baseHost(host)); err != nil {
 				return err
 			}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/doubletake/doubletake/internal/datadir"
 	"github.com/doubletake/doubletake/internal/distro"
+	"github.com/doubletake/doubletake/processor/dedupprocessor"
 )
 
 // newCheckStorageCommand is the child that checks one storage file
@@ -22,7 +23,7 @@ func newCheckStorageCommand() *cobra.Command {
 		Hidden: true,
 		Args:   cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			if err := datadir.CheckFile(args[0]); err != nil {
+			if err := datadir.CheckFile(args[0], dedupprocessor.SalvageJournal); err != nil {
 				return &ExitError{Code: ExitFindings, Err: err}
 			}
 			return nil

@@ -10,7 +10,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/doubletake/doubletake/processor/dedupprocessor"
+	"github.com/doubletake/doubletake/internal/recovered"
 )
 
 // kind is what a storage file holds, known from its name (file_storage
@@ -41,9 +41,10 @@ func kindOf(path string) kind {
 // (bbolt's own consistency check), reads every key and value of its
 // bucket and checks what doubletake knows of them: every queue entry the
 // metadata names is there and decodes; every journal segment is there
-// and its checksum matches. It returns nil when the file can be trusted.
+// and its checksum matches (journal, the dedup processor's salvage, reads
+// them). It returns nil when the file can be trusted.
 // On a damaged file it may fault: it runs in a child process (Check).
-func CheckFile(path string) error {
+func CheckFile(path string, journal recovered.JournalSalvager) error {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: 2 * time.Second})
 	if err != nil {
 		return err
@@ -72,10 +73,10 @@ func CheckFile(path string) error {
 	if err != nil {
 		return err
 	}
-	return checkContents(kindOf(path), kv)
+	return checkContents(kindOf(path), kv, journal)
 }
 
-func checkContents(k kind, kv map[string][]byte) error {
+func checkContents(k kind, kv map[string][]byte, journal recovered.JournalSalvager) error {
 	copies := func(key string) [][]byte {
 		if v, ok := kv[key]; ok {
 			return [][]byte{v}
@@ -114,7 +115,7 @@ func checkContents(k kind, kv map[string][]byte) error {
 		for key := range kv {
 			keys = append(keys, key)
 		}
-		_, r := dedupprocessor.SalvageStorage(copies, keys)
+		_, r := journal(copies, keys)
 		journalKeys := false
 		for _, key := range keys {
 			if strings.HasPrefix(key, "traces/") || strings.HasPrefix(key, "logs/") {
@@ -123,8 +124,8 @@ func checkContents(k kind, kv map[string][]byte) error {
 		}
 		_, snapshot := kv["metrics/snapshot"]
 		seedNeeded := snapshot || hasPrefix(keys, "logs/")
-		if (r.SeedLost && seedNeeded) || r.Spans.Lost > 0 || r.Logs.Lost > 0 || (journalKeys && (r.Spans.MetaLost && hasPrefix(keys, "traces/") || r.Logs.MetaLost && hasPrefix(keys, "logs/"))) {
-			return fmt.Errorf("dedup journal: %d span and %d log segments unreadable (seed lost: %t)", r.Spans.Lost, r.Logs.Lost, r.SeedLost)
+		if (r.SeedLost && seedNeeded) || r.SpansLost > 0 || r.LogsLost > 0 || (journalKeys && (r.SpansMetaLost && hasPrefix(keys, "traces/") || r.LogsMetaLost && hasPrefix(keys, "logs/"))) {
+			return fmt.Errorf("dedup journal: %d span and %d log segments unreadable (seed lost: %t)", r.SpansLost, r.LogsLost, r.SeedLost)
 		}
 	}
 	return nil

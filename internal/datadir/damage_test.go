@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/xpdata/request"
 
 	"github.com/doubletake/doubletake/internal/recovered"
+	"github.com/doubletake/doubletake/processor/dedupprocessor"
 )
 
 // childEnv makes the test binary the checking child: it checks the file
@@ -27,7 +28,7 @@ const childEnv = "DATADIR_TEST_CHECK"
 
 func TestMain(m *testing.M) {
 	if p := os.Getenv(childEnv); p != "" {
-		if err := CheckFile(p); err != nil {
+		if err := CheckFile(p, dedupprocessor.SalvageJournal); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
@@ -214,7 +215,7 @@ func TestRandomDamage(t *testing.T) {
 		what := damage(t, path, r)
 		var got []recovered.File
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		err := Recover(ctx, dir, check, func(_ string, f recovered.File) { got = append(got, f) })
+		err := Recover(ctx, dir, check, dedupprocessor.SalvageJournal, func(_ string, f recovered.File) { got = append(got, f) })
 		cancel()
 		if err != nil {
 			t.Fatalf("seed %d (%s, %s): %v", seed, name, what, err)

@@ -34,8 +34,8 @@ func SelfChecker() (Checker, error) {
 // directory locked, before any component opens a client. An error means
 // the gateway must not start: a file could not be salvaged, read or
 // imported, or a client holds data in both stores.
-func MoveFileStorage(ctx context.Context, dir string, to Target, check Checker, logger *zap.Logger) error {
-	err := Recover(ctx, dir, check, func(msg string, f recovered.File) {
+func MoveFileStorage(ctx context.Context, dir string, to Target, check Checker, journal recovered.JournalSalvager, logger *zap.Logger) error {
+	err := Recover(ctx, dir, check, journal, func(msg string, f recovered.File) {
 		logger.Warn(msg, zap.String("file", f.Path), zap.String("kept", f.MovedTo), zap.String("store", f.Store),
 			zap.Int64("salvaged_items", f.Salvaged), zap.Int64("lost_items", f.Lost), zap.Int64("lost_entries", f.LostEntries), zap.Bool("lost_uncounted", f.LostUncounted))
 	})

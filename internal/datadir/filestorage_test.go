@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/doubletake/doubletake/extension/logstorageextension"
+	"github.com/doubletake/doubletake/processor/dedupprocessor"
 )
 
 // TestMoveFileStorageAtStart: log_storage, started with
@@ -39,7 +40,7 @@ func TestMoveFileStorageAtStart(t *testing.T) {
 		set.Logger = zap.New(core)
 		f := logstorageextension.NewFactory(logstorageextension.WithFileStorageMover(
 			func(ctx context.Context, dir string, to logstorageextension.Clients, logger *zap.Logger) error {
-				return MoveFileStorage(ctx, dir, to, childCheck(t), logger)
+				return MoveFileStorage(ctx, dir, to, childCheck(t), dedupprocessor.SalvageJournal, logger)
 			}))
 		cfg := f.CreateDefaultConfig().(*logstorageextension.Config)
 		cfg.Directory, cfg.FileStorageDirectory = logDir, queueDir

@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/doubletake/doubletake/processor/dedupprocessor"
 )
 
 // FuzzParseBolt: the page parser reads any bytes without a panic, in
@@ -21,8 +23,8 @@ func FuzzParseBolt(f *testing.F) {
 					t.Fatalf("a record of %d bytes from %d bytes", len(k)+len(v), len(data))
 				}
 			}
-			Salvage("exporter_x_traces", data)
-			Salvage("processor_dedup_", data)
+			Salvage("exporter_x_traces", data, dedupprocessor.SalvageJournal)
+			Salvage("processor_dedup_", data, dedupprocessor.SalvageJournal)
 		}
 	})
 }

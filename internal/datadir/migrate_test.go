@@ -24,6 +24,7 @@ import (
 
 	"github.com/doubletake/doubletake/extension/logstorageextension"
 	"github.com/doubletake/doubletake/internal/recovered"
+	"github.com/doubletake/doubletake/processor/dedupprocessor"
 )
 
 // client is one storage client: who asks for it and what it holds.
@@ -281,7 +282,7 @@ func TestMigrate(t *testing.T) {
 	clients[0].kv, clients[1].kv, clients[2].kv = queueData(t), journalData(t), otherData()
 	writeFileStorage(t, queueDir, clients...)
 
-	if err := Recover(context.Background(), queueDir, childCheck(t), func(msg string, _ recovered.File) {
+	if err := Recover(context.Background(), queueDir, childCheck(t), dedupprocessor.SalvageJournal, func(msg string, _ recovered.File) {
 		t.Errorf("Recover took a file file_storage just wrote as damaged: %s", msg)
 	}); err != nil {
 		t.Fatal(err)
@@ -352,7 +353,7 @@ func TestRecoverSkipsMigrated(t *testing.T) {
 	}
 	before := listing(t, dataDir)
 	for _, dir := range []string{queueDir, logDir} {
-		if err := Recover(context.Background(), dir, refuseChecks(t), func(msg string, _ recovered.File) { t.Errorf("salvaged: %s", msg) }); err != nil {
+		if err := Recover(context.Background(), dir, refuseChecks(t), dedupprocessor.SalvageJournal, func(msg string, _ recovered.File) { t.Errorf("salvaged: %s", msg) }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -374,7 +375,7 @@ func TestRecoverSkipsMigrated(t *testing.T) {
 	if err := Recover(context.Background(), dir, func(_ context.Context, path string) error {
 		checked = append(checked, path)
 		return nil
-	}, func(string, recovered.File) {}); err != nil {
+	}, dedupprocessor.SalvageJournal, func(string, recovered.File) {}); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(checked, []string{staged}) {
@@ -531,7 +532,7 @@ func TestMigrateSkipsDamaged(t *testing.T) {
 	path := filepath.Join(queueDir, c.file())
 	truncateTo(t, path, 0.6)
 	var salvaged []recovered.File
-	if err := Recover(context.Background(), queueDir, childCheck(t), func(_ string, f recovered.File) { salvaged = append(salvaged, f) }); err != nil {
+	if err := Recover(context.Background(), queueDir, childCheck(t), dedupprocessor.SalvageJournal, func(_ string, f recovered.File) { salvaged = append(salvaged, f) }); err != nil {
 		t.Fatal(err)
 	}
 	if len(salvaged) != 1 || salvaged[0].Salvaged == 0 {

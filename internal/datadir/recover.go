@@ -20,7 +20,6 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/doubletake/doubletake/internal/recovered"
-	"github.com/doubletake/doubletake/processor/dedupprocessor"
 )
 
 // DamagedMark is in the name of a file kept aside: FILE.damaged-TIME.
@@ -66,10 +65,11 @@ func ChildChecker(exe string, args ...string) Checker {
 }
 
 // Recover checks every storage file in dir (file_storage's directory)
-// and salvages the damaged ones; logf receives one warn line per damaged
+// and salvages the damaged ones (a dedup processor's records with journal,
+// its own salvage); logf receives one warn line per damaged
 // file. It returns an error only when it could not move a damaged file
 // aside or write its salvage: then the gateway must not start on it.
-func Recover(ctx context.Context, dir string, check Checker, warn func(msg string, f recovered.File)) error {
+func Recover(ctx context.Context, dir string, check Checker, journal recovered.JournalSalvager, warn func(msg string, f recovered.File)) error {
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -93,7 +93,7 @@ func Recover(ctx context.Context, dir string, check Checker, warn func(msg strin
 		if cerr == nil {
 			continue
 		}
-		f, err := salvageFile(path, cerr)
+		f, err := salvageFile(path, cerr, journal)
 		if err != nil {
 			return err
 		}
@@ -105,12 +105,12 @@ func Recover(ctx context.Context, dir string, check Checker, warn func(msg strin
 
 // salvageFile moves path aside, writes what can be read of it into a
 // fresh file at path and says what was lost.
-func salvageFile(path string, reason error) (recovered.File, error) {
+func salvageFile(path string, reason error, journal recovered.JournalSalvager) (recovered.File, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return recovered.File{}, fmt.Errorf("reading damaged %s: %w", path, err)
 	}
-	out, f := Salvage(filepath.Base(path), data)
+	out, f := Salvage(filepath.Base(path), data, journal)
 	f.Path = path
 	f.MovedTo = path + DamagedMark + time.Now().UTC().Format("20060102T150405Z")
 	tmp := filepath.Join(filepath.Dir(path), ".salvage-"+filepath.Base(path))
@@ -141,10 +141,11 @@ func oneLine(s string) string {
 	return s
 }
 
-// Salvage reads data, a damaged bbolt file named name, by hand and
+// Salvage reads data, a damaged bbolt file named name, by hand (a dedup
+// processor's records with journal, the processor's own salvage) and
 // returns the records to store in a fresh file and what it found (Line
 // says it in words).
-func Salvage(name string, data []byte) (map[string][]byte, recovered.File) {
+func Salvage(name string, data []byte, journal recovered.JournalSalvager) (map[string][]byte, recovered.File) {
 	bf := parseBolt(data, os.Getpagesize())
 	copies := func(key string) [][]byte {
 		var vs [][]byte
@@ -175,19 +176,19 @@ func Salvage(name string, data []byte) (map[string][]byte, recovered.File) {
 	case k.queue:
 		return salvageQueue(k.signal, copies, keys, bf.tree[queueMetaKey])
 	case k.dedup:
-		out, r := dedupprocessor.SalvageStorage(copies, keys)
-		f := recovered.File{Store: "journal", Salvaged: int64(r.Spans.Entries + r.Logs.Entries)}
-		lost := r.Spans.Lost + r.Logs.Lost
-		f.LostUncounted = lost > 0 || r.SeedLost || r.Spans.MetaLost || r.Logs.MetaLost
+		out, r := journal(copies, keys)
+		f := recovered.File{Store: "journal", Salvaged: int64(r.Entries)}
+		lost := r.SpansLost + r.LogsLost
+		f.LostUncounted = lost > 0 || r.SeedLost || r.SpansMetaLost || r.LogsMetaLost
 		var b strings.Builder
-		fmt.Fprintf(&b, "dedup journal: salvaged %d span and %d log segments (%d window entries)", r.Spans.Segments, r.Logs.Segments, f.Salvaged)
+		fmt.Fprintf(&b, "dedup journal: salvaged %d span and %d log segments (%d window entries)", r.SpanSegments, r.LogSegments, f.Salvaged)
 		if lost > 0 {
 			fmt.Fprintf(&b, ", %d segments unreadable (their entries cannot be counted)", lost)
 		}
 		if r.SeedLost {
 			b.WriteString(", the seed was lost (the log window starts empty)")
 		}
-		if r.Spans.MetaLost || r.Logs.MetaLost {
+		if r.SpansMetaLost || r.LogsMetaLost {
 			b.WriteString(", the journal's meta record was lost (its range was taken from the segments found)")
 		}
 		if f.LostUncounted {

@@ -30,6 +30,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/doubletake/doubletake/exporter/dedupotlpexporter"
+	"github.com/doubletake/doubletake/exporter/dedupotlphttpexporter"
 	"github.com/doubletake/doubletake/exporter/serieslimitprometheusexporter"
 	"github.com/doubletake/doubletake/extension/encoding/otlpjsonencodingextension"
 	"github.com/doubletake/doubletake/extension/guardextension"
@@ -50,7 +51,7 @@ func moveFileStorage(ctx context.Context, dir string, to logstorageextension.Cli
 	if err != nil {
 		return err
 	}
-	return datadir.MoveFileStorage(ctx, dir, to, check, logger)
+	return datadir.MoveFileStorage(ctx, dir, to, check, dedupprocessor.SalvageJournal, logger)
 }
 
 // Components returns the factories of every component the distribution
@@ -58,16 +59,15 @@ func moveFileStorage(ctx context.Context, dir string, to logstorageextension.Cli
 func Components() (otelcol.Factories, error) {
 	var err error
 	f := otelcol.Factories{Telemetry: otelconftelemetry.NewFactory()}
-	// The dedup OTLP exporters hand items lost after acceptance back to
-	// the dedup processors of this same set of factories.
-	dedup, takeBack := dedupprocessor.NewFactoryWithTakeBack()
 	if f.Receivers, err = otelcol.MakeFactoryMap[receiver.Factory](
 		otlpreceiver.NewFactory(),
 	); err != nil {
 		return f, err
 	}
 	if f.Processors, err = otelcol.MakeFactoryMap[processor.Factory](
-		dedup,
+		// The dedup OTLP exporters hand items lost after acceptance back
+		// to its processors, found through the host (dedupcontract).
+		dedupprocessor.NewFactory(),
 		memorylimiterprocessor.NewFactory(),
 		batchprocessor.NewFactory(),
 	); err != nil {
@@ -76,8 +76,8 @@ func Components() (otelcol.Factories, error) {
 	if f.Exporters, err = otelcol.MakeFactoryMap[exporter.Factory](
 		otlpexporter.NewFactory(),
 		otlphttpexporter.NewFactory(),
-		dedupotlpexporter.NewGRPCFactory(takeBack),
-		dedupotlpexporter.NewHTTPFactory(takeBack),
+		dedupotlpexporter.NewFactory(),
+		dedupotlphttpexporter.NewFactory(),
 		debugexporter.NewFactory(),
 		fileexporter.NewFactory(),
 		// The prometheus exporter with max_series.

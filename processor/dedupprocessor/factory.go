@@ -15,17 +15,6 @@ import (
 // (metadata.yaml).
 var Type = metadata.Type
 
-// NewFactory returns the dedup processor's factory. Processors made by one
-// factory for one component ID share their windows, whatever pipelines and
-// signals they serve.
-//
-// Its processors are reached by LinkedTakeBack, as the dedup exporters of
-// a collector built from a builder manifest reach them.
-func NewFactory() processor.Factory {
-	f := &factory{states: make(map[component.ID]*state), link: linked}
-	return f.processorFactory()
-}
-
 func (f *factory) processorFactory() processor.Factory {
 	return processor.NewFactory(
 		Type,
@@ -40,7 +29,6 @@ type factory struct {
 	mu     sync.Mutex
 	states map[component.ID]*state
 	queues queueWatch // the sending queues exporters after dedup report (TakeBack)
-	link   *link      // NewFactory's: its states are reached by LinkedTakeBack
 }
 
 // stateFor returns the state shared by set.ID's processors, making it on
@@ -63,10 +51,6 @@ func (f *factory) stateFor(set processor.Settings, cfg *Config) (*state, error) 
 	}
 	st.users = 1
 	st.queues = &f.queues
-	if f.link != nil {
-		st.queues = &f.link.queues
-		f.link.add(st)
-	}
 	f.states[set.ID] = st
 	return st, nil
 }
@@ -82,9 +66,6 @@ func (f *factory) release(st *state) error {
 	}
 	if f.states[st.id] == st {
 		delete(f.states, st.id)
-	}
-	if f.link != nil {
-		f.link.remove(st)
 	}
 	st.stop()
 	st.tel.shutdown()

@@ -6,13 +6,14 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 
+	"github.com/doubletake/doubletake/internal/dedupcontract"
 	"github.com/doubletake/doubletake/internal/upstreamhealth"
 	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/statuspage"
 )
 
 // QueueDepth reads a sending queue now: what it holds and the most it may
 // hold, in the unit of its sizer.
-type QueueDepth func() (size, capacity int64)
+type QueueDepth = dedupcontract.QueueDepth
 
 // QueueStatus is one sending queue after dedup, as its exporter reports it
 // and the status page shows it.

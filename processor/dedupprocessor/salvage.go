@@ -1,6 +1,7 @@
 package dedupprocessor
 
 import (
+	"github.com/doubletake/doubletake/internal/recovered"
 	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/journal"
 )
 
@@ -48,4 +49,16 @@ func SalvageStorage(copies func(key string) [][]byte, keys []string) (map[string
 		}
 	}
 	return out, r
+}
+
+// SalvageJournal is SalvageStorage in the shared terms of
+// internal/recovered, for the data dir's salvage (internal/datadir).
+func SalvageJournal(copies func(key string) [][]byte, keys []string) (map[string][]byte, recovered.Journal) {
+	out, r := SalvageStorage(copies, keys)
+	return out, recovered.Journal{
+		SpanSegments: r.Spans.Segments, LogSegments: r.Logs.Segments,
+		SpansLost: r.Spans.Lost, LogsLost: r.Logs.Lost,
+		Entries:  r.Spans.Entries + r.Logs.Entries,
+		SeedLost: r.SeedLost, SpansMetaLost: r.Spans.MetaLost, LogsMetaLost: r.Logs.MetaLost,
+	}
 }

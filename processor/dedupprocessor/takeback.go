@@ -8,7 +8,6 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
-	"go.opentelemetry.io/collector/processor"
 	"go.uber.org/zap"
 
 	"github.com/doubletake/doubletake/internal/upstreamhealth"
@@ -22,33 +21,15 @@ import (
 // instead of being dropped as a duplicate, and counts the loss in
 // otelcol_processor_dedup_lost_items and logs it with its cause.
 //
-// A TakeBack reaches the processors of the factory it was made with
-// (NewFactoryWithTakeBack), or those of NewFactory's factories
-// (LinkedTakeBack), by component ID; it is safe for concurrent use.
+// A TakeBack reaches the processors of the factory it was made with, by
+// component ID: NewFactoryWithTakeBack's, or the factory a component finds
+// through the host (dedupcontract.Find). It is safe for concurrent use.
 type TakeBack struct {
-	f    *factory
-	link *link
+	f *factory
 }
-
-// NewFactoryWithTakeBack returns a dedup processor factory, like
-// NewFactory, and the TakeBack that reaches the processors it makes.
-func NewFactoryWithTakeBack() (processor.Factory, *TakeBack) {
-	f := &factory{states: make(map[component.ID]*state)}
-	return f.processorFactory(), &TakeBack{f: f}
-}
-
-// LinkedTakeBack returns the TakeBack that reaches the processors made by
-// the factories NewFactory returns, by component ID. A take back fails
-// when no processor, or more than one (two collectors in one process),
-// runs under that ID; pair NewFactoryWithTakeBack's factory and TakeBack
-// instead where that can happen.
-func LinkedTakeBack() *TakeBack { return &TakeBack{link: linked} }
 
 // running returns the state of the processor id while it runs.
 func (t *TakeBack) running(id component.ID) (*state, error) {
-	if t.link != nil {
-		return t.link.running(id)
-	}
 	t.f.mu.Lock()
 	st := t.f.states[id]
 	t.f.mu.Unlock()
@@ -155,8 +136,5 @@ func (t *TakeBack) Queues(id component.ID) []QueueStatus { return t.watched().re
 // watched is where t's exporters report their sending queues: where the
 // status pages of the processors t reaches read them.
 func (t *TakeBack) watched() *queueWatch {
-	if t.link != nil {
-		return &t.link.queues
-	}
 	return &t.f.queues
 }

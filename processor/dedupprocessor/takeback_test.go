@@ -14,6 +14,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processortest"
+
+	"github.com/doubletake/doubletake/internal/dedupcontract"
 )
 
 // TestTakeBackLetsAReSendPass: spans and log records a later component lost
@@ -130,15 +132,27 @@ func cloneLogs(ld plog.Logs) plog.Logs {
 	return c
 }
 
-// TestLinkedTakeBack: LinkedTakeBack reaches a processor of a factory
-// NewFactory returned while it runs, and refuses when none or two run
-// under the ID.
-func TestLinkedTakeBack(t *testing.T) {
+// TestTakeBackThroughHost: the TakeBack a component finds through the
+// host by the processor's component ID (dedupcontract.Find, as the dedup
+// exporters find it at Start) reaches the processor of NewFactory's
+// factory while it runs, and refuses before it starts and after it shuts
+// down. (It replaces TestLinkedTakeBack, whose process-wide link is gone:
+// two collectors with a processor under one ID each reach their own,
+// TestTwoCollectorsTakeBackTheirOwn in exporter/dedupotlpexporter.)
+func TestTakeBackThroughHost(t *testing.T) {
 	ctx := context.Background()
 	id := component.MustNewIDWithName("dedup", "linked")
 	set := processortest.NewNopSettings(Type)
 	set.ID = id
-	tb := LinkedTakeBack()
+	f := NewFactory()
+	host := factoryHost{Host: componenttest.NewNopHost(), processors: f}
+	tb, err := dedupcontract.Find(host, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dedupcontract.Find(componenttest.NewNopHost(), id); err == nil {
+		t.Fatal("found a processor through a host that offers no factories")
+	}
 	td := ptrace.NewTraces()
 	span := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty()
 	span.SetTraceID([16]byte{1})
@@ -146,35 +160,39 @@ func TestLinkedTakeBack(t *testing.T) {
 	if _, err := tb.Traces(ctx, id, td, errors.New("lost")); err == nil {
 		t.Fatal("a take back succeeded with no processor running")
 	}
-	start := func() processor.Traces {
-		p, err := NewFactory().CreateTraces(ctx, set, createDefaultConfig(), consumertest.NewNop())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := p.Start(ctx, componenttest.NewNopHost()); err != nil {
-			t.Fatal(err)
-		}
-		return p
+	p, err := f.CreateTraces(ctx, set, createDefaultConfig(), consumertest.NewNop())
+	if err != nil {
+		t.Fatal(err)
 	}
-	first := start()
-	if err := first.ConsumeTraces(ctx, td); err != nil {
+	if err := p.Start(ctx, host); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ConsumeTraces(ctx, td); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := tb.Traces(ctx, id, td, errors.New("lost")); err != nil || n != 1 {
 		t.Fatalf("took back %d (%v), want the one span", n, err)
 	}
-	second := start()
-	if _, err := tb.Traces(ctx, id, td, errors.New("lost")); err == nil {
-		t.Fatal("a take back succeeded with two processors under one ID")
-	}
-	for _, p := range []processor.Traces{first, second} {
-		if err := p.Shutdown(ctx); err != nil {
-			t.Fatal(err)
-		}
+	if err := p.Shutdown(ctx); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := tb.Traces(ctx, id, td, errors.New("lost")); err == nil {
 		t.Fatal("a take back succeeded after the processors shut down")
 	}
+}
+
+// factoryHost is a host that offers the processor factory processors, as
+// the service's host offers every factory of its collector.
+type factoryHost struct {
+	component.Host
+	processors processor.Factory
+}
+
+func (h factoryHost) GetFactory(kind component.Kind, typ component.Type) component.Factory {
+	if kind == component.KindProcessor && typ == h.processors.Type() {
+		return h.processors
+	}
+	return nil
 }
 
 // refusingNext stands for an exporter that hands items back before its
