@@ -58,6 +58,7 @@ type abConfig struct {
 	keep         bool
 	mdOut        string
 	jsonOut      string
+	x            abExtra // cells.go: -cells, -fresh
 }
 
 // loadSpec is one load of the scenarios: saturation ("sat"), or a fixed
@@ -112,6 +113,8 @@ type runResult struct {
 	Discarded   bool   `json:"discarded,omitempty"` // run again: the machine was busy
 	FirstError  string `json:"first_error,omitempty"`
 	GatewayLogs string `json:"gateway_log,omitempty"`
+
+	Start *freshStart `json:"start,omitempty"` // -fresh runs: the gateway's start
 }
 
 // abFlags are the flags that are not fields of abConfig.
@@ -153,6 +156,7 @@ func (c *abConfig) register(fs *flag.FlagSet) *abFlags {
 	fs.BoolVar(&c.keep, "keep", false, "keep the work directory")
 	fs.StringVar(&c.mdOut, "out", "", "also write the report (markdown) to this file")
 	fs.StringVar(&c.jsonOut, "json", "", "write every run's figures (JSON) to this file")
+	c.x.register(fs)
 	f.printConfig = fs.String("print-config", "", "print the gateway config of variant with or without (on the fixed ports 4317, 4318, 13133, sink 4319) and exit")
 	return f
 }
@@ -565,6 +569,9 @@ func takeProbe(g *loadgen.Generator, sk *loadgen.Sink, pid string) probe {
 // runOne runs one gateway variant in scenario sc (its rate decided) and
 // measures it.
 func (c *abConfig) runOne(ctx context.Context, n int, sc scenario, variant string, round int) (runResult, error) {
+	if c.x.fresh > 0 {
+		return c.runFresh(ctx, n, sc, variant, round)
+	}
 	r := runResult{Load: sc.load, Dup: sc.dup, Senders: sc.senders, Batch: sc.batch, Variant: variant, Round: round, Rate: sc.rate}
 	nonce := loadgen.NewNonce()
 	sk, err := loadgen.StartSink("127.0.0.1:0", nonce)
@@ -829,6 +836,9 @@ func runAB(ctx context.Context, c *abConfig, out, errOut io.Writer) error {
 
 // shapes is every cell's senders and spans per request, in order.
 func (c *abConfig) shapes() [][2]int {
+	if len(c.x.cells) > 0 {
+		return c.x.cells
+	}
 	var out [][2]int
 	for _, n := range c.senders {
 		for _, b := range c.batches {
@@ -1079,6 +1089,9 @@ func (c *abConfig) report(results, discarded []runResult, ceilings []ceilingResu
 				median(pick(results, k, without, pin)), median(pick(results, k, with, pin)),
 				median(pick(results, k, without, pout)), median(pick(results, k, with, pout)))
 		}
+	}
+	if c.x.fresh > 0 {
+		b.WriteString(freshTable(results, keys, c.x.fresh))
 	}
 	if c.pair == "default" {
 		b.WriteString(matrixTable(results, keys))

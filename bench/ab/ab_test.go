@@ -89,3 +89,47 @@ func TestMatrixBacklogCells(t *testing.T) {
 		t.Fatalf("no backlog, yet a table:\n%s", out)
 	}
 }
+
+// TestClosedAndFreshPresets: -matrix closed runs the closed-loop cells
+// 1×64, 1×512 and 2×512 at saturation instead of -senders × -batches;
+// -matrix fresh runs the dedup pair over a new process's first 1M spans.
+func TestClosedAndFreshPresets(t *testing.T) {
+	for _, tc := range []struct {
+		preset string
+		cells  [][2]int
+		pair   string
+		fresh  int
+	}{
+		{"closed", [][2]int{{1, 64}, {1, 512}, {2, 512}}, "default", 0},
+		{"fresh", [][2]int{{16, 1000}}, "dedup", 1_000_000},
+	} {
+		fs := flag.NewFlagSet("ab", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		var c abConfig
+		f := c.register(fs)
+		if err := fs.Parse([]string{"-senders", "64"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := applyMatrix(fs, tc.preset, map[string]bool{"senders": true}); err != nil {
+			t.Fatal(err)
+		}
+		c.gen.Target = "127.0.0.1:1"
+		if err := c.parse(*f.loads, *f.dups, *f.senders, *f.batches); err != nil {
+			t.Fatal(err)
+		}
+		got := c.shapes()
+		if len(got) != len(tc.cells) || c.pair != tc.pair || c.x.fresh != tc.fresh || len(c.loads) != 1 || c.loads[0].name != "sat" {
+			t.Fatalf("%s: shapes %v pair %s fresh %d loads %v: want %v, %s, %d, saturation only", tc.preset, got, c.pair, c.x.fresh, c.loads, tc.cells, tc.pair, tc.fresh)
+		}
+		for i := range got {
+			if got[i] != tc.cells[i] {
+				t.Fatalf("%s: shapes %v, want %v", tc.preset, got, tc.cells)
+			}
+		}
+	}
+	for _, bad := range []string{"1", "0x64", "1x", "ax2", "1x64,"} {
+		if _, err := parseCells(bad); err == nil {
+			t.Errorf("cells %q taken", bad)
+		}
+	}
+}
