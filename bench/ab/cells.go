@@ -75,6 +75,29 @@ func init() {
 type freshStart struct {
 	HealthyS float64 `json:"time_to_healthy_s"`
 	RSSMB    float64 `json:"rss_when_healthy_mb"`
+	// MinFltPerM is the gateway's minor page faults per million spans
+	// over the window (/proc/PID/stat minflt): a count the machine's
+	// other load does not move, where CPU seconds do.
+	MinFltPerM float64 `json:"minor_faults_per_million_spans"`
+}
+
+// minorFaults is field 10 of /proc/PID/stat.
+func minorFaults(pid string) float64 {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:]) // f[0] is field 3, the state
+	if len(f) < 8 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[7], 64)
+	return v
 }
 
 // runFresh runs one variant of scenario sc as a fresh-process run: the
@@ -127,11 +150,13 @@ func (c *abConfig) runFresh(ctx context.Context, n int, sc scenario, variant str
 	if err != nil {
 		return r, err
 	}
+	f0 := minorFaults(gw.pid)
 	p0 := takeProbe(g, sk, gw.pid)
 	if err := g.Prefill(ctx, uint64(c.x.fresh), time.Now().Add(10*time.Minute), sc.senders, sc.batch); err != nil {
 		return r, err
 	}
 	p1 := takeProbe(g, sk, gw.pid)
+	f1 := minorFaults(gw.pid)
 	if rss, err := loadgen.ProcStatusKB(gw.pid, "VmRSS"); err == nil {
 		r.EndRSSMB = float64(rss) / 1024
 	}
@@ -164,6 +189,9 @@ func (c *abConfig) runFresh(ctx context.Context, n int, sc scenario, variant str
 	r.SentSpans, r.SentFresh, r.FailedReqs = end.Spans, end.Fresh, end.FailedReqs
 	r.SinkSpans, r.SinkUnique = k.Spans, k.Distinct
 	r.Start = &freshStart{HealthyS: healthy, RSSMB: float64(rss0) / 1024}
+	if spans > 0 {
+		r.Start.MinFltPerM = (f1 - f0) / spans * 1e6
+	}
 	if err := g.Stats.Err(); err != nil {
 		r.FirstError = err.Error()
 	}
@@ -195,18 +223,25 @@ func freshTable(results []runResult, keys []scenarioKey, spans int) string {
 		}
 		return r.Start.RSSMB
 	}
-	fmt.Fprintf(&b, "\nFresh process: gateway CPU µs per span over the first %d spans of a new process (medians over rounds), the paired ratio with/without (median, range), target ≤ %.2f; p50 and p99 answer times (ms); time to healthy (s) and RSS when healthy (MB).\n\n", spans, matrixTarget)
-	b.WriteString("| senders × spans | µs/span without | µs/span with | ratio (range) | target | p50 without | p50 with | p99 without | p99 with | healthy without | with | RSS at start without | with |\n")
-	b.WriteString("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	flt := func(r runResult) float64 {
+		if r.Start == nil {
+			return 0
+		}
+		return r.Start.MinFltPerM
+	}
+	fmt.Fprintf(&b, "\nFresh process: gateway CPU µs per span over the first %d spans of a new process (medians over rounds), the paired ratio with/without (median, range), target ≤ %.2f; p50 and p99 answer times (ms); time to healthy (s), RSS when healthy (MB) and minor page faults per 1k spans in the window.\n\n", spans, matrixTarget)
+	b.WriteString("| senders × spans | µs/span without | µs/span with | ratio (range) | target | p50 without | p50 with | p99 without | p99 with | healthy without | with | RSS at start without | with | faults/1k spans without | with |\n")
+	b.WriteString("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, k := range keys {
 		pr := pairedRatios(results, k, cpu)
-		fmt.Fprintf(&b, "| %s | %.2f | %.2f | **%.3f** (%s) | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.0f | %.0f |\n",
+		fmt.Fprintf(&b, "| %s | %.2f | %.2f | **%.3f** (%s) | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.0f | %.0f | %.1f | %.1f |\n",
 			shapeName(k.senders, k.batch),
 			median(pick(results, k, without, cpu)), median(pick(results, k, with, cpu)), median(pr), spread(pr), passFail(median(pr) <= matrixTarget),
 			median(pick(results, k, without, p50)), median(pick(results, k, with, p50)),
 			median(pick(results, k, without, p99)), median(pick(results, k, with, p99)),
 			median(pick(results, k, without, hs)), median(pick(results, k, with, hs)),
-			median(pick(results, k, without, rss)), median(pick(results, k, with, rss)))
+			median(pick(results, k, without, rss)), median(pick(results, k, with, rss)),
+			median(pick(results, k, without, flt))/1000, median(pick(results, k, with, flt))/1000)
 	}
 	return b.String()
 }
