@@ -133,3 +133,19 @@ func TestClosedAndFreshPresets(t *testing.T) {
 		}
 	}
 }
+
+// TestFreshTable: the fresh-process table gives each cell's paired median
+// ratio against the target beside both sides' start figures.
+func TestFreshTable(t *testing.T) {
+	var results []runResult
+	for i, pair := range [][2]float64{{2, 2.2}, {2, 2.0}, {2, 2.1}} {
+		results = append(results,
+			runResult{Load: "sat", Senders: 16, Batch: 1000, Variant: without, Round: i + 1, CPUPerM: pair[0], Start: &freshStart{HealthyS: 0.05, RSSMB: 60, MinFltPerM: 100_000}},
+			runResult{Load: "sat", Senders: 16, Batch: 1000, Variant: with, Round: i + 1, CPUPerM: pair[1], Start: &freshStart{HealthyS: 0.08, RSSMB: 145, MinFltPerM: 120_000}})
+	}
+	out := freshTable(results, scenarioKeys(results), 1_000_000)
+	want := "| 16×1000 | 2.00 | 2.10 | **1.050** (1.000–1.100) | met | 0.00 | 0.00 | 0.00 | 0.00 | 0.05 | 0.08 | 60 | 145 | 100.0 | 120.0 |"
+	if !strings.Contains(out, want) {
+		t.Fatalf("the fresh table lacks %q:\n%s", want, out)
+	}
+}
