@@ -25,7 +25,7 @@ type abExtra struct {
 	fresh int
 }
 
-// registerExtra registers the flags of abExtra on fs.
+// register registers the flags of abExtra on fs.
 func (x *abExtra) register(fs *flag.FlagSet) {
 	fs.Func("cells", "the cells' shapes, a list of SENDERSxSPANS (1x64,1x512,2x512), run instead of -senders × -batches; at load sat each sender sends its next request when the last is answered (closed loop)", func(s string) error {
 		cells, err := parseCells(s)
