@@ -11,6 +11,12 @@
 #                                    # spans per request 64,512,8192 × saturation,
 #                                    # 10k and 40k spans/s: 5 rounds (hours)
 #   bench/ab.sh -matrix quick        # the same cells, one short round each (about 10 min)
+#   bench/ab.sh -matrix closed       # the closed-loop cells 1×64, 1×512, 2×512 (each sender
+#                                    # sends its next request when the last is answered),
+#                                    # the default against stock: 5 rounds (about 15 min)
+#   bench/ab.sh -matrix fresh        # dedup against no dedup over the first 1M spans of a
+#                                    # new process (-fresh N; -pair default -cells 1x64 for
+#                                    # the default against stock): 5 rounds (about 2 min)
 #
 # Extra arguments go to the driver, bench/ab (go run ./bench/ab -h lists
 # them). PIN=1 (with taskset and at least 2 CPUs) pins the driver (load

@@ -47,6 +47,7 @@ type abConfig struct {
 	keep         bool
 	mdOut        string
 	jsonOut      string
+	x            abExtra // cells.go: -cells, -fresh
 }
 
 // loadSpec is one load of the scenarios: saturation ("sat"), or a fixed
@@ -101,6 +102,8 @@ type runResult struct {
 	Discarded   bool   `json:"discarded,omitempty"` // run again: the machine was busy
 	FirstError  string `json:"first_error,omitempty"`
 	GatewayLogs string `json:"gateway_log,omitempty"`
+
+	Start *freshStart `json:"start,omitempty"` // -fresh runs: the gateway's start
 }
 
 func runAB(ctx context.Context, c *abConfig, out, errOut io.Writer) error {
@@ -161,6 +164,9 @@ func runAB(ctx context.Context, c *abConfig, out, errOut io.Writer) error {
 
 // shapes is every cell's senders and spans per request, in order.
 func (c *abConfig) shapes() [][2]int {
+	if len(c.x.cells) > 0 {
+		return c.x.cells
+	}
 	var out [][2]int
 	for _, n := range c.senders {
 		for _, b := range c.batches {

@@ -89,3 +89,63 @@ func TestMatrixBacklogCells(t *testing.T) {
 		t.Fatalf("no backlog, yet a table:\n%s", out)
 	}
 }
+
+// TestClosedAndFreshPresets: -matrix closed runs the closed-loop cells
+// 1×64, 1×512 and 2×512 at saturation instead of -senders × -batches;
+// -matrix fresh runs the dedup pair over a new process's first 1M spans.
+func TestClosedAndFreshPresets(t *testing.T) {
+	for _, tc := range []struct {
+		preset string
+		cells  [][2]int
+		pair   string
+		fresh  int
+	}{
+		{"closed", [][2]int{{1, 64}, {1, 512}, {2, 512}}, "default", 0},
+		{"fresh", [][2]int{{16, 1000}}, "dedup", 1_000_000},
+	} {
+		fs := flag.NewFlagSet("ab", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		var c abConfig
+		f := c.register(fs)
+		if err := fs.Parse([]string{"-senders", "64"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := applyMatrix(fs, tc.preset, map[string]bool{"senders": true}); err != nil {
+			t.Fatal(err)
+		}
+		c.gen.Target = "127.0.0.1:1"
+		if err := c.parse(*f.loads, *f.dups, *f.senders, *f.batches); err != nil {
+			t.Fatal(err)
+		}
+		got := c.shapes()
+		if len(got) != len(tc.cells) || c.pair != tc.pair || c.x.fresh != tc.fresh || len(c.loads) != 1 || c.loads[0].name != "sat" {
+			t.Fatalf("%s: shapes %v pair %s fresh %d loads %v: want %v, %s, %d, saturation only", tc.preset, got, c.pair, c.x.fresh, c.loads, tc.cells, tc.pair, tc.fresh)
+		}
+		for i := range got {
+			if got[i] != tc.cells[i] {
+				t.Fatalf("%s: shapes %v, want %v", tc.preset, got, tc.cells)
+			}
+		}
+	}
+	for _, bad := range []string{"1", "0x64", "1x", "ax2", "1x64,"} {
+		if _, err := parseCells(bad); err == nil {
+			t.Errorf("cells %q taken", bad)
+		}
+	}
+}
+
+// TestFreshTable: the fresh-process table gives each cell's paired median
+// ratio against the target beside both sides' start figures.
+func TestFreshTable(t *testing.T) {
+	var results []runResult
+	for i, pair := range [][2]float64{{2, 2.2}, {2, 2.0}, {2, 2.1}} {
+		results = append(results,
+			runResult{Load: "sat", Senders: 16, Batch: 1000, Variant: without, Round: i + 1, CPUPerM: pair[0], Start: &freshStart{HealthyS: 0.05, RSSMB: 60, MinFltPerM: 100_000}},
+			runResult{Load: "sat", Senders: 16, Batch: 1000, Variant: with, Round: i + 1, CPUPerM: pair[1], Start: &freshStart{HealthyS: 0.08, RSSMB: 145, MinFltPerM: 120_000}})
+	}
+	out := freshTable(results, scenarioKeys(results), 1_000_000)
+	want := "| 16×1000 | 2.00 | 2.10 | **1.050** (1.000–1.100) | met | 0.00 | 0.00 | 0.00 | 0.00 | 0.05 | 0.08 | 60 | 145 | 100.0 | 120.0 |"
+	if !strings.Contains(out, want) {
+		t.Fatalf("the fresh table lacks %q:\n%s", want, out)
+	}
+}

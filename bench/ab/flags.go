@@ -56,6 +56,7 @@ func (c *abConfig) register(fs *flag.FlagSet) *abFlags {
 	fs.BoolVar(&c.keep, "keep", false, "keep the work directory")
 	fs.StringVar(&c.mdOut, "out", "", "also write the report (markdown) to this file")
 	fs.StringVar(&c.jsonOut, "json", "", "write every run's figures (JSON) to this file")
+	c.x.register(fs)
 	f.printConfig = fs.String("print-config", "", "print the gateway config of variant with or without (on the fixed ports 4317, 4318, 13133, sink 4319) and exit")
 	return f
 }

@@ -115,6 +115,9 @@ func (c *abConfig) report(results, discarded []runResult, ceilings []ceilingResu
 				median(pick(results, k, without, pout)), median(pick(results, k, with, pout)))
 		}
 	}
+	if c.x.fresh > 0 {
+		b.WriteString(freshTable(results, keys, c.x.fresh))
+	}
 	if c.pair == "default" {
 		b.WriteString(matrixTable(results, keys))
 	} else {

@@ -14,6 +14,9 @@ import (
 // runOne runs one gateway variant in scenario sc (its rate decided) and
 // measures it.
 func (c *abConfig) runOne(ctx context.Context, n int, sc scenario, variant string, round int) (runResult, error) {
+	if c.x.fresh > 0 {
+		return c.runFresh(ctx, n, sc, variant, round)
+	}
 	r := runResult{Load: sc.load, Dup: sc.dup, Senders: sc.senders, Batch: sc.batch, Variant: variant, Round: round, Rate: sc.rate}
 	nonce := loadgen.NewNonce()
 	sk, err := loadgen.StartSink("127.0.0.1:0", nonce)

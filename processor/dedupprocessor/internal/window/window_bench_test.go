@@ -137,3 +137,15 @@ func BenchmarkObserveBatch(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkNewPopulate2M is what a 2M-span window (the default's) costs
+// to make and make resident: part of a gateway's time to healthy.
+func BenchmarkNewPopulate2M(b *testing.B) {
+	for b.Loop() {
+		s, err := New[[24]byte, uint64](2_000_000, 1e9, func(k *[24]byte) uint64 { return uint64(k[0]) })
+		if err != nil || s.Capacity() != 2_000_000 {
+			b.Fatal(err)
+		}
+		s.Populate()
+	}
+}

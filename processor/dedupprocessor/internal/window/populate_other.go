@@ -1,0 +1,5 @@
+//go:build !linux
+
+package window
+
+func populateMemory[T any]([]T) {}
