@@ -232,7 +232,11 @@ func (t *Tracker) delta(s *stream, p Point) Decision {
 // repeat is dropped, a point at or before the newest one cannot join the
 // series (a different value at the same time is a second writer for
 // certain), and a value sooner than half the observed interval is a
-// suspected second writer, passed.
+// suspected second writer, passed, from the second such gap on: one short
+// gap is what a single writer's final flush at shutdown makes (the SDK
+// exports once more as it ends, whenever that is). A point whose writer
+// started after the stream's newest point is a restart, not a concurrent
+// writer: it forgets an earlier short gap.
 func (t *Tracker) gauge(s *stream, p Point) Decision {
 	c := &s.cur
 	d := Decision{Writer: p.Start, Elected: c.start}
@@ -244,8 +248,14 @@ func (t *Tracker) gauge(s *stream, p Point) Decision {
 	case p.Time < c.time:
 		return dropped(d, ReasonOutOfOrder)
 	}
+	if p.Start > c.time {
+		s.flags &^= flagShortGap
+	}
 	if c.interval > 0 && p.Time-c.time < c.interval/2 {
-		d.Reason = ReasonSuspect
+		if s.flags&flagShortGap != 0 {
+			d.Reason = ReasonSuspect
+		}
+		s.flags |= flagShortGap
 	}
 	c.accept(p)
 	return d

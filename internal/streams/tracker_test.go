@@ -334,9 +334,60 @@ func TestGauge(t *testing.T) {
 		{time: 20, value: 2, want: "drop duplicate"},
 		{time: 20, value: 3, want: "drop overlap"},
 		{time: 15, value: 3, want: "drop out_of_order"},
-		{time: 22, value: 5, want: "pass suspected_writer"}, // 2s after, interval 10s
+		{time: 22, value: 5, want: "pass"}, // 2s after, interval 10s: one short gap
 		{time: 30, value: 5, want: "pass"},
+		{time: 32, value: 6, want: "pass suspected_writer"}, // the second
 		{time: 40, value: 5, want: "pass"},
+	})
+}
+
+// TestGaugeShortGaps: one short gap is a writer's final flush at shutdown
+// (the Java agent's BatchSpanProcessor queueSize at the JVM's exit); a
+// second writer makes them again and again, a slower second reader once
+// per its interval; a restart (a writer that started after the newest
+// point) forgets the one before.
+func TestGaugeShortGaps(t *testing.T) {
+	t.Run("final flush", func(t *testing.T) {
+		run(t, newTracker(t, nil), gauge, []pt{
+			{start: 1, time: 10, value: 1, want: "pass"},
+			{start: 1, time: 20, value: 1, want: "pass"},
+			{start: 1, time: 30, value: 1, want: "pass"},
+			{start: 1, time: 31, value: 0, want: "pass"}, // at shutdown
+		})
+	})
+	t.Run("two readers", func(t *testing.T) {
+		run(t, newTracker(t, nil), gauge, []pt{
+			{start: 1, time: 10, value: 1, want: "pass"},
+			{start: 1, time: 12, value: 1, want: "pass"},
+			{start: 1, time: 20, value: 1, want: "pass"},
+			{start: 1, time: 22, value: 1, want: "pass"}, // interval 8s, 2s: the first short gap
+			{start: 1, time: 30, value: 1, want: "pass"},
+			{start: 1, time: 32, value: 1, want: "pass suspected_writer"},
+		})
+	})
+	t.Run("a slower second reader", func(t *testing.T) {
+		run(t, newTracker(t, nil), gauge, []pt{
+			{start: 1, time: 10, value: 1, want: "pass"},
+			{start: 1, time: 20, value: 1, want: "pass"},
+			{start: 1, time: 23, value: 1, want: "pass"}, // every 60s
+			{start: 1, time: 30, value: 1, want: "pass"},
+			{start: 1, time: 40, value: 1, want: "pass"},
+			{start: 1, time: 50, value: 1, want: "pass"},
+			{start: 1, time: 60, value: 1, want: "pass"},
+			{start: 1, time: 70, value: 1, want: "pass"},
+			{start: 1, time: 80, value: 1, want: "pass"},
+			{start: 1, time: 83, value: 1, want: "pass suspected_writer"},
+		})
+	})
+	t.Run("restarts", func(t *testing.T) {
+		run(t, newTracker(t, nil), gauge, []pt{
+			{start: 1, time: 10, value: 1, want: "pass"},
+			{start: 1, time: 20, value: 1, want: "pass"},
+			{start: 1, time: 21, value: 0, want: "pass"}, // final flush
+			{start: 25, time: 31, value: 1, want: "pass"},
+			{start: 25, time: 41, value: 1, want: "pass"},
+			{start: 25, time: 42, value: 0, want: "pass"}, // the next one's
+		})
 	})
 }
 

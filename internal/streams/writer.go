@@ -105,4 +105,7 @@ const (
 	// flagShared: cur's start is shared by several writers, split into
 	// chains (shared.go).
 	flagShared
+	// flagShortGap: a gauge point came sooner than half the observed
+	// interval (gauge, rules.go); the next such gap is a suspected writer.
+	flagShortGap
 )
