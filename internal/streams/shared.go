@@ -363,9 +363,9 @@ next:
 
 // chains builds the chains of the kept points pts by their export phase
 // (interval iv), and says whether two or more writers have two points or
-// more each, and no more than one point in eight fell below the chain
-// whose phase it was on: then they are the chains, the one holding the
-// elected writer's newest point first.
+// more each, one of them holding the elected writer's newest point, and no
+// more than one point in eight fell below the chain whose phase it was on:
+// then they are the chains, the elected writer's first.
 func (sh *sharedStart) chains(pts []sharer, iv uint64, s *stream) bool {
 	var ts [sharedRing]sharer
 	copy(ts[:], pts)
@@ -403,12 +403,20 @@ func (sh *sharedStart) chains(pts []sharer, iv uint64, s *stream) bool {
 	if m < 2 {
 		return false
 	}
+	elected := -1
 	for k := range m {
 		if ch[k].time == s.cur.time && ch[k].fp == s.cur.fp {
-			ch[0], ch[k] = ch[k], ch[0]
+			elected = k
 			break
 		}
 	}
+	if elected < 0 {
+		// The series already passed is no chain of two points yet (its
+		// newest point fell out of the ring, or is its chain's only one):
+		// another chain passed as it is would fall below it, a reset.
+		return false
+	}
+	ch[0], ch[elected] = ch[elected], ch[0]
 	sh.ch, sh.n = ch, uint8(m)
 	return true
 }
