@@ -79,9 +79,10 @@ func (c takingClient) Take(ctx context.Context, key string) ([]byte, error) {
 	return c.Get(ctx, key)
 }
 
-func stored(t *testing.T, c storage.Client, key string) string {
+// storedMetadata is the queue's metadata as c reads it.
+func storedMetadata(t *testing.T, c storage.Client) string {
 	t.Helper()
-	v, err := c.Get(context.Background(), key)
+	v, err := c.Get(context.Background(), queueMetadataKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,10 +112,10 @@ func TestReadMarkWrittenWithNextWrite(t *testing.T) {
 	if n := len(rec.written()); n != 1 {
 		t.Fatalf("%d writes after an entry stored and taken, want 1 (the read mark waits)", n)
 	}
-	if got := stored(t, rec, queueMetadataKey); got != "m1" {
+	if got := storedMetadata(t, rec); got != "m1" {
 		t.Fatalf("stored metadata %q, want m1: the read mark is not written yet", got)
 	}
-	if got := stored(t, c, queueMetadataKey); got != "m2" {
+	if got := storedMetadata(t, c); got != "m2" {
 		t.Fatalf("the queue's client reads metadata %q, want the pending m2", got)
 	}
 
@@ -122,7 +123,7 @@ func TestReadMarkWrittenWithNextWrite(t *testing.T) {
 	if err := c.Batch(ctx, storage.SetOperation(queueMetadataKey, []byte("m3")), storage.SetOperation("1", []byte("entry1"))); err != nil {
 		t.Fatal(err)
 	}
-	if got := stored(t, rec, queueMetadataKey); got != "m3" {
+	if got := storedMetadata(t, rec); got != "m3" {
 		t.Fatalf("stored metadata %q, want m3", got)
 	}
 	if w := rec.written(); len(w) != 2 || len(w[1]) != 2 {
@@ -149,7 +150,7 @@ func TestReadMarkWrittenWithNextWrite(t *testing.T) {
 		t.Fatalf("a failed Take returned %v", err)
 	}
 	rec.takeErr = nil
-	if got := stored(t, c, queueMetadataKey); got != "m4" {
+	if got := storedMetadata(t, c); got != "m4" {
 		t.Fatalf("metadata %q after a failed Take, want m4", got)
 	}
 
@@ -157,7 +158,7 @@ func TestReadMarkWrittenWithNextWrite(t *testing.T) {
 	if err := c.Batch(ctx, storage.SetOperation(queueMetadataKey, []byte("m6")), storage.GetOperation("1")); err != nil {
 		t.Fatal(err)
 	}
-	if got := stored(t, rec, queueMetadataKey); got != "m4" {
+	if got := storedMetadata(t, rec); got != "m4" {
 		t.Fatalf("stored metadata %q, want m4 until Close", got)
 	}
 	inner := rec.Client
@@ -165,7 +166,7 @@ func TestReadMarkWrittenWithNextWrite(t *testing.T) {
 	if err := c.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := stored(t, inner, queueMetadataKey); got != "m6" {
+	if got := storedMetadata(t, inner); got != "m6" {
 		t.Fatalf("stored metadata %q after Close, want m6", got)
 	}
 }
@@ -189,7 +190,7 @@ func TestReadMarkWrittenWithoutTake(t *testing.T) {
 	if err := c.Batch(ctx, storage.SetOperation(queueMetadataKey, []byte("m2")), get); err != nil {
 		t.Fatal(err)
 	}
-	if string(get.Value) != "entry0" || len(rec.written()) != 2 || stored(t, rec, queueMetadataKey) != "m2" {
+	if string(get.Value) != "entry0" || len(rec.written()) != 2 || storedMetadata(t, rec) != "m2" {
 		t.Fatalf("read %q, writes %+v: want the read mark written as the queue wrote it", get.Value, rec.written())
 	}
 }
