@@ -6,9 +6,10 @@
 #
 #   bench/profile.sh                 # 40,000 spans/s, 15 s each, default then stock
 #
-# Each run's line gives the gateway's CPU, the bytes it wrote (write(2) and
-# pwrite(2), /proc/PID/io wchar: the queue's and the journal's storage) and
-# the load generator's answer latency.
+# Each run's line gives the gateway's CPU, the bytes it wrote and in how
+# many calls (write(2) and pwrite(2), /proc/PID/io wchar and syscw: the
+# queue's and the journal's storage, and its sends) and the load
+# generator's answer latency.
 #   RATE=40000 SECONDS_=15 ROUNDS=2 bench/profile.sh
 #   RATE=0 CONCURRENCY=1 BATCH=64 bench/profile.sh   # one sender, 64-span requests, closed loop
 #
@@ -91,14 +92,16 @@ run() { # variant round
 	local lp=$!
 	pids+=("$lp")
 	sleep 3 # the generator's warm-up
-	local t0 t1 w0 w1
+	local t0 t1 w0 w1 c0 c1
 	t0=$(awk '{print $14+$15}' "/proc/$gp/stat")
 	w0=$(awk '/^wchar/{print $2}' "/proc/$gp/io")
+	c0=$(awk '/^syscw/{print $2}' "/proc/$gp/io")
 	perf record -F 999 -g -p "$gp" -o "$perfdir/perf-$v-$r.data" -- sleep "$secs" > /dev/null 2>&1
 	t1=$(awk '{print $14+$15}' "/proc/$gp/stat")
 	w1=$(awk '/^wchar/{print $2}' "/proc/$gp/io")
+	c1=$(awk '/^syscw/{print $2}' "/proc/$gp/io")
 	wait "$lp"
-	echo "$v round $r: gateway CPU $(awk -v t=$((t1 - t0)) -v s="$secs" -v hz="$(getconf CLK_TCK)" 'BEGIN{printf "%.2f cores", t/hz/s}') over ${secs}s; written $(((w1 - w0) / secs / 1024)) KiB/s; $(grep -m1 'accepted:' "$out/gen-$v-$r.log"); $(grep -m1 'latency:' "$out/gen-$v-$r.log")"
+	echo "$v round $r: gateway CPU $(awk -v t=$((t1 - t0)) -v s="$secs" -v hz="$(getconf CLK_TCK)" 'BEGIN{printf "%.2f cores", t/hz/s}') over ${secs}s; written $(((w1 - w0) / secs / 1024)) KiB/s in $(((c1 - c0) / secs)) write calls/s; $(grep -m1 'accepted:' "$out/gen-$v-$r.log"); $(grep -m1 'latency:' "$out/gen-$v-$r.log")"
 	kill "$gp" "$sp"
 	wait "$gp" "$sp" 2>/dev/null || true
 }

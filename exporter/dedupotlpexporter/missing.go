@@ -3,6 +3,7 @@ package dedupotlpexporter
 import (
 	"context"
 	"maps"
+	"slices"
 	"sync"
 
 	"go.opentelemetry.io/collector/component"
@@ -103,6 +104,13 @@ type missingEntries struct {
 	// neverStored are entry keys whose write failed, up to
 	// maxNeverStored; more are reported as missing when read.
 	neverStored map[string]struct{}
+
+	// wmu orders the queue's batches with the read mark they carry
+	// (readmark.go).
+	wmu sync.Mutex
+	// pendingMark is the queue's metadata from the last entry it took,
+	// not yet written: its next write carries it, or newer.
+	pendingMark []byte
 }
 
 // maxNeverStored bounds the entry keys remembered as never stored: a
@@ -112,6 +120,13 @@ type missingEntries struct {
 const maxNeverStored = 1 << 16
 
 func (c *missingEntries) Get(ctx context.Context, key string) ([]byte, error) {
+	if key == queueMetadataKey {
+		c.wmu.Lock()
+		defer c.wmu.Unlock()
+		if c.pendingMark != nil {
+			return slices.Clone(c.pendingMark), nil
+		}
+	}
 	v, err := c.Client.Get(ctx, key)
 	if err == nil && v == nil && isEntryKey(key) && !c.wasRefused(key) {
 		c.missing(key)
@@ -153,10 +168,25 @@ func (c *missingEntries) failed(ops []*storage.Operation, err error) {
 }
 
 func (c *missingEntries) Batch(ctx context.Context, ops ...*storage.Operation) error {
-	if err := c.Client.Batch(ctx, ops...); err != nil {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if mark, get, ok := readMark(ops); ok {
+		taken, err := c.takeEntry(ctx, mark, get)
+		if err != nil {
+			return err
+		}
+		if taken {
+			if get.Value == nil && !c.wasRefused(get.Key) {
+				c.missing(get.Key)
+			}
+			return nil
+		}
+	}
+	if err := c.Client.Batch(ctx, c.withPendingMark(ops)...); err != nil {
 		c.failed(ops, err)
 		return err
 	}
+	c.pendingMark = nil
 	var written map[string]bool
 	for _, op := range ops {
 		switch {

@@ -400,6 +400,26 @@ func (c *client) Get(ctx context.Context, key string) ([]byte, error) {
 	return op.Value, nil
 }
 
+// Take reads key's value for a reader that takes it to deliver it and
+// will record that it did (the queue taking an entry to send: see
+// dedup_otlp_grpc's read marks). Unlike Get it does not remember the
+// value as one about to be stored again under a new key (moved.go: a
+// Get alone is a batch without writes, whose values are remembered, and
+// each Set of the next minute is checked against them, a checksum of its
+// value); and, as a write would, it fails once the client writes nothing
+// more, so that nothing is taken that could not be recorded as delivered.
+func (c *client) Take(_ context.Context, key string) ([]byte, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, errClosed
+	}
+	if c.broken != nil {
+		return nil, c.broken
+	}
+	return c.read(key)
+}
+
 func (c *client) Set(ctx context.Context, key string, value []byte) error {
 	return c.Batch(ctx, storage.SetOperation(key, value))
 }

@@ -268,3 +268,49 @@ func TestLargeBatchGetSeesEarlierWrites(t *testing.T) {
 		t.Fatalf("in-batch gets: %q %q %q", gets[0].Value, gets[1].Value, gets[2].Value)
 	}
 }
+
+// TestTake: Take reads what Get reads (a value, nil for a key not held)
+// without making it a value moved to a new key (a Set of the same bytes
+// is written whole, not as a reference); it fails once the client writes
+// nothing more, and on a closed client.
+func TestTake(t *testing.T) {
+	ctx := context.Background()
+	c, err := openClient(t.TempDir(), options{segmentBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	val := bytes.Repeat([]byte{7}, 1000)
+	if err := c.Set(ctx, "0", val); err != nil {
+		t.Fatal(err)
+	}
+	v, err := c.Take(ctx, "0")
+	if err != nil || !bytes.Equal(v, val) {
+		t.Fatalf("Take: %d bytes, %v; want the value", len(v), err)
+	}
+	if v, err := c.Take(ctx, "1"); err != nil || v != nil {
+		t.Fatalf("Take of a key not held: %q, %v; want nil", v, err)
+	}
+	if len(c.moves) != 0 {
+		t.Fatalf("Take remembered %d values as moved", len(c.moves))
+	}
+	if _, err := c.Get(ctx, "0"); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.moves) != 1 {
+		t.Fatalf("Get alone remembered %d values as moved, want 1 (moved.go)", len(c.moves))
+	}
+	c.broken = errors.New("broken")
+	if _, err := c.Take(ctx, "0"); !errors.Is(err, c.broken) {
+		t.Fatalf("Take on a client that writes nothing more: %v", err)
+	}
+	if v, err := c.Get(ctx, "0"); err != nil || !bytes.Equal(v, val) {
+		t.Fatalf("Get on a client that writes nothing more: %v; it reads", err)
+	}
+	c.broken = nil
+	if err := c.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Take(ctx, "0"); !errors.Is(err, errClosed) {
+		t.Fatalf("Take on a closed client: %v", err)
+	}
+}
