@@ -1,6 +1,7 @@
 package streams
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -26,7 +27,11 @@ func flushSharers(rounds int) []pt {
 }
 
 // TestSharedStartFinalFlush: a writer's final flush at shutdown, off its
-// own timer and on another writer's phase.
+// own timer and on another writer's phase, above that writer's value. By
+// phase alone it was B's (B's series took A's 183, B's next export fell
+// below it and B became a third writer: 395 delivered for a truth of 215,
+// A's count twice); its value goes on from A's (a rise of 3 where A rises
+// 10 an interval, B 2), so it is A's (flushOf), and counted so.
 func TestSharedStartFinalFlush(t *testing.T) {
 	tr := autoTracker(t, nil)
 	series := map[uint8]pt{}
@@ -49,5 +54,8 @@ func TestSharedStartFinalFlush(t *testing.T) {
 	// The truth: A's flush (183) and B's newest (10 + 2*11 = 32).
 	if want := 183.0 + 32; delivered != want {
 		t.Errorf("delivered %g, want %g", delivered, want)
+	}
+	if e.Writers != 2 || e.ByValue != 1 || e.Unsplit != 0 || !strings.Contains(e.String(), "1 points early for their writer (a flush at shutdown) on another's phase, placed by the value they continue") {
+		t.Errorf("evidence %+v: %s", e, e)
 	}
 }
