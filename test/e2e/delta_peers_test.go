@@ -98,14 +98,15 @@ func deltaCounted(t *testing.T, path, service string) int64 {
 // through the default dedup config into a file: the counts forwarded,
 // every series added up, equal the events recorded: one reader; a second
 // reader joined (a copy: dropped); 2 and 4 processes sharing one identity,
-// each counting its own (peers: kept).
+// each counting its own (peers: kept). And audit, reading what the
+// gateway received, names each case as the gateway judges it (auditDelta).
 func TestDefaultDeltaWriters(t *testing.T) {
 	// The Go SDK by default; the JS SDK's rows (its client honours the
 	// variable too) with DOUBLETAKE_E2E_JS_DELTA=1, as they are not the
 	// truth in every run on a loaded machine yet (docs/metrics.md, "Delta
-	// writers": a JS process whose two chains start within PoolWindow of
-	// another's is pooled with it and decided late, and a copy was once
-	// called a peer).
+	// writers": two JS processes whose counter chains started 1 ms apart
+	// were decided late and counts were lost, and a copy was once called
+	// a peer).
 	goClient(t)
 	sdks := []peersSDK{{"go", runGoWorker}}
 	if os.Getenv("DOUBLETAKE_E2E_JS_DELTA") == "1" {
