@@ -184,6 +184,14 @@ func (j *judge) deltaOther(t *Tracker, s *stream, i uint32, p Point, d Decision)
 		jp.Pair, *jp.chains = Pair{}, deltaChains{}
 		jp.class, jp.decided, jp.ref = cls, decided, s.cur.start
 	}
+	if jp.wk.origin != 0 && j.scoped && !j.anchored {
+		// One export's points are one writer's, as for cumulative
+		// writers (judge.other): a new chain met later in this
+		// ScopeMetrics is this chain's writer's other instrument (its
+		// run start another, when the first interval of that instrument
+		// was named as the elected chain's and left to the delta rules).
+		j.anchor, j.anchored = jp.wk, true
+	}
 	old := jp.own
 	jp.own.time, jp.own.fp, jp.own.sum = p.Time, p.Fingerprint, math.Float64frombits(p.Start)
 	if t.journal != nil {

@@ -215,3 +215,74 @@ func TestDeltaAutoLateFirstInterval(t *testing.T) {
 		}
 	}
 }
+
+// TestDeltaAutoAnchorContinued: one export's points are one writer's.
+// Process X's first histogram interval carried the run start of the
+// elected chain (JS SDKs stamp each instrument's start in milliseconds:
+// another process's can be the same), so it was left to the delta rules
+// and X's histogram chain is named by its second interval's start; its
+// counter chain, which counts alike with the elected one's, is decided
+// with that histogram chain only if the two are pooled: the chain
+// continued in X's ScopeMetrics anchors the new one met after it. Before,
+// X's counter chain was judged on its own: here, counting exactly alike,
+// a copy (its counts dropped); in a run of 4 JS processes, replayed,
+// undecided to the end (457 of 600 delivered, 600 now).
+func TestDeltaAutoAnchorContinued(t *testing.T) {
+	tr, err := NewTracker(func() Policy { p := DefaultPolicy(); p.Auto, p.MaxHeldBytes = true, 1<<20; return p }())
+	if err != nil {
+		t.Fatal(err)
+	}
+	counter, hist := ID{1}, ID{2}
+	delivered, truth, held := 0.0, 0.0, map[uint64]float64{}
+	feed := func(id ID, p Point, x bool) {
+		d := tr.ObserveFrom(id, 9, deltaSum, p, int64(p.Time))
+		if id != counter {
+			return
+		}
+		if x {
+			truth += p.Value
+		}
+		if x && d.Verdict != Drop {
+			delivered += p.Value
+		}
+		if d.Hold {
+			held[d.Writer] += p.Value
+			tr.Hold(id, d.Writer, pmetric.NewMetrics(), 10)
+		}
+	}
+	release := func() {
+		tr.TakeReleased(func(id ID, w uint64, _ pmetric.Metrics, _ int) {
+			if id == counter {
+				delivered += held[w]
+				delete(held, w)
+			}
+		})
+	}
+	for i := range 30 {
+		k := float64(i)
+		y := func(v float64) Point {
+			return pt{start: 100 + 10*k, time: 110 + 10*k, value: v}.point()
+		}
+		tr.NewScope()
+		feed(counter, y(10), false)
+		feed(hist, y(10), false)
+		release()
+		xStart := 105 + 10*k
+		if k == 0 {
+			xStart = 101 // the counter's first interval; the histogram's starts at 100, the elected chain's start
+		}
+		tr.NewScope()
+		feed(counter, pt{start: xStart, time: 115 + 10*k, value: 10}.point(), true)
+		if k == 0 {
+			xStart = 100
+		}
+		feed(hist, pt{start: xStart, time: 115 + 10*k, value: 30}.point(), true)
+		release()
+	}
+	if delivered != truth || len(held) != 0 {
+		t.Errorf("X's counter: delivered %g, held %v, want the truth %g", delivered, held, truth)
+	}
+	if j, ok := tr.Judgement(counter, secs(101)); !ok || tr.judge.classOf(tr.judge.byKey[pairKey{counter, secs(101)}]) != ClassPeer {
+		t.Errorf("X's counter chain: %+v", j)
+	}
+}
