@@ -200,9 +200,11 @@ func (j *judge) deltaOther(t *Tracker, s *stream, i uint32, p Point, d Decision)
 	before := jp.class
 	if jp.class != ClassPeer {
 		jp.chains.add(&jp.Pair, s.shape, p)
-		if jp.class == ClassUndecided && t.quiet(&s.cur, p.Time) && s.cur.time > 0 {
-			// The elected chain stopped, this one goes on: not a copy (a
-			// copy cannot outlive its process's first reader).
+		if jp.class == ClassUndecided && t.quiet(&s.cur, p.Time) && s.cur.time > 0 && !j.chainSince(s.id, s.cur.time, jp) {
+			// The elected chain stopped, this one goes on, and no chain
+			// began since (the elected writer going on under another run
+			// start, its chain broken by a lost or late export): not a
+			// copy (a copy cannot outlive its process's first reader).
 			jp.class, jp.part, jp.decided = ClassPeer, partQuiet, p.Time
 			jp.crossLo = float64(p.Time-s.cur.time) / 1e9
 			fo, _ := t.failoverAfter(s.cur.interval)
@@ -265,4 +267,19 @@ func (j *judge) chainDecided(jp *judged, before Class, t uint64) {
 	if jp.class != before {
 		j.scan = true
 	}
+}
+
+// chainSince says whether a chain of stream id other than jp began at or
+// after time t.
+func (j *judge) chainSince(id ID, t uint64, jp *judged) bool {
+	head, ok := j.byStream[id]
+	if !ok {
+		return false
+	}
+	for i := head; i != 0; i = j.pairs[i-1].next {
+		if q := &j.pairs[i-1]; q != jp && q.chains != nil && q.other >= t {
+			return true
+		}
+	}
+	return false
 }

@@ -286,3 +286,42 @@ func TestDeltaAutoAnchorContinued(t *testing.T) {
 		t.Errorf("X's counter chain: %+v", j)
 	}
 }
+
+// TestDeltaAutoQuietAfterBreak: the elected chain of a process read twice
+// breaks (an export lost or late on a loaded machine) and its reader goes
+// on as a new chain, started before the elected chain's next point was
+// due (a second chain, not a restart). The elected chain is quiet then,
+// but its writer is not: the copy is not a peer (a copy called a peer
+// counts every measurement twice: 287 of 150 in an end-to-end run of the
+// JS SDK). The reader's new chain, whose elected chain went quiet with
+// nothing started since, is decided a peer by the quiet rule and
+// delivered, so the total is the first reader's.
+func TestDeltaAutoQuietAfterBreak(t *testing.T) {
+	s := newDeltaSim(t)
+	truth := 0.0
+	a := func(from, to float64) {
+		s.feed(deltaSum, pt{start: from, time: to, value: 10 * (to - from)}.point())
+		truth += 10 * (to - from)
+	}
+	b := func(from, to float64) Decision {
+		return s.feed(deltaSum, pt{start: from, time: to, value: 10 * (to - from)}.point())
+	}
+	for i := range 5 {
+		k := float64(i)
+		a(100+k, 101+k)
+		if k >= 2 {
+			b(100.5+k, 101.5+k)
+		}
+	}
+	// 105 to 106 is lost; the reader's next interval starts at 105.95.
+	for i := range 8 {
+		k := float64(i)
+		a(105.95+k, 106.95+k)
+		if d := b(105.5+k, 106.5+k); d.Class == ClassPeer {
+			t.Fatalf("the copy at %g s: %v", 106.5+k, d)
+		}
+	}
+	if s.delivered != truth {
+		t.Errorf("delivered %g, held %g; the first reader exported %g", s.delivered, s.stillHeld(), truth)
+	}
+}
