@@ -373,9 +373,10 @@ next:
 
 // chains builds the chains of the kept points pts by their export phase
 // (interval iv), and says whether two or more writers have two points or
-// more each, and no more than one point in eight fell below the chain
-// whose phase it was on: then they are the chains, the one holding the
-// elected writer's newest point first.
+// more each, one of them holding the elected writer's newest point, and
+// no more than one point in eight fell below the chain whose phase it was
+// on: then they are the chains, the one holding the elected writer's
+// newest point first.
 func (sh *sharedStart) chains(pts []sharer, iv uint64, s *stream) bool {
 	var ts [sharedRing]sharer
 	copy(ts[:], pts)
@@ -413,11 +414,19 @@ func (sh *sharedStart) chains(pts []sharer, iv uint64, s *stream) bool {
 	if m < 2 {
 		return false
 	}
+	found := false
 	for k := range m {
 		if ch[k].time == s.cur.time && ch[k].fp == s.cur.fp {
 			ch[0], ch[k] = ch[k], ch[0]
+			found = true
 			break
 		}
+	}
+	if !found {
+		// The elected writer's newest point is on no chain of two points
+		// or more: chain 0, which passes unlabelled, would be another
+		// writer's, below the values passed.
+		return false
 	}
 	sh.ch, sh.n = ch, uint8(m)
 	return true
