@@ -53,9 +53,13 @@ func FuzzTracker(f *testing.F) {
 			value       float64
 		}
 		last := map[ID]out{}
+		// A writer's series: its start, and its chain when several
+		// writers share the start (shared.go: chain 0 passes unlabelled,
+		// the others are labelled).
 		type writerOf struct {
-			id    ID
-			start uint64
+			id     ID
+			start  uint64
+			sharer uint8
 		}
 		labelled := map[writerOf]bool{}
 		clock := uint64(100 * sec)
@@ -99,9 +103,9 @@ func FuzzTracker(f *testing.F) {
 				t.Fatalf("op %d: Label without Split or Auto", i/4)
 			}
 			if p.Auto && d.Verdict == Label {
-				labelled[writerOf{id, d.Writer}] = true
+				labelled[writerOf{id, d.Writer, d.Sharer}] = true
 			}
-			if p.Auto && d.Verdict == Pass && labelled[writerOf{id, d.Writer}] && d.Reason != ReasonUnjudged {
+			if p.Auto && d.Verdict == Pass && labelled[writerOf{id, d.Writer, d.Sharer}] && d.Reason != ReasonUnjudged {
 				t.Fatalf("op %d: writer %d of stream %d labelled, then passed unlabelled", i/4, d.Writer, id[0])
 			}
 			if d.Verdict != Pass || d.Reason == ReasonUnjudged {
