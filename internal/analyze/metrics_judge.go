@@ -149,7 +149,12 @@ func (a *Analyzer) droppedPointFindings(diags []Diagnosis, evidence []string, sa
 // writer, dropped points or resets, and adds each overlapping stream's
 // resets and writer spread to its finding.
 func (a *Analyzer) listStreams(mr *MetricReport, diags []Diagnosis, fs metricFindings) {
+	var rules WriterRules
+	tr := a.metrics.tracker
 	for i, s := range a.metrics.streams {
+		if e, ok := tr.Shared(s.id); ok {
+			rules.shared(e)
+		}
 		extra := 0
 		for _, n := range s.dropped {
 			extra += n
@@ -177,15 +182,24 @@ func (a *Analyzer) listStreams(mr *MetricReport, diags []Diagnosis, fs metricFin
 					mr.Classes = map[string]int{}
 				}
 				mr.Classes[j.Class.String()]++
+				if !s.shape.Cumulative() {
+					rules.delta(j.Class)
+				}
 			}
 			f := fs.get(metricFindingKey{diags[i], s.res.service})
 			f.resets += resets
 			f.spread = max(f.spread, writerSpread(s))
 		}
-		if nw <= 1 && extra == 0 && resets == 0 {
+		_, shared := tr.Shared(s.id)
+		if nw <= 1 && extra == 0 && resets == 0 && !shared {
 			continue
 		}
 		mr.List = append(mr.List, streamEntry(s, diags[i], resets, a.metrics.tracker))
+	}
+	js := tr.JudgeStats()
+	rules.QuietPeers, rules.SharedSplit, rules.SharedUnsplit = js.Quiet, int(js.SharedSplit), js.SharedUnsplit
+	if rules != (WriterRules{}) {
+		mr.WriterRules = &rules
 	}
 	slices.SortFunc(mr.List, func(a, b MetricStream) int {
 		return cmp.Or(
@@ -196,4 +210,25 @@ func (a *Analyzer) listStreams(mr *MetricReport, diags []Diagnosis, fs metricFin
 			strings.Compare(a.Attributes, b.Attributes),
 		)
 	})
+}
+
+// delta counts a later delta chain's class.
+func (w *WriterRules) delta(c streams.Class) {
+	switch c {
+	case streams.ClassCopy:
+		w.DeltaCopies++
+	case streams.ClassPeer:
+		w.DeltaPeers++
+	default:
+		w.DeltaUndecided++
+	}
+}
+
+// shared counts a stream's shared start: split into e.Writers, or not.
+func (w *WriterRules) shared(e streams.SharedEvidence) {
+	if e.Writers < 2 {
+		w.SharedNotSplit++
+		return
+	}
+	w.SharedWriters += e.Writers
 }

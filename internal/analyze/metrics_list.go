@@ -14,6 +14,9 @@ func streamEntry(s *metricStreamAcc, diag Diagnosis, resets int, tr *streams.Tra
 		Service: s.res.service, Scope: strings.TrimSpace(s.scope + " " + s.scopeVersion), Attributes: s.attrs, InstanceID: s.res.instance,
 		Points: s.points, MoreWriters: s.more, Overlap: s.overlap, Diagnosis: diag, PeerPoints: s.peerPoints,
 	}
+	if e, ok := tr.Shared(s.id); ok {
+		ms.Shared = e.String()
+	}
 	for _, w := range s.writers {
 		mw := MetricWriter{
 			Start: w.start, StartTime: fmtTime(w.start), Points: w.points,

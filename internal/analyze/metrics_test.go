@@ -342,6 +342,9 @@ func TestMetricsDeltaWriters(t *testing.T) {
 		{"copy", 10, "copy", DiagTwoExporters},
 		{"peer", 20, "peer", DiagIdentityCollision},
 	} {
+		want := map[string]WriterRules{"copy": {DeltaCopies: 1}, "peer": {DeltaPeers: 1}}[c.class]
+		line := map[string]string{"copy": "writer rules: delta chains: 1 copy dropped, 0 peers kept as their own series, 0 undecided (held)\n",
+			"peer": "writer rules: delta chains: 0 copies dropped, 1 peer kept as their own series, 0 undecided (held)\n"}[c.class]
 		t.Run(c.name, func(t *testing.T) {
 			a := New(Options{})
 			s := time.Second
@@ -367,6 +370,15 @@ func TestMetricsDeltaWriters(t *testing.T) {
 				t.Fatalf("findings = %+v, want %s", fs, c.diag)
 			}
 			t.Log(r.Findings[0].Line)
+			// verify and audit name the delta case in one line and in
+			// their JSON, from the same judgements.
+			if m.WriterRules == nil || *m.WriterRules != want {
+				t.Errorf("writer rules %+v, want %+v", m.WriterRules, want)
+			}
+			var b strings.Builder
+			if err := WriteText(&b, r); err != nil || !strings.Contains(b.String(), line) {
+				t.Errorf("text report (%v) lacks %q:\n%s", err, line, b.String())
+			}
 		})
 	}
 }

@@ -3,6 +3,7 @@ package analyze
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/doubletake/doubletake/internal/streams"
@@ -108,4 +109,29 @@ func overlapLine(k metricFindingKey, f *metricFindingAcc, subject, names string)
 		return fmt.Sprintf("metrics of %s: %s: %s: a second metric reader in one process, or processes that share one identity (%s)",
 			subject, seen, streams.ClassUndecided.Cause(), f.evidence)
 	}
+}
+
+// String is the report's one line on the writers the delta and
+// same-start rules decided ("" when none): the counts the status page's
+// writer_rules gives, and the delta chains by class.
+func (w *WriterRules) String() string {
+	if w == nil {
+		return ""
+	}
+	var parts []string
+	if w.DeltaCopies+w.DeltaPeers+w.DeltaUndecided > 0 {
+		parts = append(parts, fmt.Sprintf("delta chains: %s dropped, %s kept as their own series, %d undecided (held)",
+			plural(w.DeltaCopies, "copy", "copies"), plural(w.DeltaPeers, "peer", "peers"), w.DeltaUndecided))
+	}
+	if w.SharedSplit+w.SharedNotSplit > 0 || w.SharedUnsplit > 0 {
+		parts = append(parts, fmt.Sprintf("writers sharing one start: %s split by export phase (%d writers), %d not split, %s not placed",
+			plural(w.SharedSplit, "stream", "streams"), w.SharedWriters, w.SharedNotSplit, plural(int(w.SharedUnsplit), "point", "points")))
+	}
+	if w.QuietPeers > 0 {
+		parts = append(parts, plural(int(w.QuietPeers), "quiet peer", "quiet peers")+" (sent nothing while the elected writer went on)")
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "writer rules: " + strings.Join(parts, "; ")
 }

@@ -39,6 +39,11 @@ type MetricReport struct {
 	// classifier's judgement (internal/streams, the gateway's
 	// overlap: auto): copy, peer, undecided.
 	Classes map[string]int `json:"writer_classes,omitempty"`
+	// WriterRules names the writers decided by the delta and same-start
+	// rules of overlap: auto, with the counts and evidence lines the
+	// gateway's status page gives (its writer_rules); nil when no stream
+	// met them.
+	WriterRules *WriterRules `json:"writer_rules,omitempty"`
 	// Resets is the sum of the resets Prometheus would count on the
 	// cumulative monotonic series.
 	Resets int `json:"resets"`
@@ -50,6 +55,32 @@ type MetricReport struct {
 	// List has the streams with more than one writer, dropped points or
 	// resets: overlapping ones first.
 	List []MetricStream `json:"streams_list"`
+}
+
+// WriterRules counts the delta chains judged against a stream's first
+// chain, by class (docs/metrics.md, "Delta writers"), and the streams whose
+// writers share one start (docs/metrics.md, "Writers that share a
+// start"): split into their own series by export phase, or not; the quiet
+// peers and the shared-start counts are the classifier's own
+// (streams.JudgeStats), as on the status page.
+type WriterRules struct {
+	// DeltaCopies, DeltaPeers and DeltaUndecided count the later chains
+	// of overlapping delta streams: copies dropped, peers kept as their
+	// own series, and chains not decided (their points held, dropped).
+	DeltaCopies    int `json:"delta_copies"`
+	DeltaPeers     int `json:"delta_peers"`
+	DeltaUndecided int `json:"delta_undecided"`
+	// QuietPeers counts writers decided peers because they went quiet
+	// while the elected writer went on.
+	QuietPeers uint64 `json:"quiet_peers"`
+	// SharedSplit counts streams whose writers share one start split by
+	// export phase, SharedWriters the writers told apart in them;
+	// SharedNotSplit the streams whose shared start could not be split;
+	// SharedUnsplit the points of a shared start not given to a writer.
+	SharedSplit    int    `json:"shared_start_split"`
+	SharedWriters  int    `json:"shared_start_writers"`
+	SharedNotSplit int    `json:"shared_start_not_split"`
+	SharedUnsplit  uint64 `json:"shared_start_unsplit"`
 }
 
 // MetricStream describes one stream.
@@ -72,6 +103,9 @@ type MetricStream struct {
 	// PeerPoints counts the points of writers judged peers, which the
 	// gateway keeps as their own series.
 	PeerPoints int `json:"peer_points,omitempty"`
+	// Shared is the evidence line of a start shared by several writers
+	// (streams.SharedEvidence), as the status page gives it.
+	Shared string `json:"shared_start,omitempty"`
 	// Prometheus is what Prometheus would store and compute for the series
 	// (cumulative monotonic streams): samples in arrival order, those it
 	// would refuse (timestamps not after the previous one), resets().

@@ -331,6 +331,9 @@ func writeMetricsText(ew *errWriter, m *MetricReport) {
 		ew.printf("; %d points without a type or temporality not judged", m.Unsupported)
 	}
 	ew.printf("\n")
+	if line := m.WriterRules.String(); line != "" {
+		ew.printf("  %s\n", line)
+	}
 	for i, s := range m.List {
 		if i == maxGroupRows {
 			ew.printf("  … %d more streams (see --format json)\n", len(m.List)-i)
@@ -366,6 +369,9 @@ func writeMetricsText(ew *errWriter, m *MetricReport) {
 			if w.Evidence != "" {
 				ew.printf("      %s\n", w.Evidence)
 			}
+		}
+		if s.Shared != "" {
+			ew.printf("    %s\n", s.Shared)
 		}
 		if s.MoreWriters > 0 {
 			ew.printf("    … and %d more writers\n", s.MoreWriters)

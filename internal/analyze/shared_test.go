@@ -39,4 +39,54 @@ func TestMetricsSharedStart(t *testing.T) {
 	if !named {
 		t.Errorf("no finding names the split: %+v", r.Findings)
 	}
+	// The report's summary and the stream's row name it too, with the
+	// counts of the status page's writer_rules.
+	if w := m.WriterRules; w == nil || *w != (WriterRules{SharedSplit: 1, SharedWriters: 2}) {
+		t.Errorf("writer rules %+v, want one stream split into 2 writers", w)
+	}
+	if len(m.List) != 1 || !strings.HasPrefix(m.List[0].Shared, "writers sharing one start: split by export phase") {
+		t.Errorf("stream list %+v: want the stream with its shared start's evidence", m.List)
+	}
+	var b strings.Builder
+	if err := WriteText(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"writer rules: writers sharing one start: 1 stream split by export phase (2 writers), 0 not split, 0 points not placed\n",
+		"    writers sharing one start: split by export phase (every 1s) into 2 writers",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("text report lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+// TestMetricsSharedStartNotSplit: a shared start whose writers' exports
+// come within TimeSlack of each other cannot be split: the summary and
+// the stream's row say so, with the falls dropped.
+func TestMetricsSharedStartNotSplit(t *testing.T) {
+	a := New(Options{})
+	s := time.Second
+	seq := uint64(0)
+	add := func(p pt) {
+		seq++
+		a.AddMetrics(at(seq, p.at, "p"), counter("", p))
+	}
+	for k := range 40 {
+		tm := 10*s + time.Duration(k)*s
+		add(pt{0, tm, 1000 + 10*int64(k)})
+		add(pt{0, tm + 2*time.Millisecond, int64(k)})
+	}
+	r := a.Report()
+	w := r.Metrics.WriterRules
+	if w == nil || w.SharedSplit != 0 || w.SharedUnsplit != 40 {
+		t.Fatalf("writer rules %+v, want 40 points not split", w)
+	}
+	var b strings.Builder
+	if err := WriteText(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	if want := "writer rules: writers sharing one start: 0 streams split by export phase (0 writers), 0 not split, 40 points not placed\n"; !strings.Contains(b.String(), want) {
+		t.Errorf("text report lacks %q:\n%s", want, b.String())
+	}
 }

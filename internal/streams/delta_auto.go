@@ -33,7 +33,7 @@ func (t *Tracker) deltaAuto(s *stream, p Point, d Decision) (Decision, bool) {
 		// would step back): then the old chain is the pair.
 		s.flags &^= flagWasElected
 		if p.Time <= c.time {
-			i, ok := j.newChain(s, a.start, Point{Start: a.deltaStart(), Time: a.time, Fingerprint: a.fp}, t.now, t.origin)
+			i, ok := j.newChain(s, a.start, Point{Start: a.deltaStart(), Time: a.time, Fingerprint: a.fp}, t.now, t.origin, writerKey{})
 			if !ok {
 				return d, false
 			}
@@ -45,10 +45,16 @@ func (t *Tracker) deltaAuto(s *stream, p Point, d Decision) (Decision, bool) {
 		s.cur.acceptDelta(p)
 		s.alt = old
 		d.Writer, d.Election = s.cur.start, ElectionEarlierStart
-		j.newChain(s, old.start, Point{Start: old.deltaStart(), Time: old.time, Fingerprint: old.fp}, t.now, t.origin)
+		j.newChain(s, old.start, Point{Start: old.deltaStart(), Time: old.time, Fingerprint: old.fp}, t.now, t.origin, writerKey{})
 		return d, true
 	}
-	if p.Time <= c.deltaStart() {
+	// A chain whose first interval arrives after its second (an export
+	// that waited, for a connection or a busy process, while the next
+	// went on) is a chain of its own by its run start, pooled with the
+	// writer of the chain it precedes: decided with it, its held point
+	// released or dropped with that writer's, however late it comes.
+	join := j.successor(s.id, p)
+	if p.Time <= c.deltaStart() && join.origin == 0 {
 		return d, false // out of order: the delta rules
 	}
 	if p.Start >= c.time && (c.interval == 0 || p.Start >= c.time+c.interval) {
@@ -65,7 +71,7 @@ func (t *Tracker) deltaAuto(s *stream, p Point, d Decision) (Decision, bool) {
 		d.Writer = p.Start
 		return dropped(d, ReasonOutOfOrder), true // an old point of a known chain's first interval
 	}
-	i, ok := j.newChain(s, p.Start, Point{}, t.now, t.origin)
+	i, ok := j.newChain(s, p.Start, Point{}, t.now, t.origin, join)
 	if !ok {
 		return d, false // MaxJudged reached: the delta rules (counted)
 	}
@@ -95,6 +101,22 @@ func (j *judge) chainOf(id ID, p Point) (slot uint32, dup, ok bool) {
 	return 0, false, false
 }
 
+// successor returns the pooled writer of the chain of stream id that
+// starts where p ends (p is its first interval, arriving late); the zero
+// key when none.
+func (j *judge) successor(id ID, p Point) writerKey {
+	head, ok := j.byStream[id]
+	if !ok {
+		return writerKey{}
+	}
+	for i := head; i != 0; i = j.pairs[i-1].next {
+		if jp := &j.pairs[i-1]; jp.chains != nil && jp.other == p.Time && jp.wk.origin != 0 {
+			return jp.wk
+		}
+	}
+	return writerKey{}
+}
+
 // newChain makes the pair of a second chain of stream s with run start
 // run; last, when its Time is set, is the chain's newest point already
 // seen (a chain that was elected). With an origin, the chain is pooled
@@ -102,7 +124,10 @@ func (j *judge) chainOf(id ID, p Point) (slot uint32, dup, ok bool) {
 // within PoolWindow, or with the other new chains of its ScopeMetrics
 // (an SDK's instruments share their collection times, so one process's
 // chains start together); what one stream proves applies to the others.
-func (j *judge) newChain(s *stream, run uint64, last Point, now int64, origin uint64) (uint32, bool) {
+//
+// join, when its origin is set, is the pooled writer the chain is the
+// first interval of (successor).
+func (j *judge) newChain(s *stream, run uint64, last Point, now int64, origin uint64, join writerKey) (uint32, bool) {
 	if i, ok := j.byKey[pairKey{s.id, run}]; ok {
 		return i, j.pairs[i].chains != nil // a chain of that run start is judged already
 	}
@@ -123,7 +148,10 @@ func (j *judge) newChain(s *stream, run uint64, last Point, now int64, origin ui
 	j.byKey[pairKey{s.id, run}] = i
 	if origin != 0 {
 		wk := j.resolve(origin, run)
-		if j.anchored && j.anchor.origin == origin {
+		switch {
+		case join.origin == origin:
+			wk = join
+		case j.anchored && j.anchor.origin == origin:
 			wk = j.anchor
 		}
 		if w, ok := j.pool(wk, run, now); ok {
@@ -156,6 +184,14 @@ func (j *judge) deltaOther(t *Tracker, s *stream, i uint32, p Point, d Decision)
 		jp.Pair, *jp.chains = Pair{}, deltaChains{}
 		jp.class, jp.decided, jp.ref = cls, decided, s.cur.start
 	}
+	if jp.wk.origin != 0 && j.scoped && !j.anchored {
+		// One export's points are one writer's, as for cumulative
+		// writers (judge.other): a new chain met later in this
+		// ScopeMetrics is this chain's writer's other instrument (its
+		// run start another, when the first interval of that instrument
+		// was named as the elected chain's and left to the delta rules).
+		j.anchor, j.anchored = jp.wk, true
+	}
 	old := jp.own
 	jp.own.time, jp.own.fp, jp.own.sum = p.Time, p.Fingerprint, math.Float64frombits(p.Start)
 	if t.journal != nil {
@@ -164,9 +200,11 @@ func (j *judge) deltaOther(t *Tracker, s *stream, i uint32, p Point, d Decision)
 	before := jp.class
 	if jp.class != ClassPeer {
 		jp.chains.add(&jp.Pair, s.shape, p)
-		if jp.class == ClassUndecided && t.quiet(&s.cur, p.Time) && s.cur.time > 0 {
-			// The elected chain stopped, this one goes on: not a copy (a
-			// copy cannot outlive its process's first reader).
+		if jp.class == ClassUndecided && t.quiet(&s.cur, p.Time) && s.cur.time > 0 && !j.chainSince(s.id, s.cur.time, jp) {
+			// The elected chain stopped, this one goes on, and no chain
+			// began since (the elected writer going on under another run
+			// start, its chain broken by a lost or late export): not a
+			// copy (a copy cannot outlive its process's first reader).
 			jp.class, jp.part, jp.decided = ClassPeer, partQuiet, p.Time
 			jp.crossLo = float64(p.Time-s.cur.time) / 1e9
 			fo, _ := t.failoverAfter(s.cur.interval)
@@ -229,4 +267,19 @@ func (j *judge) chainDecided(jp *judged, before Class, t uint64) {
 	if jp.class != before {
 		j.scan = true
 	}
+}
+
+// chainSince says whether a chain of stream id other than jp began at or
+// after time t.
+func (j *judge) chainSince(id ID, t uint64, jp *judged) bool {
+	head, ok := j.byStream[id]
+	if !ok {
+		return false
+	}
+	for i := head; i != 0; i = j.pairs[i-1].next {
+		if q := &j.pairs[i-1]; q != jp && q.chains != nil && q.other >= t {
+			return true
+		}
+	}
+	return false
 }

@@ -53,10 +53,13 @@ func FuzzTracker(f *testing.F) {
 			value       float64
 		}
 		last := map[ID]out{}
+		// A writer's series: its start, and its chain when several
+		// writers share the start (shared.go: chain 0 passes unlabelled,
+		// the others are labelled).
 		type writerOf struct {
 			id     ID
 			start  uint64
-			sharer uint8 // the chain of a shared start
+			sharer uint8
 		}
 		labelled := map[writerOf]bool{}
 		clock := uint64(100 * sec)

@@ -80,6 +80,10 @@ type sharedStart struct {
 	ambiguous uint64
 	orphan    sharer
 	seen      int64
+	// byValue counts the points on one chain's phase given to another
+	// whose value they continue (flushOf: a final flush off its
+	// writer's timer).
+	byValue uint64
 }
 
 // overdue returns the chain that the orphan point o continues (a later
@@ -122,7 +126,10 @@ type SharedEvidence struct {
 	Phase   uint64 // points given by their export phase
 	// Ambiguous: points that fit two writers' phases (given by value).
 	Ambiguous uint64
-	Split     uint64 // point time of the split
+	// ByValue: points on one writer's phase that continue another's
+	// value (a final flush off its writer's timer), given to that one.
+	ByValue uint64
+	Split   uint64 // point time of the split
 	// Interval is the export interval the writers' times repeat.
 	Interval uint64
 }
@@ -137,6 +144,9 @@ func (e SharedEvidence) String() string {
 		time.Duration(e.Interval), e.Writers, e.Phase)
 	if e.Ambiguous > 0 {
 		s += fmt.Sprintf("; %d points fit two writers' phases, placed by value", e.Ambiguous)
+	}
+	if e.ByValue > 0 {
+		s += fmt.Sprintf("; %d points early for their writer (a flush at shutdown) on another's phase, placed by the value they continue", e.ByValue)
 	}
 	if e.Unsplit > 0 {
 		s += fmt.Sprintf("; %d points off every writer's phase could not be placed", e.Unsplit)
@@ -363,9 +373,10 @@ next:
 
 // chains builds the chains of the kept points pts by their export phase
 // (interval iv), and says whether two or more writers have two points or
-// more each, one of them holding the elected writer's newest point, and no
-// more than one point in eight fell below the chain whose phase it was on:
-// then they are the chains, the elected writer's first.
+// more each, one of them holding the elected writer's newest point, and
+// no more than one point in eight fell below the chain whose phase it was
+// on: then they are the chains, the one holding the elected writer's
+// newest point first.
 func (sh *sharedStart) chains(pts []sharer, iv uint64, s *stream) bool {
 	var ts [sharedRing]sharer
 	copy(ts[:], pts)
@@ -403,20 +414,20 @@ func (sh *sharedStart) chains(pts []sharer, iv uint64, s *stream) bool {
 	if m < 2 {
 		return false
 	}
-	elected := -1
+	found := false
 	for k := range m {
 		if ch[k].time == s.cur.time && ch[k].fp == s.cur.fp {
-			elected = k
+			ch[0], ch[k] = ch[k], ch[0]
+			found = true
 			break
 		}
 	}
-	if elected < 0 {
-		// The series already passed is no chain of two points yet (its
-		// newest point fell out of the ring, or is its chain's only one):
-		// another chain passed as it is would fall below it, a reset.
+	if !found {
+		// The elected writer's newest point is on no chain of two points
+		// or more: chain 0, which passes unlabelled, would be another
+		// writer's, below the values passed.
 		return false
 	}
-	ch[0], ch[elected] = ch[elected], ch[0]
 	sh.ch, sh.n = ch, uint8(m)
 	return true
 }
@@ -586,8 +597,9 @@ func (sh *sharedStart) late(p Point) bool {
 	return false
 }
 
-// assign returns the chain p continues by its export phase (phaseFit).
-// dup: p repeats chain k's newest.
+// assign returns the chain p continues by its export phase (phaseFit),
+// or by its value when it came early to another chain (flushOf). dup: p
+// repeats chain k's newest.
 func (sh *sharedStart) assign(p Point) (k int, dup, ok bool) {
 	for i := range int(sh.n) {
 		if c := &sh.ch[i]; p.Time == c.time && p.Fingerprint == c.fp {
@@ -595,6 +607,14 @@ func (sh *sharedStart) assign(p Point) (k int, dup, ok bool) {
 		}
 	}
 	k, ok, ambiguous := phaseFit(sh.ch[:sh.n], p, sh.iv)
+	if ok {
+		if j := sh.flushOf(p, k); j >= 0 {
+			// On chain k's phase, but continuing chain j's value, to
+			// which it came early: j's writer's final flush.
+			sh.byValue++
+			return j, false, true
+		}
+	}
 	switch {
 	case ambiguous:
 		sh.ambiguous++
@@ -617,5 +637,54 @@ func (t *Tracker) Shared(id ID) (SharedEvidence, bool) {
 	if sh.iv == 0 && !sh.gaveUp {
 		return SharedEvidence{}, false // learning
 	}
-	return SharedEvidence{Start: sh.start, Writers: int(sh.n), Unsplit: sh.unsplit, Phase: sh.phase, Split: sh.split, Interval: sh.iv, Ambiguous: sh.ambiguous}, true
+	return SharedEvidence{Start: sh.start, Writers: int(sh.n), Unsplit: sh.unsplit, Phase: sh.phase, Split: sh.split, Interval: sh.iv, Ambiguous: sh.ambiguous, ByValue: sh.byValue}, true
+}
+
+// flushRise is how many intervals' worth of a chain's average rise a
+// point may add to it and still be its regular export (flushOf).
+const flushRise = 3
+
+// flushOf returns the chain other than k (the one whose phase p is on)
+// that p came early to (within an interval of its newest point, off its
+// phase: an export such as a flush at shutdown) and whose value p goes on
+// from plausibly, when p's rise over chain k's is not: a writer's value
+// rises from its own newest by about its average rate (its value over
+// the time since the start the chains share), so a rise of more than
+// flushRise intervals' worth of it in one export is another writer's
+// value, and one of at most that much over chain j's is j's; -1: none.
+func (sh *sharedStart) flushOf(p Point, k int) int {
+	if p.NoValue || sh.iv == 0 {
+		return -1
+	}
+	if sh.plausible(k, p) {
+		return -1
+	}
+	tol := phaseTolerance(sh.iv)
+	best := -1
+	for j := range int(sh.n) {
+		c := &sh.ch[j]
+		if j == k || !c.continues(p) || p.Time-c.time+tol >= sh.iv || !sh.plausible(j, p) {
+			continue
+		}
+		if best < 0 || c.value > sh.ch[best].value {
+			best = j // the nearest below
+		}
+	}
+	return best
+}
+
+// plausible says whether p's rise over chain k's newest value is at most
+// flushRise intervals' worth of the chain's average rise (and at least
+// as much for its sum, when it has one).
+func (sh *sharedStart) plausible(k int, p Point) bool {
+	c := &sh.ch[k]
+	if c.time <= sh.start {
+		return true // no average yet
+	}
+	el := float64(c.time - sh.start)
+	limit := func(v float64) float64 { return flushRise * math.Abs(v) * float64(sh.iv) / el }
+	if p.Value-c.value > limit(c.value) {
+		return false
+	}
+	return !p.HasSum || math.IsNaN(c.sum) || p.Sum-c.sum <= limit(c.sum)
 }

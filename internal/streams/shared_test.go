@@ -204,6 +204,7 @@ type sharedRun struct {
 	writers   int     // chains at the end
 	decided   uint64  // time after the first export at which n chains were open; 0: never
 	unsplit   uint64  // points counted unsplit or ambiguous
+	byValue   uint64  // points placed by the value they continue (flushOf)
 }
 
 func simulateShared(t testing.TB, rng *rand.Rand, n int, iv, dur uint64, flush bool) sharedRun {
@@ -269,7 +270,7 @@ func simulateSharedWith(t testing.TB, rng *rand.Rand, n int, iv, dur uint64, flu
 		r.regular += regular[w]
 	}
 	s, _ := tr.Shared(ID{1})
-	r.writers, r.unsplit = s.Writers, tr.JudgeStats().SharedUnsplit+s.Ambiguous
+	r.writers, r.unsplit, r.byValue = s.Writers, tr.JudgeStats().SharedUnsplit+s.Ambiguous, s.ByValue
 	return r
 }
 
@@ -287,17 +288,27 @@ func TestSharedStartSimulation(t *testing.T) {
 		for _, flush := range []bool{false, true} {
 			const runs = 500
 			var times []time.Duration
-			exact, split, silent, lost, lostKeepOne := 0, 0, 0, 0.0, 0.0
+			exact, exactTruth, twice, byValue, split, silent, lost, lostKeepOne := 0, 0, 0, uint64(0), 0, 0, 0.0, 0.0
 			for run := range runs {
 				r := simulateShared(t, rand.New(rand.NewPCG(uint64(n), uint64(run))), n, uint64(time.Second), 30*sec, flush)
 				if r.writers == n {
 					split++
 					times = append(times, time.Duration(r.decided))
 				}
+				// The truth, or the processes' regular exports' (a flush
+				// given to no chain and counted).
 				want := r.regular
+				if r.delivered == r.truth {
+					want = r.truth
+					exactTruth++
+				}
 				if r.delivered == want {
 					exact++
 				}
+				if r.delivered > r.truth {
+					twice++
+				}
+				byValue += r.byValue
 				lost += (r.truth - r.delivered) / r.truth
 				k1 := simulateSharedWith(t, rand.New(rand.NewPCG(uint64(n), uint64(run))), n, uint64(time.Second), 30*sec, flush, false)
 				lostKeepOne += (k1.truth - k1.delivered) / k1.truth
@@ -315,8 +326,8 @@ func TestSharedStartSimulation(t *testing.T) {
 			if len(times) > 0 {
 				med, worst = times[len(times)/2], times[len(times)-1]
 			}
-			t.Logf("%d processes (flush at shutdown %v): split into %d in %d of %d runs (median %s, worst %s after the first export); totals exact in %d; never split and wrong in %d; counts lost %.2f%% (keep_one: %.2f%%)",
-				n, flush, n, split, runs, med.Round(time.Millisecond), worst.Round(time.Millisecond), exact, silent, 100*lost/runs, 100*lostKeepOne/runs)
+			t.Logf("%d processes (flush at shutdown %v): split into %d in %d of %d runs (median %s, worst %s after the first export); totals exact in %d (the truth in %d); over the truth in %d; never split and wrong in %d; counts lost %.2f%% (keep_one: %.2f%%); %d points placed by value",
+				n, flush, n, split, runs, med.Round(time.Millisecond), worst.Round(time.Millisecond), exact, exactTruth, twice, silent, 100*lost/runs, 100*lostKeepOne/runs, byValue)
 			if silent > 0 {
 				t.Errorf("%d processes: %d runs wrong and never split, nothing counted", n, silent)
 			}
