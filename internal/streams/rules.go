@@ -39,8 +39,11 @@ func (t *Tracker) cumulative(s *stream, p Point) Decision {
 	// by its earlier start (it may be a peer, and a writer moved from the
 	// unlabelled series into a labelled one is counted twice).
 	takeOver, hold := true, false
+	var cls Class
 	if t.judge != nil && p.Start != 0 {
-		cls, r, refused := t.judge.other(s, t.origin, p, t.now, t.journal)
+		var r Reason
+		var refused bool
+		cls, r, refused = t.judge.other(s, t.origin, p, t.now, t.journal)
 		hold = cls == ClassUndecided && !refused && r == ReasonNone && t.judge.holding()
 		d.Class = cls
 		if cls == ClassPeer {
@@ -74,6 +77,11 @@ func (t *Tracker) cumulative(s *stream, p Point) Decision {
 		}
 		fo, foKnown := t.failoverAfter(iv)
 		switch {
+		case p.Start >= c.time && !t.split && t.heldRestart(s, p, gap, cls, hold):
+			// A restart, or a second writer with fresh state that exported
+			// before the elected writer's next point: held until either the
+			// elected writer sends again or it is overdue (restart.go).
+			d.Restart = hold
 		case p.Start >= c.time && (!t.split || iv > 0 && gap >= iv):
 			// Started at or after the elected writer's newest point: its
 			// counter holds nothing the elected writer has reported, so it
