@@ -338,6 +338,7 @@ func (j *judge) elected(s *stream, p Point, judged bool) {
 		if jp.other == p.Start {
 			continue
 		}
+		j.cancelRestart(i - 1) // the elected writer sent again: a second writer (restart.go)
 		if j.quietPeer(jp, s, p) {
 			continue
 		}

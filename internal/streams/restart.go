@@ -2,6 +2,7 @@ package streams
 
 import (
 	"math"
+	"time"
 
 	"go.opentelemetry.io/collector/pdata/pmetric"
 )
@@ -15,13 +16,15 @@ import (
 // restarted writer sends nothing more, a live one sends its next point
 // within its interval. So while the elected writer is not yet overdue (its
 // observed interval is known and the point came sooner than its failover
-// time after T0), such a point is dropped and held, twice: as an undecided
+// time after T0; while it has sent a single point, its interval is taken
+// to be the time from its start to that point, at most RestartOneShot),
+// such a point is dropped and held, twice: as an undecided
 // second writer's (held.go, labelled, sent if it is found a peer) and here,
 // unlabelled, every point of it in order. Then:
 //
 //   - the elected writer sends again: the held writer is a second writer;
-//     its held restart is discarded when it is next looked at (its
-//     labelled held point stands for it, as for any undecided writer);
+//     its held restart is discarded (its labelled held point stands for
+//     it, as for any undecided writer);
 //   - the held writer sends a point the failover time or more after T0:
 //     it is elected (restart) at that point, and its held points go out
 //     before it (Tracker.TakeRestarts);
@@ -33,8 +36,13 @@ import (
 // elected writer is not overdue. The held points count against
 // Policy.MaxHeldBytes with the others (refused past it); without room to
 // judge the writer (MaxJudged) or to hold points (MaxHeldBytes 0), or
-// while the elected writer's interval is unknown (it sent one point), a
-// restart is elected at once, as before.
+// when the elected writer's interval cannot be told (a single point with
+// no start), a restart is elected at once.
+
+// RestartOneShot bounds the interval a held restart assumes of an elected
+// writer that has sent a single point: the time from its start to that
+// point, at most this.
+const RestartOneShot = time.Minute
 
 // pendingRestart is a pair's held restart.
 type pendingRestart struct {
@@ -52,16 +60,32 @@ type outPoint struct {
 
 // heldRestart says whether the restart-looking point p (gap after the
 // elected writer's newest point c.time) is dropped rather than elected,
-// because the elected writer is not yet overdue; hold: the point's writer
-// is an undecided pair whose points may be held (then the restart is
-// pending).
-func (t *Tracker) heldRestart(s *stream, p Point, gap uint64, cls Class, hold bool) bool {
+// because the elected writer is not yet overdue, or because it breaks the
+// order of a held restart's points (own: the reason); hold: the point's
+// writer is an undecided pair whose points may be held (then the restart
+// is pending).
+func (t *Tracker) heldRestart(s *stream, p Point, gap uint64, cls Class, own Reason, hold bool) bool {
 	c := &s.cur
-	if t.judge == nil || c.interval == 0 || !hold && cls != ClassCopy {
+	if t.judge == nil {
 		return false
 	}
-	fo, _ := t.failoverAfter(c.interval)
-	if gap >= fo {
+	if own != ReasonNone {
+		// A repeat, late point or decrease of a held restart's writer is
+		// dropped, whenever it comes: its held points went out of order.
+		i, ok := t.judge.byKey[pairKey{s.id, p.Start}]
+		return ok && t.judge.pairs[i].restart != nil
+	}
+	if !hold && cls != ClassCopy {
+		return false
+	}
+	iv := c.interval
+	if iv == 0 && c.start != 0 && c.time > c.start {
+		// A single point so far: an SDK's first export comes one export
+		// interval after it starts counting, or sooner.
+		iv = min(c.time-c.start, uint64(RestartOneShot))
+	}
+	fo, ok := t.failoverAfter(iv)
+	if !ok || gap >= fo {
 		return false
 	}
 	if hold {
@@ -100,6 +124,20 @@ func (t *Tracker) HoldRestart(id ID, writer uint64, md pmetric.Metrics, size int
 	pr.pts = append(pr.pts, held{md: md, size: size, ok: true})
 	j.heldBytes += size
 	return true
+}
+
+// keepRestart forgets the held restart of the writer that started at
+// other, about to be elected over old, unless old is still the writer it
+// was held against with the same newest point: only then are its held
+// points the stream's next ones.
+func (j *judge) keepRestart(id ID, other uint64, old *writer) {
+	i, ok := j.byKey[pairKey{id, other}]
+	if !ok {
+		return
+	}
+	if pr := j.pairs[i].restart; pr != nil && (pr.ref != old.start || pr.t0 != old.time) {
+		j.cancelRestart(i)
+	}
 }
 
 // releaseRestart moves pair slot i's held restart points to the points to

@@ -40,10 +40,12 @@ func (t *Tracker) cumulative(s *stream, p Point) Decision {
 	// unlabelled series into a labelled one is counted twice).
 	takeOver, hold := true, false
 	var cls Class
+	var own Reason // the point against its writer's own newest, with Auto
 	if t.judge != nil && p.Start != 0 {
-		var r Reason
 		var refused bool
+		r := ReasonNone
 		cls, r, refused = t.judge.other(s, t.origin, p, t.now, t.journal)
+		own = r
 		hold = cls == ClassUndecided && !refused && r == ReasonNone && t.judge.holding()
 		d.Class = cls
 		if cls == ClassPeer {
@@ -77,10 +79,13 @@ func (t *Tracker) cumulative(s *stream, p Point) Decision {
 		}
 		fo, foKnown := t.failoverAfter(iv)
 		switch {
-		case p.Start >= c.time && !t.split && t.heldRestart(s, p, gap, cls, hold):
+		case p.Start >= c.time && !t.split && t.heldRestart(s, p, gap, cls, own, hold):
 			// A restart, or a second writer with fresh state that exported
 			// before the elected writer's next point: held until either the
 			// elected writer sends again or it is overdue (restart.go).
+			if own != ReasonNone {
+				return dropped(d, own)
+			}
 			d.Restart = hold
 		case p.Start >= c.time && (!t.split || iv > 0 && gap >= iv):
 			// Started at or after the elected writer's newest point: its
@@ -145,6 +150,7 @@ func (t *Tracker) elect(s *stream, p Point, known bool, e Election, d Decision) 
 	s.flags &^= flagShift
 	d.Election = e
 	if t.judge != nil {
+		t.judge.keepRestart(s.id, s.cur.start, &old) // restart.go
 		t.judge.drop(s.id, s.cur.start)
 	}
 	if sh, ok := t.changeOver(s, &old, p, e); ok {
