@@ -150,7 +150,6 @@ func (j *judge) releaseRestart(i uint32) {
 	for _, h := range pr.pts {
 		j.out = append(j.out, outPoint{held: h}) // still counted in heldBytes until handed out
 	}
-	j.stats.Held[HeldReleased] += uint64(len(pr.pts))
 	pr.pts = nil
 	j.cancelRestart(i)
 }
@@ -235,6 +234,7 @@ func (t *Tracker) TakeRestarts(now int64, all bool, fn func(md pmetric.Metrics, 
 	j.out = nil
 	for _, h := range out {
 		j.heldBytes -= h.size
+		j.stats.Held[HeldReleased]++
 		fn(h.md, h.size, h.elect)
 	}
 	clear(out)
