@@ -338,7 +338,9 @@ func (j *judge) elected(s *stream, p Point, judged bool) {
 		if jp.other == p.Start {
 			continue
 		}
-		j.cancelRestart(i - 1) // the elected writer sent again: a second writer (restart.go)
+		if jp.restart != nil {
+			j.cancelRestart(i - 1) // the elected writer sent again: a second writer (restart.go)
+		}
 		if j.quietPeer(jp, s, p) {
 			continue
 		}
