@@ -43,7 +43,7 @@ func (t *Tracker) cumulative(s *stream, p Point) Decision {
 	var own Reason // the point against its writer's own newest, with Auto
 	if t.judge != nil && p.Start != 0 {
 		var refused bool
-		r := ReasonNone
+		var r Reason
 		cls, r, refused = t.judge.other(s, t.origin, p, t.now, t.journal)
 		own = r
 		hold = cls == ClassUndecided && !refused && r == ReasonNone && t.judge.holding()

@@ -145,7 +145,8 @@ func (j *judging) remove(attrs pcommon.Map, pt streams.Point) bool {
 	j.c.received++
 	// A held restart's point is not noted: held, not dropped, until its
 	// writer is elected or found a second writer (metrics_restart.go).
-	if (d.Reason != streams.ReasonNone || d.Election != streams.ElectionNone) && !(d.Restart && j.mutate) {
+	held := d.Restart && j.mutate
+	if (d.Reason != streams.ReasonNone || d.Election != streams.ElectionNone) && !held {
 		set := j.c.event.set
 		j.c.note(d, j.metric, attrs, j.mutate)
 		if j.auto && !set && j.c.event.set {
