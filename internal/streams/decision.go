@@ -116,6 +116,11 @@ type Decision struct {
 	// Hold: the point is dropped as an undecided writer's, and may be held
 	// until the writer is decided (Tracker.Hold; Policy.MaxHeldBytes).
 	Hold bool
+	// Restart: the point is a held restart's (restart.go): dropped while
+	// the elected writer is not yet overdue, and to be held unlabelled
+	// (Tracker.HoldRestart) besides Hold, so that it is sent as the
+	// stream's own if its writer turns out a restart.
+	Restart bool
 }
 
 // Shift is the rewrite of a writer's points after an interpolated

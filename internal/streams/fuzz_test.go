@@ -19,7 +19,9 @@ import (
 //   - Label only with Split, and never for the elected writer;
 //   - Undo of a recorded stretch restores the streams exactly;
 //   - with Auto, the held points' bookkeeping adds up and stays within
-//     MaxHeldBytes, and only a peer's held points are released.
+//     MaxHeldBytes, and only a peer's held points are released;
+//   - a held restart's points, sent as the stream's own, keep those
+//     orders with the points passed (they go out before the request's).
 //
 // The first byte picks the policy; every op is 4 bytes: stream and shape,
 // start, time step, value.
@@ -83,13 +85,53 @@ func FuzzTracker(f *testing.F) {
 			if s, _, ok := tr.index.find(&id, tr); ok {
 				shape = tr.at(s).shape // a stream keeps the shape it was made with
 			}
-			d := tr.ObserveFrom(id, 9, shape, pt, 0)
+			d := tr.ObserveFrom(id, 9, shape, pt, int64(clock))
 			if d.Hold {
 				if d.Verdict != Drop || !p.Auto {
 					t.Fatalf("op %d: %v asks to be held", i/4, d)
 				}
 				tr.Hold(id, d.Writer, pmetric.NewMetrics(), 10+int(ops[i+3]%50))
 			}
+			if d.Restart {
+				if !d.Hold || !shape.Cumulative() {
+					t.Fatalf("op %d: %v a held restart, not held or not cumulative", i/4, d)
+				}
+				md := pmetric.NewMetrics()
+				a := md.ResourceMetrics().AppendEmpty().Resource().Attributes()
+				a.PutInt("id", int64(id[0]))
+				a.PutInt("time", int64(pt.Time))
+				a.PutInt("start", int64(pt.Start))
+				a.PutDouble("value", pt.Value)
+				a.PutBool("monotonic", shape.Monotonic())
+				tr.HoldRestart(id, d.Writer, md, 10+int(ops[i+3]%50))
+			}
+			// A held restart's points go out before the request's own, as
+			// the stream's: in the same order as passed points. Elections by
+			// the caller's clock are not recorded (Undo keeps them), so the
+			// recorded stretch hands out only those elected by a point.
+			now := int64(clock)
+			if before != nil {
+				now = 0
+			}
+			tr.TakeRestarts(now, false, func(md pmetric.Metrics, _ int, _ bool) {
+				a := md.ResourceMetrics().At(0).Resource().Attributes()
+				v, _ := a.Get("id")
+				rid := ID{byte(v.Int())}
+				v, _ = a.Get("time")
+				tm := uint64(v.Int())
+				v, _ = a.Get("start")
+				st := uint64(v.Int())
+				m, _ := a.Get("monotonic")
+				v, _ = a.Get("value")
+				prev, seen := last[rid]
+				if seen && tm <= prev.time {
+					t.Fatalf("op %d: sent a held restart's time %d after %d", i/4, tm, prev.time)
+				}
+				if seen && m.Bool() && st != 0 && st == prev.start && v.Double() < prev.value {
+					t.Fatalf("op %d: sent a held restart's %g after %g with the same start", i/4, v.Double(), prev.value)
+				}
+				last[rid] = out{tm, st, v.Double()}
+			})
 			tr.TakeReleased(func(rid ID, w uint64, _ pmetric.Metrics, _ int) {
 				k, ok := tr.judge.byKey[pairKey{rid, w}]
 				if !ok || tr.judge.classOf(k) != ClassPeer {

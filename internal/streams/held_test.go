@@ -2,6 +2,7 @@ package streams
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"go.opentelemetry.io/collector/pdata/pmetric"
@@ -11,8 +12,9 @@ import (
 // points, a stream id with writer A (start 100 s) elected, and a helper
 // that feeds a point and holds it when asked.
 type heldFixture struct {
-	t  *testing.T
-	tr *Tracker
+	t   *testing.T
+	tr  *Tracker
+	now int64 // the caller's clock
 }
 
 func newHeldFixture(t *testing.T, maxHeld int) *heldFixture {
@@ -30,13 +32,29 @@ func newHeldFixture(t *testing.T, maxHeld int) *heldFixture {
 // when the decision asks for that; it returns the decision and whether it
 // was held.
 func (f *heldFixture) feed(id byte, shape Shape, pt Point, size int) (Decision, bool) {
-	d := f.tr.ObserveFrom(ID{id}, 9, shape, pt, 0)
+	d := f.tr.ObserveFrom(ID{id}, 9, shape, pt, f.now)
 	if !d.Hold {
 		return d, false
 	}
 	md := pmetric.NewMetrics()
 	md.ResourceMetrics().AppendEmpty().Resource().Attributes().PutDouble("value", pt.Value)
+	if d.Restart {
+		r := pmetric.NewMetrics()
+		md.CopyTo(r)
+		f.tr.HoldRestart(ID{id}, d.Writer, r, size)
+	}
 	return d, f.tr.Hold(ID{id}, d.Writer, md, size)
+}
+
+// restarts takes the points of held restarts to send (all: every one still
+// pending, as at shutdown), their values in order.
+func (f *heldFixture) restarts(all bool) []float64 {
+	var out []float64
+	f.tr.TakeRestarts(f.now, all, func(md pmetric.Metrics, _ int, _ bool) {
+		v, _ := md.ResourceMetrics().At(0).Resource().Attributes().Get("value")
+		out = append(out, v.Double())
+	})
+	return out
 }
 
 // released takes the released points: stream id and value each.
@@ -232,6 +250,25 @@ func (j *judge) checkHeld() error {
 			bytes += jp.held.size
 			n++
 		}
+		if jp.restart != nil {
+			if !jp.live {
+				return fmt.Errorf("pair %d is free and holds a restart", i)
+			}
+			if !slices.Contains(j.restarts, uint32(i)) {
+				return fmt.Errorf("pair %d holds a restart, not listed", i)
+			}
+			for _, h := range jp.restart.pts {
+				bytes += h.size
+			}
+		}
+	}
+	for _, i := range j.restarts {
+		if j.pairs[i].restart == nil {
+			return fmt.Errorf("pair %d listed as a held restart, holds none", i)
+		}
+	}
+	for _, h := range j.out {
+		bytes += h.size
 	}
 	if bytes != j.heldBytes || bytes > j.maxHeld {
 		return fmt.Errorf("held %d bytes, counted %d, bound %d", bytes, j.heldBytes, j.maxHeld)

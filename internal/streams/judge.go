@@ -36,6 +36,10 @@ type judge struct {
 	heldBytes int
 	holders   []uint32
 	scan      bool
+	// Held restarts (restart.go): the pairs that hold one, and the points
+	// to send as their streams' own.
+	restarts []uint32
+	out      []outPoint
 }
 
 // JudgeStats counts what the classifier did.
@@ -140,6 +144,9 @@ type judged struct {
 	own    ownPoint  // this writer's newest point, for its own order while it is labelled
 	live   bool
 	held   held // its newest dropped point, while undecided (held.go)
+	// restart: its points held unlabelled while it looks like a restart
+	// of the stream's elected writer (restart.go); nil otherwise.
+	restart *pendingRestart
 	// chains: a delta stream's second chain (delta_auto.go); nil for
 	// cumulative writers.
 	chains *deltaChains
@@ -331,6 +338,9 @@ func (j *judge) elected(s *stream, p Point, judged bool) {
 		if jp.other == p.Start {
 			continue
 		}
+		if jp.restart != nil {
+			j.cancelRestart(i - 1) // the elected writer sent again: a second writer (restart.go)
+		}
 		if j.quietPeer(jp, s, p) {
 			continue
 		}
@@ -446,6 +456,7 @@ func (j *judge) drop(id ID, other uint64) {
 	if !ok {
 		return
 	}
+	j.releaseRestart(i) // elected: its held restart goes out before this point
 	j.unlink(i, NumHeldOutcomes)
 }
 
@@ -456,6 +467,7 @@ func (j *judge) unlink(i uint32, o HeldOutcome) {
 		o = NumHeldOutcomes // decided since: released or discarded at the next TakeReleased
 	}
 	j.unhold(i, o)
+	j.cancelRestart(i)
 	jp := &j.pairs[i]
 	if head, ok := j.byStream[jp.id]; ok {
 		if head == i+1 {
@@ -589,7 +601,7 @@ func (t *Tracker) JudgeStats() JudgeStats {
 	}
 	s := t.judge.stats
 	s.Pairs, s.Writers, s.ByClass, s.Limit, s.Streams = len(t.judge.byKey), len(t.judge.writers), t.judge.counts, t.judge.max, len(t.judge.byStream)
-	s.HeldPoints, s.HeldBytes = len(t.judge.holders), t.judge.heldBytes
+	s.HeldPoints, s.HeldBytes = len(t.judge.holders)+t.judge.restartPoints(), t.judge.heldBytes
 	s.Shared = len(t.judge.shared)
 	return s
 }

@@ -2,6 +2,7 @@ package streams
 
 import (
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -68,11 +69,23 @@ func TestQuietPeer(t *testing.T) {
 			f.feed(1, monoSum, Point{Start: a, Time: secs(tm), Value: tm}, 0)
 			f.feed(1, monoSum, Point{Start: b, Time: secs(tm + 1), Value: tm + 1 - 50}, 50)
 		}
-		// The process ends at 151 s; a new one (start 160 s) goes on.
-		for k := range 30 {
-			tm := 170 + 10*float64(k)
+		// The process ends at 151 s; a new one (start 160 s) goes on. Its
+		// first point comes 20 s after A's newest, sooner than A's failover
+		// time (30 s): held as a restart (restart.go); at 180 s A is
+		// overdue, the new writer is elected, and its held point goes out
+		// before the electing one.
+		if d, _ := f.feed(1, monoSum, Point{Start: secs(160), Time: secs(170), Value: 10}, 0); d.Verdict != Drop || !d.Restart {
+			t.Fatalf("the restart's first point: %v (restart %v), want held", d, d.Restart)
+		}
+		for k := range 29 {
+			tm := 180 + 10*float64(k)
 			if d, _ := f.feed(1, monoSum, Point{Start: secs(160), Time: secs(tm), Value: tm - 160}, 0); d.Verdict != Pass {
 				t.Fatalf("the restart's point at %g s: %v", tm, d)
+			}
+			if k == 0 {
+				if got := f.restarts(false); !slices.Equal(got, []float64{10}) {
+					t.Fatalf("held restart points sent %v, want [10]", got)
+				}
 			}
 			if got := f.released(); len(got) != 0 {
 				t.Fatalf("released %v at %g s: the copy ended with its elected writer", got, tm)

@@ -39,8 +39,13 @@ func (t *Tracker) cumulative(s *stream, p Point) Decision {
 	// by its earlier start (it may be a peer, and a writer moved from the
 	// unlabelled series into a labelled one is counted twice).
 	takeOver, hold := true, false
+	var cls Class
+	var own Reason // the point against its writer's own newest, with Auto
 	if t.judge != nil && p.Start != 0 {
-		cls, r, refused := t.judge.other(s, t.origin, p, t.now, t.journal)
+		var refused bool
+		var r Reason
+		cls, r, refused = t.judge.other(s, t.origin, p, t.now, t.journal)
+		own = r
 		hold = cls == ClassUndecided && !refused && r == ReasonNone && t.judge.holding()
 		d.Class = cls
 		if cls == ClassPeer {
@@ -74,6 +79,14 @@ func (t *Tracker) cumulative(s *stream, p Point) Decision {
 		}
 		fo, foKnown := t.failoverAfter(iv)
 		switch {
+		case p.Start >= c.time && !t.split && t.heldRestart(s, p, gap, cls, own, hold):
+			// A restart, or a second writer with fresh state that exported
+			// before the elected writer's next point: held until either the
+			// elected writer sends again or it is overdue (restart.go).
+			if own != ReasonNone {
+				return dropped(d, own)
+			}
+			d.Restart = hold
 		case p.Start >= c.time && (!t.split || iv > 0 && gap >= iv):
 			// Started at or after the elected writer's newest point: its
 			// counter holds nothing the elected writer has reported, so it
@@ -137,6 +150,7 @@ func (t *Tracker) elect(s *stream, p Point, known bool, e Election, d Decision) 
 	s.flags &^= flagShift
 	d.Election = e
 	if t.judge != nil {
+		t.judge.keepRestart(s.id, s.cur.start, &old) // restart.go
 		t.judge.drop(s.id, s.cur.start)
 	}
 	if sh, ok := t.changeOver(s, &old, p, e); ok {

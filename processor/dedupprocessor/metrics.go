@@ -64,14 +64,15 @@ func newMetricUnit(cfg *Config, seed window.Seed, svcs *services) (*metricUnit, 
 // metricScratch is one request's working memory, pooled so that the steady
 // state allocates nothing, and its pending change of the unit.
 type metricScratch struct {
-	u        *metricUnit
-	journal  streams.Journal // what the request changed, to take back on failure
-	counts   []metricCounts  // per resource
-	released []releasedPoint // held points the request carries, to hold again on failure
-	j        judging
-	mflight  metricFlight // while in the next consumer (copies_metrics.go)
-	park     metricPark   // the points parked while judging
-	again    bool         // judging parked points again: counted when they arrived
+	u         *metricUnit
+	journal   streams.Journal // what the request changed, to take back on failure
+	counts    []metricCounts  // per resource
+	released  []releasedPoint // held points the request carries, to hold again on failure
+	restarted []releasedPoint // held restarts' points it carries (metrics_restart.go)
+	j         judging
+	mflight   metricFlight // while in the next consumer (copies_metrics.go)
+	park      metricPark   // the points parked while judging
+	again     bool         // judging parked points again: counted when they arrived
 }
 
 // releasedPoint is a held point sent with a request (a copy of it).
@@ -142,7 +143,10 @@ func (j *judging) remove(attrs pcommon.Map, pt streams.Point) bool {
 	j.id, j.d = id, d
 	j.shift, j.shifted = d.Shift, d.Shifted
 	j.c.received++
-	if d.Reason != streams.ReasonNone || d.Election != streams.ElectionNone {
+	// A held restart's point is not noted: held, not dropped, until its
+	// writer is elected or found a second writer (metrics_restart.go).
+	held := d.Restart && j.mutate
+	if (d.Reason != streams.ReasonNone || d.Election != streams.ElectionNone) && !held {
 		set := j.c.event.set
 		j.c.note(d, j.metric, attrs, j.mutate)
 		if j.auto && !set && j.c.event.set {
@@ -191,6 +195,9 @@ func (j *judging) hold(put func(m pmetric.Metric, reuse bool) (pcommon.Map, bool
 	if j.park.this {
 		j.park.add(j, put)
 		return
+	}
+	if j.d.Restart && j.mutate {
+		j.holdRestart(put) // metrics_restart.go
 	}
 	if !j.d.Hold || !j.mutate {
 		return
@@ -490,6 +497,7 @@ func (u *metricUnit) begin() *metricScratch {
 	sc := u.scratch.Get().(*metricScratch)
 	sc.counts = sc.counts[:0]
 	sc.released = sc.released[:0]
+	sc.restarted = sc.restarted[:0]
 	sc.journal.Reset()
 	sc.park.reset(sc)
 	sc.again = false
@@ -553,6 +561,9 @@ func (u *metricUnit) judge(md pmetric.Metrics, sc *metricScratch, drop bool, spl
 		})
 	}
 	u.tracker.Record(nil)
+	if drop {
+		u.takeRestarts(rms, sc, j.now) // metrics_restart.go
+	}
 	expired := u.tracker.HeldExpired()
 	if drop && rms.Len() > 0 && sc.journal.Len() > 0 {
 		u.copies.register(sc)
@@ -585,7 +596,7 @@ func (sc *metricScratch) commit(context.Context) {
 // afresh instead of as an exact repeat, and an election the backend never
 // saw is not kept.
 func (sc *metricScratch) rollback(ctx context.Context, tel *telemetry) {
-	if sc.journal.Len() == 0 && len(sc.released) == 0 && !sc.mflight.flight.on {
+	if sc.journal.Len() == 0 && len(sc.released) == 0 && len(sc.restarted) == 0 && !sc.mflight.flight.on {
 		return
 	}
 	u := sc.u
@@ -597,6 +608,9 @@ func (sc *metricScratch) rollback(ctx context.Context, tel *telemetry) {
 	n := u.tracker.Undo(&sc.journal)
 	for _, r := range sc.released {
 		u.tracker.Rehold(r.id, r.writer, r.md, r.size)
+	}
+	for _, r := range sc.restarted {
+		u.tracker.RestartRehold(r.md, r.size)
 	}
 	u.mu.Unlock()
 	// The copies that waited for it are judged again after the undo.

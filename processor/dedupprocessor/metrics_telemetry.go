@@ -85,7 +85,7 @@ func (w *metricRecorder) record(counts []metricCounts, expired uint64) {
 	}
 	for i := range counts {
 		c := &counts[i]
-		if c.received == 0 {
+		if c.received == 0 && c.elections == [streams.NumElections]int64{} { // a held restart's election carries none (metrics_restart.go)
 			continue
 		}
 		st := c.svc

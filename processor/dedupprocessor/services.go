@@ -79,7 +79,7 @@ func (l *ledger) allElections() int64 {
 // plus adds o to l: a request to a service's ledger, or services' ledgers
 // to a signal's sum.
 func (l *ledger) plus(o *ledger, now time.Time) {
-	if o.received <= 0 {
+	if o.received <= 0 && o.elections == [streams.NumElections]int64{} { // a held restart's election carries no item
 		return
 	}
 	if l.first.IsZero() {
