@@ -339,126 +339,121 @@ func overwriteSummary(c, dp pmetric.SummaryDataPoint) bool {
 	return same
 }
 
-func (j *judging) numbers(dps pmetric.NumberDataPointSlice) bool {
-	if j.mutate {
-		dps.RemoveIf(func(dp pmetric.NumberDataPoint) bool {
-			if j.remove(dp.Attributes(), streams.NumberPoint(dp)) {
-				j.hold(func(m pmetric.Metric, reuse bool) (pcommon.Map, bool) {
-					if reuse && !j.shape.Cumulative() {
-						return pcommon.Map{}, mergeNumber(m.Sum().DataPoints().At(0), dp)
-					}
-					if reuse {
-						return pcommon.Map{}, overwriteNumber(m.Sum().DataPoints().At(0), dp)
-					}
-					if j.m.Type() == pmetric.MetricTypeGauge { // a parked gauge point
-						c := m.SetEmptyGauge().DataPoints().AppendEmpty()
-						dp.CopyTo(c)
-						return c.Attributes(), false
-					}
-					sum := m.SetEmptySum()
-					sum.SetAggregationTemporality(j.m.Sum().AggregationTemporality())
-					sum.SetIsMonotonic(j.m.Sum().IsMonotonic())
-					c := sum.DataPoints().AppendEmpty()
-					dp.CopyTo(c)
-					return c.Attributes(), false
-				})
-				return true
-			}
-			if j.shifted {
-				shift(dp, j.shift)
-			}
-			return false
-		})
-		return dps.Len() > 0
-	}
-	for i := 0; i < dps.Len(); i++ {
-		dp := dps.At(i)
-		j.remove(dp.Attributes(), streams.NumberPoint(dp))
-	}
-	return true
+// pointSlice is a metric's points of one type; dataPoint is one of them.
+type pointSlice[P dataPoint] interface {
+	Len() int
+	At(i int) P
+	RemoveIf(f func(P) bool)
 }
 
-func (j *judging) histograms(dps pmetric.HistogramDataPointSlice) bool {
+type dataPoint interface {
+	Attributes() pcommon.Map
+}
+
+// pointKind is what judging needs of one point type: the point as the
+// tracker reads it, how a dropped one is held (the put of judging.hold),
+// and what is done to one kept (nil: nothing).
+type pointKind[P dataPoint] struct {
+	point func(P) streams.Point
+	put   func(j *judging, dp P, m pmetric.Metric, reuse bool) (pcommon.Map, bool)
+	kept  func(j *judging, dp P)
+}
+
+var (
+	numberPoints      = pointKind[pmetric.NumberDataPoint]{point: streams.NumberPoint, put: putNumber, kept: shiftKept}
+	histogramPoints   = pointKind[pmetric.HistogramDataPoint]{point: streams.HistogramPoint, put: putHistogram}
+	exponentialPoints = pointKind[pmetric.ExponentialHistogramDataPoint]{point: streams.ExponentialHistogramPoint, put: putExponential}
+	summaryPoints     = pointKind[pmetric.SummaryDataPoint]{point: streams.SummaryPoint, put: putSummary}
+)
+
+// judgePoints judges a metric's points dps of kind k and says whether any
+// are left; with mutate it removes (and holds) those to be dropped.
+func judgePoints[S pointSlice[P], P dataPoint](j *judging, dps S, k *pointKind[P]) bool {
 	if j.mutate {
-		dps.RemoveIf(func(dp pmetric.HistogramDataPoint) bool {
-			if !j.remove(dp.Attributes(), streams.HistogramPoint(dp)) {
+		dps.RemoveIf(func(dp P) bool {
+			if !j.remove(dp.Attributes(), k.point(dp)) {
+				if k.kept != nil {
+					k.kept(j, dp)
+				}
 				return false
 			}
-			j.hold(func(m pmetric.Metric, reuse bool) (pcommon.Map, bool) {
-				if reuse && !j.shape.Cumulative() && mergeHistogram(m.Histogram().DataPoints().At(0), dp) {
-					return pcommon.Map{}, true
-				}
-				if reuse {
-					return pcommon.Map{}, overwriteHistogram(m.Histogram().DataPoints().At(0), dp)
-				}
-				h := m.SetEmptyHistogram()
-				h.SetAggregationTemporality(j.m.Histogram().AggregationTemporality())
-				c := h.DataPoints().AppendEmpty()
-				dp.CopyTo(c)
-				return c.Attributes(), false
-			})
+			j.hold(func(m pmetric.Metric, reuse bool) (pcommon.Map, bool) { return k.put(j, dp, m, reuse) })
 			return true
 		})
 		return dps.Len() > 0
 	}
 	for i := 0; i < dps.Len(); i++ {
 		dp := dps.At(i)
-		j.remove(dp.Attributes(), streams.HistogramPoint(dp))
+		j.remove(dp.Attributes(), k.point(dp))
 	}
 	return true
 }
 
-func (j *judging) exponentialHistograms(dps pmetric.ExponentialHistogramDataPointSlice) bool {
-	if j.mutate {
-		dps.RemoveIf(func(dp pmetric.ExponentialHistogramDataPoint) bool {
-			if !j.remove(dp.Attributes(), streams.ExponentialHistogramPoint(dp)) {
-				return false
-			}
-			j.hold(func(m pmetric.Metric, reuse bool) (pcommon.Map, bool) {
-				if reuse {
-					overwriteExponential(m.ExponentialHistogram().DataPoints().At(0), dp)
-					return pcommon.Map{}, false // its buckets vary: sized again
-				}
-				h := m.SetEmptyExponentialHistogram()
-				h.SetAggregationTemporality(j.m.ExponentialHistogram().AggregationTemporality())
-				c := h.DataPoints().AppendEmpty()
-				dp.CopyTo(c)
-				return c.Attributes(), false
-			})
-			return true
-		})
-		return dps.Len() > 0
+// shiftKept rewrites a kept Sum point of a writer elected at an
+// interpolated change-over.
+func shiftKept(j *judging, dp pmetric.NumberDataPoint) {
+	if j.shifted {
+		shift(dp, j.shift)
 	}
-	for i := 0; i < dps.Len(); i++ {
-		dp := dps.At(i)
-		j.remove(dp.Attributes(), streams.ExponentialHistogramPoint(dp))
-	}
-	return true
 }
 
-func (j *judging) summaries(dps pmetric.SummaryDataPointSlice) bool {
-	if j.mutate {
-		dps.RemoveIf(func(dp pmetric.SummaryDataPoint) bool {
-			if !j.remove(dp.Attributes(), streams.SummaryPoint(dp)) {
-				return false
-			}
-			j.hold(func(m pmetric.Metric, reuse bool) (pcommon.Map, bool) {
-				if reuse {
-					return pcommon.Map{}, overwriteSummary(m.Summary().DataPoints().At(0), dp)
-				}
-				c := m.SetEmptySummary().DataPoints().AppendEmpty()
-				dp.CopyTo(c)
-				return c.Attributes(), false
-			})
-			return true
-		})
-		return dps.Len() > 0
+// The put functions hold a dropped point dp (judging.hold): into the held
+// metric m, merged or overwritten when reuse, else as m's first point of
+// its type, returning its attributes to label.
+
+func putNumber(j *judging, dp pmetric.NumberDataPoint, m pmetric.Metric, reuse bool) (pcommon.Map, bool) {
+	if reuse && !j.shape.Cumulative() {
+		return pcommon.Map{}, mergeNumber(m.Sum().DataPoints().At(0), dp)
 	}
-	for i := 0; i < dps.Len(); i++ {
-		dp := dps.At(i)
-		j.remove(dp.Attributes(), streams.SummaryPoint(dp))
+	if reuse {
+		return pcommon.Map{}, overwriteNumber(m.Sum().DataPoints().At(0), dp)
 	}
-	return true
+	if j.m.Type() == pmetric.MetricTypeGauge { // a parked gauge point
+		c := m.SetEmptyGauge().DataPoints().AppendEmpty()
+		dp.CopyTo(c)
+		return c.Attributes(), false
+	}
+	sum := m.SetEmptySum()
+	sum.SetAggregationTemporality(j.m.Sum().AggregationTemporality())
+	sum.SetIsMonotonic(j.m.Sum().IsMonotonic())
+	c := sum.DataPoints().AppendEmpty()
+	dp.CopyTo(c)
+	return c.Attributes(), false
+}
+
+func putHistogram(j *judging, dp pmetric.HistogramDataPoint, m pmetric.Metric, reuse bool) (pcommon.Map, bool) {
+	if reuse && !j.shape.Cumulative() && mergeHistogram(m.Histogram().DataPoints().At(0), dp) {
+		return pcommon.Map{}, true
+	}
+	if reuse {
+		return pcommon.Map{}, overwriteHistogram(m.Histogram().DataPoints().At(0), dp)
+	}
+	h := m.SetEmptyHistogram()
+	h.SetAggregationTemporality(j.m.Histogram().AggregationTemporality())
+	c := h.DataPoints().AppendEmpty()
+	dp.CopyTo(c)
+	return c.Attributes(), false
+}
+
+func putExponential(j *judging, dp pmetric.ExponentialHistogramDataPoint, m pmetric.Metric, reuse bool) (pcommon.Map, bool) {
+	if reuse {
+		overwriteExponential(m.ExponentialHistogram().DataPoints().At(0), dp)
+		return pcommon.Map{}, false // its buckets vary: sized again
+	}
+	h := m.SetEmptyExponentialHistogram()
+	h.SetAggregationTemporality(j.m.ExponentialHistogram().AggregationTemporality())
+	c := h.DataPoints().AppendEmpty()
+	dp.CopyTo(c)
+	return c.Attributes(), false
+}
+
+func putSummary(_ *judging, dp pmetric.SummaryDataPoint, m pmetric.Metric, reuse bool) (pcommon.Map, bool) {
+	if reuse {
+		return pcommon.Map{}, overwriteSummary(m.Summary().DataPoints().At(0), dp)
+	}
+	c := m.SetEmptySummary().DataPoints().AppendEmpty()
+	dp.CopyTo(c)
+	return c.Attributes(), false
 }
 
 // keepMetric judges a metric's points and says whether any are left.
@@ -472,15 +467,15 @@ func (j *judging) keepMetric(m pmetric.Metric) bool {
 	j.shape, j.metric, j.m = shape, m.Name(), m
 	switch m.Type() {
 	case pmetric.MetricTypeGauge:
-		return j.numbers(m.Gauge().DataPoints())
+		return judgePoints(j, m.Gauge().DataPoints(), &numberPoints)
 	case pmetric.MetricTypeSum:
-		return j.numbers(m.Sum().DataPoints())
+		return judgePoints(j, m.Sum().DataPoints(), &numberPoints)
 	case pmetric.MetricTypeHistogram:
-		return j.histograms(m.Histogram().DataPoints())
+		return judgePoints(j, m.Histogram().DataPoints(), &histogramPoints)
 	case pmetric.MetricTypeExponentialHistogram:
-		return j.exponentialHistograms(m.ExponentialHistogram().DataPoints())
+		return judgePoints(j, m.ExponentialHistogram().DataPoints(), &exponentialPoints)
 	case pmetric.MetricTypeSummary:
-		return j.summaries(m.Summary().DataPoints())
+		return judgePoints(j, m.Summary().DataPoints(), &summaryPoints)
 	}
 	return true
 }
