@@ -1,0 +1,194 @@
+package dedupprocessor
+
+import (
+	"math"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/doubletake/doubletake/internal/streams"
+)
+
+// This file judges a metric request's points one at a time: the request's
+// context, the per-point decision and its labels, and one loop over the
+// point types. Holding a dropped point is metrics_held.go.
+
+// judging carries one request's context into the per-point closures.
+type judging struct {
+	tracker   *streams.Tracker
+	hasher    *streams.Hasher
+	c         *metricCounts
+	shape     streams.Shape
+	metric    string
+	now       int64
+	mutate    bool // mode drop: remove and label points
+	auto      bool // metrics.overlap auto: name the class in events
+	origin    uint64
+	splitAttr string
+	named     uint64 // the writer whose WriterName is name
+	sharer    uint8  // and its chain of a shared start (streams.SharerName)
+	name      string
+	shift     streams.Shift // the last judged point's rewrite, if shifted
+	shifted   bool
+	// The point being judged: its stream, decision and place, so that a
+	// dropped point of an undecided writer can be held (Decision.Hold).
+	id    streams.ID
+	d     streams.Decision
+	rm    pmetric.ResourceMetrics
+	sm    pmetric.ScopeMetrics
+	m     pmetric.Metric
+	sizer pmetric.ProtoMarshaler
+	// park and copies: a repeat of a point whose request is still in the
+	// next consumer is parked (copies_metrics.go).
+	park   *metricPark
+	copies *metricFlights
+}
+
+// shift rewrites a Sum point of a writer elected at an interpolated
+// change-over: it starts where the previous writer ended, and counts from
+// there. An integer point loses the offset rounded to the nearest integer,
+// the same for every point of the writer, so that its increments are kept
+// exactly; no value goes below zero.
+func shift(dp pmetric.NumberDataPoint, sh streams.Shift) {
+	dp.SetStartTimestamp(pcommon.Timestamp(sh.Start))
+	switch dp.ValueType() {
+	case pmetric.NumberDataPointValueTypeInt:
+		off := math.Round(sh.Offset)
+		if off >= math.MaxInt64 { // only from a value at the int64 limit
+			dp.SetIntValue(0)
+			return
+		}
+		dp.SetIntValue(max(dp.IntValue()-int64(off), 0))
+	case pmetric.NumberDataPointValueTypeDouble:
+		dp.SetDoubleValue(max(dp.DoubleValue()-sh.Offset, 0))
+	}
+}
+
+// remove judges one point and says whether to remove it. With overlap:
+// split it labels the point of a writer that was not elected.
+func (j *judging) remove(attrs pcommon.Map, pt streams.Point) bool {
+	id := j.hasher.Point(attrs)
+	n := j.park.journal.Len()
+	d := j.tracker.ObserveFrom(id, j.origin, j.shape, pt, j.now)
+	j.id, j.d = id, d
+	j.shift, j.shifted = d.Shift, d.Shifted
+	j.c.received++
+	if d.Reason != streams.ReasonNone || d.Election != streams.ElectionNone {
+		set := j.c.event.set
+		j.c.note(d, j.metric, attrs, j.mutate)
+		if j.auto && !set && j.c.event.set {
+			classify(&j.c.event, j.tracker, j.shape, id, d) // metrics_class.go
+		}
+	}
+	switch d.Verdict {
+	case streams.Drop:
+		if j.mutate && d.Reason == streams.ReasonDuplicate {
+			j.park.check(j.copies, j.tracker, n)
+		}
+		return j.mutate
+	case streams.Label:
+		if j.mutate {
+			j.labelSharer(attrs, d.Writer, d.Sharer)
+		}
+	}
+	return false
+}
+
+// label adds the split attribute that names writer.
+func (j *judging) label(attrs pcommon.Map, writer uint64) { j.labelSharer(attrs, writer, 0) }
+
+// labelSharer adds the split attribute that names writer, or its chain
+// sharer of a shared start (metrics_class.go).
+func (j *judging) labelSharer(attrs pcommon.Map, writer uint64, sharer uint8) {
+	if writer != j.named || sharer != j.sharer || j.name == "" {
+		j.named, j.sharer = writer, sharer // one string per run of a writer's points
+		if sharer == 0 {
+			j.name = streams.WriterName(writer)
+		} else {
+			j.name = streams.SharerName(writer, sharer)
+		}
+	}
+	attrs.PutStr(j.splitAttr, j.name)
+}
+
+// pointSlice is a metric's points of one type; dataPoint is one of them.
+type pointSlice[P dataPoint] interface {
+	Len() int
+	At(i int) P
+	RemoveIf(f func(P) bool)
+}
+
+type dataPoint interface {
+	Attributes() pcommon.Map
+}
+
+// pointKind is what judging needs of one point type: the point as the
+// tracker reads it, how a dropped one is held (the put of judging.hold),
+// and what is done to one kept (nil: nothing).
+type pointKind[P dataPoint] struct {
+	point func(P) streams.Point
+	put   func(j *judging, dp P, m pmetric.Metric, reuse bool) (pcommon.Map, bool)
+	kept  func(j *judging, dp P)
+}
+
+var (
+	numberPoints      = pointKind[pmetric.NumberDataPoint]{point: streams.NumberPoint, put: putNumber, kept: shiftKept}
+	histogramPoints   = pointKind[pmetric.HistogramDataPoint]{point: streams.HistogramPoint, put: putHistogram}
+	exponentialPoints = pointKind[pmetric.ExponentialHistogramDataPoint]{point: streams.ExponentialHistogramPoint, put: putExponential}
+	summaryPoints     = pointKind[pmetric.SummaryDataPoint]{point: streams.SummaryPoint, put: putSummary}
+)
+
+// judgePoints judges a metric's points dps of kind k and says whether any
+// are left; with mutate it removes (and holds) those to be dropped.
+func judgePoints[S pointSlice[P], P dataPoint](j *judging, dps S, k *pointKind[P]) bool {
+	if j.mutate {
+		dps.RemoveIf(func(dp P) bool {
+			if !j.remove(dp.Attributes(), k.point(dp)) {
+				if k.kept != nil {
+					k.kept(j, dp)
+				}
+				return false
+			}
+			j.hold(func(m pmetric.Metric, reuse bool) (pcommon.Map, bool) { return k.put(j, dp, m, reuse) })
+			return true
+		})
+		return dps.Len() > 0
+	}
+	for i := 0; i < dps.Len(); i++ {
+		dp := dps.At(i)
+		j.remove(dp.Attributes(), k.point(dp))
+	}
+	return true
+}
+
+// shiftKept rewrites a kept Sum point of a writer elected at an
+// interpolated change-over.
+func shiftKept(j *judging, dp pmetric.NumberDataPoint) {
+	if j.shifted {
+		shift(dp, j.shift)
+	}
+}
+
+// keepMetric judges a metric's points and says whether any are left.
+// Metrics the tracker cannot judge (no data, unspecified temporality) pass
+// untouched.
+func (j *judging) keepMetric(m pmetric.Metric) bool {
+	shape, ok := j.hasher.Metric(m)
+	if !ok {
+		return true
+	}
+	j.shape, j.metric, j.m = shape, m.Name(), m
+	switch m.Type() {
+	case pmetric.MetricTypeGauge:
+		return judgePoints(j, m.Gauge().DataPoints(), &numberPoints)
+	case pmetric.MetricTypeSum:
+		return judgePoints(j, m.Sum().DataPoints(), &numberPoints)
+	case pmetric.MetricTypeHistogram:
+		return judgePoints(j, m.Histogram().DataPoints(), &histogramPoints)
+	case pmetric.MetricTypeExponentialHistogram:
+		return judgePoints(j, m.ExponentialHistogram().DataPoints(), &exponentialPoints)
+	case pmetric.MetricTypeSummary:
+		return judgePoints(j, m.Summary().DataPoints(), &summaryPoints)
+	}
+	return true
+}
