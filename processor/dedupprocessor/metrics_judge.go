@@ -11,7 +11,9 @@ import (
 
 // This file judges a metric request's points one at a time: the request's
 // context, the per-point decision and its labels, and one loop over the
-// point types. Holding a dropped point is metrics_held.go.
+// point types, and the copy of a dropped point held when the tracker asks
+// for it (Decision.Hold); bringing a held point up to date is
+// metrics_held.go.
 
 // judging carries one request's context into the per-point closures.
 type judging struct {
@@ -191,4 +193,104 @@ func (j *judging) keepMetric(m pmetric.Metric) bool {
 		return judgePoints(j, m.Summary().DataPoints(), &summaryPoints)
 	}
 	return true
+}
+
+// hold keeps a copy of the point just dropped, when the tracker asked for
+// it (Decision.Hold): the metric being judged with the one point that
+// put copies into it, in its resource and scope, labelled as its writer's
+// own series, to be sent if the writer is found a peer (streams/held.go).
+// A point held for the pair already is overwritten in place: its
+// resource, scope and metric are the stream's; it is sized again only
+// when put says the point's lists differ in length from the one before.
+func (j *judging) hold(put func(m pmetric.Metric, reuse bool) (pcommon.Map, bool)) {
+	if j.park.this {
+		j.park.add(j, put)
+		return
+	}
+	if !j.d.Hold || !j.mutate {
+		return
+	}
+	if md, size, ok := j.tracker.Held(j.id, j.d.Writer); ok {
+		// The attributes are the stream's, labelled already.
+		_, same := put(md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0), true)
+		if !same {
+			size = j.sizer.MetricsSize(md)
+		}
+		j.tracker.Hold(j.id, j.d.Writer, md, size)
+		return
+	}
+	md := pmetric.NewMetrics()
+	rm := md.ResourceMetrics().AppendEmpty()
+	j.rm.Resource().CopyTo(rm.Resource())
+	rm.SetSchemaUrl(j.rm.SchemaUrl())
+	sm := rm.ScopeMetrics().AppendEmpty()
+	j.sm.Scope().CopyTo(sm.Scope())
+	sm.SetSchemaUrl(j.sm.SchemaUrl())
+	m := sm.Metrics().AppendEmpty()
+	m.SetName(j.m.Name())
+	m.SetDescription(j.m.Description())
+	m.SetUnit(j.m.Unit())
+	j.m.Metadata().CopyTo(m.Metadata())
+	attrs, _ := put(m, false)
+	j.label(attrs, j.d.Writer)
+	j.tracker.Hold(j.id, j.d.Writer, md, j.sizer.MetricsSize(md))
+}
+
+// The put functions hold a dropped point dp (judging.hold): into the held
+// metric m, merged or overwritten when reuse, else as m's first point of
+// its type, returning its attributes to label.
+
+func putNumber(j *judging, dp pmetric.NumberDataPoint, m pmetric.Metric, reuse bool) (pcommon.Map, bool) {
+	if reuse && !j.shape.Cumulative() {
+		return pcommon.Map{}, mergeNumber(m.Sum().DataPoints().At(0), dp)
+	}
+	if reuse {
+		return pcommon.Map{}, overwriteNumber(m.Sum().DataPoints().At(0), dp)
+	}
+	if j.m.Type() == pmetric.MetricTypeGauge { // a parked gauge point
+		c := m.SetEmptyGauge().DataPoints().AppendEmpty()
+		dp.CopyTo(c)
+		return c.Attributes(), false
+	}
+	sum := m.SetEmptySum()
+	sum.SetAggregationTemporality(j.m.Sum().AggregationTemporality())
+	sum.SetIsMonotonic(j.m.Sum().IsMonotonic())
+	c := sum.DataPoints().AppendEmpty()
+	dp.CopyTo(c)
+	return c.Attributes(), false
+}
+
+func putHistogram(j *judging, dp pmetric.HistogramDataPoint, m pmetric.Metric, reuse bool) (pcommon.Map, bool) {
+	if reuse && !j.shape.Cumulative() && mergeHistogram(m.Histogram().DataPoints().At(0), dp) {
+		return pcommon.Map{}, true
+	}
+	if reuse {
+		return pcommon.Map{}, overwriteHistogram(m.Histogram().DataPoints().At(0), dp)
+	}
+	h := m.SetEmptyHistogram()
+	h.SetAggregationTemporality(j.m.Histogram().AggregationTemporality())
+	c := h.DataPoints().AppendEmpty()
+	dp.CopyTo(c)
+	return c.Attributes(), false
+}
+
+func putExponential(j *judging, dp pmetric.ExponentialHistogramDataPoint, m pmetric.Metric, reuse bool) (pcommon.Map, bool) {
+	if reuse {
+		overwriteExponential(m.ExponentialHistogram().DataPoints().At(0), dp)
+		return pcommon.Map{}, false // its buckets vary: sized again
+	}
+	h := m.SetEmptyExponentialHistogram()
+	h.SetAggregationTemporality(j.m.ExponentialHistogram().AggregationTemporality())
+	c := h.DataPoints().AppendEmpty()
+	dp.CopyTo(c)
+	return c.Attributes(), false
+}
+
+func putSummary(_ *judging, dp pmetric.SummaryDataPoint, m pmetric.Metric, reuse bool) (pcommon.Map, bool) {
+	if reuse {
+		return pcommon.Map{}, overwriteSummary(m.Summary().DataPoints().At(0), dp)
+	}
+	c := m.SetEmptySummary().DataPoints().AppendEmpty()
+	dp.CopyTo(c)
+	return c.Attributes(), false
 }

@@ -269,3 +269,59 @@ func journalFields(signal string, st journal.Stats) []zap.Field {
 		zap.Uint64(signal+"_segments_failed", st.Failed),
 	}
 }
+
+// unsettled orders one unit's journal around take-backs. A request's
+// insert segment is written once the next consumer has accepted it
+// (settle); a take-back's forget segment once a later component has lost
+// some of its items. A take-back can come before the request that inserted
+// those items is settled: a direct send the upstream refuses in part for
+// good hands the refused items back from inside the next consumer, and a
+// queue consumer can export (and lose) a request before settle. A forget
+// segment journaled before its insert segment would be undone by it at
+// replay, and after a restart the re-send of a lost item would be dropped
+// as a duplicate. So every request with insertions is held here until it
+// is settled; a take-back removes its keys from the requests held (which
+// then never journal them) under order, held alone, while a commit holds
+// order shared from taking its keys to writing its segment.
+type unsettled[K comparable] struct {
+	order sync.RWMutex
+	mu    sync.Mutex
+	reqs  map[strippable[K]]struct{}
+}
+
+// strippable is a request held in unsettled: strip removes the keys in
+// gone from what it will journal.
+type strippable[K comparable] interface {
+	strip(gone map[K]struct{})
+}
+
+func (p *unsettled[K]) hold(r strippable[K]) {
+	p.mu.Lock()
+	if p.reqs == nil {
+		p.reqs = make(map[strippable[K]]struct{})
+	}
+	p.reqs[r] = struct{}{}
+	p.mu.Unlock()
+}
+
+func (p *unsettled[K]) release(r strippable[K]) {
+	p.mu.Lock()
+	delete(p.reqs, r)
+	p.mu.Unlock()
+}
+
+// strip removes keys from every request held. Call with order held alone.
+func (p *unsettled[K]) strip(keys []K) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.reqs) == 0 || len(keys) == 0 {
+		return
+	}
+	gone := make(map[K]struct{}, len(keys))
+	for _, k := range keys {
+		gone[k] = struct{}{}
+	}
+	for r := range p.reqs {
+		r.strip(gone)
+	}
+}
