@@ -117,7 +117,6 @@ func (j *judging) labelSharer(attrs pcommon.Map, writer uint64, sharer uint8) {
 type pointSlice[P dataPoint] interface {
 	Len() int
 	At(i int) P
-	RemoveIf(f func(P) bool)
 }
 
 type dataPoint interface {
@@ -126,40 +125,68 @@ type dataPoint interface {
 
 // pointKind is what judging needs of one point type: the point as the
 // tracker reads it, how a dropped one is held (the put of judging.hold),
-// and what is done to one kept (nil: nothing).
-type pointKind[P dataPoint] struct {
+// what is done to one kept (nil: nothing), and the slice's RemoveIf.
+type pointKind[S pointSlice[P], P dataPoint] struct {
 	point func(P) streams.Point
 	put   func(j *judging, dp P, m pmetric.Metric, reuse bool) (pcommon.Map, bool)
 	kept  func(j *judging, dp P)
+	// removeIf removes the points of dps that judgePoint drops. It calls
+	// the slice's RemoveIf directly: called through S, its closure would
+	// escape, one allocation per metric.
+	removeIf func(dps S, j *judging, k *pointKind[S, P])
 }
 
+type (
+	numberKind      = pointKind[pmetric.NumberDataPointSlice, pmetric.NumberDataPoint]
+	histogramKind   = pointKind[pmetric.HistogramDataPointSlice, pmetric.HistogramDataPoint]
+	exponentialKind = pointKind[pmetric.ExponentialHistogramDataPointSlice, pmetric.ExponentialHistogramDataPoint]
+	summaryKind     = pointKind[pmetric.SummaryDataPointSlice, pmetric.SummaryDataPoint]
+)
+
 var (
-	numberPoints      = pointKind[pmetric.NumberDataPoint]{point: streams.NumberPoint, put: putNumber, kept: shiftKept}
-	histogramPoints   = pointKind[pmetric.HistogramDataPoint]{point: streams.HistogramPoint, put: putHistogram}
-	exponentialPoints = pointKind[pmetric.ExponentialHistogramDataPoint]{point: streams.ExponentialHistogramPoint, put: putExponential}
-	summaryPoints     = pointKind[pmetric.SummaryDataPoint]{point: streams.SummaryPoint, put: putSummary}
+	numberPoints = numberKind{point: streams.NumberPoint, put: putNumber, kept: shiftKept,
+		removeIf: func(dps pmetric.NumberDataPointSlice, j *judging, k *numberKind) {
+			dps.RemoveIf(func(dp pmetric.NumberDataPoint) bool { return judgePoint(j, dp, k) })
+		}}
+	histogramPoints = histogramKind{point: streams.HistogramPoint, put: putHistogram,
+		removeIf: func(dps pmetric.HistogramDataPointSlice, j *judging, k *histogramKind) {
+			dps.RemoveIf(func(dp pmetric.HistogramDataPoint) bool { return judgePoint(j, dp, k) })
+		}}
+	exponentialPoints = exponentialKind{point: streams.ExponentialHistogramPoint, put: putExponential,
+		removeIf: func(dps pmetric.ExponentialHistogramDataPointSlice, j *judging, k *exponentialKind) {
+			dps.RemoveIf(func(dp pmetric.ExponentialHistogramDataPoint) bool { return judgePoint(j, dp, k) })
+		}}
+	summaryPoints = summaryKind{point: streams.SummaryPoint, put: putSummary,
+		removeIf: func(dps pmetric.SummaryDataPointSlice, j *judging, k *summaryKind) {
+			dps.RemoveIf(func(dp pmetric.SummaryDataPoint) bool { return judgePoint(j, dp, k) })
+		}}
 )
 
 // judgePoints judges a metric's points dps of kind k and says whether any
 // are left; with mutate it removes (and holds) those to be dropped.
-func judgePoints[S pointSlice[P], P dataPoint](j *judging, dps S, k *pointKind[P]) bool {
+func judgePoints[S pointSlice[P], P dataPoint](j *judging, dps S, k *pointKind[S, P]) bool {
 	if j.mutate {
-		dps.RemoveIf(func(dp P) bool {
-			if !j.remove(dp.Attributes(), k.point(dp)) {
-				if k.kept != nil {
-					k.kept(j, dp)
-				}
-				return false
-			}
-			j.hold(func(m pmetric.Metric, reuse bool) (pcommon.Map, bool) { return k.put(j, dp, m, reuse) })
-			return true
-		})
+		k.removeIf(dps, j, k)
 		return dps.Len() > 0
 	}
 	for i := 0; i < dps.Len(); i++ {
 		dp := dps.At(i)
 		j.remove(dp.Attributes(), k.point(dp))
 	}
+	return true
+}
+
+// judgePoint judges point dp of kind k, with mutate, and says whether to
+// remove it: a dropped point is held when the tracker asks, a kept one
+// rewritten when its kind says.
+func judgePoint[S pointSlice[P], P dataPoint](j *judging, dp P, k *pointKind[S, P]) bool {
+	if !j.remove(dp.Attributes(), k.point(dp)) {
+		if k.kept != nil {
+			k.kept(j, dp)
+		}
+		return false
+	}
+	j.hold(func(m pmetric.Metric, reuse bool) (pcommon.Map, bool) { return k.put(j, dp, m, reuse) })
 	return true
 }
 
