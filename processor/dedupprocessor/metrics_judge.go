@@ -125,14 +125,16 @@ type dataPoint interface {
 
 // pointKind is what judging needs of one point type: the point as the
 // tracker reads it, how a dropped one is held (the put of judging.hold),
-// what is done to one kept (nil: nothing), and the slice's RemoveIf.
+// what is done to one kept whose writer was elected shifted (nil:
+// nothing), and the slice's RemoveIf.
 type pointKind[S pointSlice[P], P dataPoint] struct {
 	point func(P) streams.Point
 	put   func(j *judging, dp P, m pmetric.Metric, reuse bool) (pcommon.Map, bool)
 	kept  func(j *judging, dp P)
 	// removeIf removes the points of dps that judgePoint drops. It calls
-	// the slice's RemoveIf directly: called through S, its closure would
-	// escape, one allocation per metric.
+	// the slice's RemoveIf, and reads each point, directly: called through
+	// S, its closure would escape, one allocation per metric, and each
+	// point's reading would be an indirect call.
 	removeIf func(dps S, j *judging, k *pointKind[S, P])
 }
 
@@ -146,19 +148,27 @@ type (
 var (
 	numberPoints = numberKind{point: streams.NumberPoint, put: putNumber, kept: shiftKept,
 		removeIf: func(dps pmetric.NumberDataPointSlice, j *judging, k *numberKind) {
-			dps.RemoveIf(func(dp pmetric.NumberDataPoint) bool { return judgePoint(j, dp, k) })
+			dps.RemoveIf(func(dp pmetric.NumberDataPoint) bool {
+				return judgePoint(j, dp, dp.Attributes(), streams.NumberPoint(dp), k)
+			})
 		}}
 	histogramPoints = histogramKind{point: streams.HistogramPoint, put: putHistogram,
 		removeIf: func(dps pmetric.HistogramDataPointSlice, j *judging, k *histogramKind) {
-			dps.RemoveIf(func(dp pmetric.HistogramDataPoint) bool { return judgePoint(j, dp, k) })
+			dps.RemoveIf(func(dp pmetric.HistogramDataPoint) bool {
+				return judgePoint(j, dp, dp.Attributes(), streams.HistogramPoint(dp), k)
+			})
 		}}
 	exponentialPoints = exponentialKind{point: streams.ExponentialHistogramPoint, put: putExponential,
 		removeIf: func(dps pmetric.ExponentialHistogramDataPointSlice, j *judging, k *exponentialKind) {
-			dps.RemoveIf(func(dp pmetric.ExponentialHistogramDataPoint) bool { return judgePoint(j, dp, k) })
+			dps.RemoveIf(func(dp pmetric.ExponentialHistogramDataPoint) bool {
+				return judgePoint(j, dp, dp.Attributes(), streams.ExponentialHistogramPoint(dp), k)
+			})
 		}}
 	summaryPoints = summaryKind{point: streams.SummaryPoint, put: putSummary,
 		removeIf: func(dps pmetric.SummaryDataPointSlice, j *judging, k *summaryKind) {
-			dps.RemoveIf(func(dp pmetric.SummaryDataPoint) bool { return judgePoint(j, dp, k) })
+			dps.RemoveIf(func(dp pmetric.SummaryDataPoint) bool {
+				return judgePoint(j, dp, dp.Attributes(), streams.SummaryPoint(dp), k)
+			})
 		}}
 )
 
@@ -176,12 +186,13 @@ func judgePoints[S pointSlice[P], P dataPoint](j *judging, dps S, k *pointKind[S
 	return true
 }
 
-// judgePoint judges point dp of kind k, with mutate, and says whether to
-// remove it: a dropped point is held when the tracker asks, a kept one
-// rewritten when its kind says.
-func judgePoint[S pointSlice[P], P dataPoint](j *judging, dp P, k *pointKind[S, P]) bool {
-	if !j.remove(dp.Attributes(), k.point(dp)) {
-		if k.kept != nil {
+// judgePoint judges point dp of kind k (its attributes attrs, as the
+// tracker reads it pt), with mutate, and says whether to remove it: a
+// dropped point is held when the tracker asks, a kept one rewritten when
+// its kind says.
+func judgePoint[S pointSlice[P], P dataPoint](j *judging, dp P, attrs pcommon.Map, pt streams.Point, k *pointKind[S, P]) bool {
+	if !j.remove(attrs, pt) {
+		if j.shifted && k.kept != nil {
 			k.kept(j, dp)
 		}
 		return false
@@ -192,11 +203,7 @@ func judgePoint[S pointSlice[P], P dataPoint](j *judging, dp P, k *pointKind[S, 
 
 // shiftKept rewrites a kept Sum point of a writer elected at an
 // interpolated change-over.
-func shiftKept(j *judging, dp pmetric.NumberDataPoint) {
-	if j.shifted {
-		shift(dp, j.shift)
-	}
-}
+func shiftKept(j *judging, dp pmetric.NumberDataPoint) { shift(dp, j.shift) }
 
 // keepMetric judges a metric's points and says whether any are left.
 // Metrics the tracker cannot judge (no data, unspecified temporality) pass
