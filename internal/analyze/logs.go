@@ -47,30 +47,15 @@ type LogExample struct {
 	Delays []Millis `json:"delays_ms"`
 }
 
-type logEntry struct {
-	group  uint32
-	first  uint32
-	copies uint32
-}
-
-type logDup struct {
-	key xxh3.Uint128
-	req uint32
-}
-
 type logGroupAcc struct {
 	service, scope string
-	received       int
-	unique         int
-	duplicated     int
-	extra          int
-	copies         map[uint32]int
-	bodies         map[xxh3.Uint128]string // examples, bounded by MaxExamples
+	groupCounts
+	bodies map[xxh3.Uint128]string // examples, bounded by MaxExamples
 }
 
+// logIndex counts log records by their digest (copies.go).
 type logIndex struct {
-	entries  map[xxh3.Uint128]logEntry
-	dups     []logDup
+	copyIndex[xxh3.Uint128, struct{}]
 	groups   []logGroupAcc
 	groupIdx map[[2]string]uint32
 	received int
@@ -78,7 +63,7 @@ type logIndex struct {
 }
 
 func (x *logIndex) init() {
-	x.entries = map[xxh3.Uint128]logEntry{}
+	x.copyIndex.init()
 	x.groupIdx = map[[2]string]uint32{}
 }
 
@@ -129,33 +114,19 @@ func (a *Analyzer) AddLogs(at Arrival, ld plog.Logs) {
 					g.unique++
 					continue
 				}
-				ent, seen := x.entries[k]
+				ent, seen := x.add(k, struct{}{}, gi, ri)
 				if !seen {
-					x.entries[k] = logEntry{group: gi, first: ri, copies: 1}
 					g.unique++
 					continue
 				}
-				ent.copies++
-				x.entries[k] = ent
-				x.dups = append(x.dups, logDup{key: k, req: ri})
 				fg := &x.groups[ent.group]
-				fg.extra++
-				if ent.copies == 2 {
-					fg.duplicated++
-					if len(fg.bodies) < a.opts.MaxExamples {
-						if fg.bodies == nil {
-							fg.bodies = map[xxh3.Uint128]string{}
-						}
-						fg.bodies[k] = strings.Clone(truncate(lr.Body().AsString()))
+				fg.repeated(ent.copies)
+				if ent.copies == 2 && len(fg.bodies) < a.opts.MaxExamples {
+					if fg.bodies == nil {
+						fg.bodies = map[xxh3.Uint128]string{}
 					}
+					fg.bodies[k] = strings.Clone(truncate(lr.Body().AsString()))
 				}
-				if fg.copies == nil {
-					fg.copies = map[uint32]int{}
-				}
-				if ent.copies > 2 {
-					fg.copies[ent.copies-1]--
-				}
-				fg.copies[ent.copies]++
 			}
 		}
 	}
@@ -192,11 +163,7 @@ func (a *Analyzer) logReport(r *Report) {
 	delays := make([][]time.Duration, len(x.groups))
 	examples := make([]map[xxh3.Uint128]*LogExample, len(x.groups))
 	order := make([][]xxh3.Uint128, len(x.groups))
-	type fkey struct {
-		diag    Diagnosis
-		service string
-	}
-	findings := map[fkey]*findingAcc{}
+	findings := findingSet{}
 	for _, d := range x.dups {
 		ent := x.entries[d.key]
 		acc := &x.groups[ent.group]
@@ -205,12 +172,7 @@ func (a *Analyzer) logReport(r *Report) {
 			delays[ent.group] = append(delays[ent.group], dl)
 		}
 		diag := a.classify(ent.first, d.req)
-		fk := fkey{diag, acc.service}
-		f := findings[fk]
-		if f == nil {
-			f = newFindingAcc(subjectOf(acc.service), diag)
-			findings[fk] = f
-		}
+		f := findings.get(diag, acc.service)
 		scope := acc.scope
 		if scope == "" {
 			scope = "(no scope name)"
@@ -251,10 +213,5 @@ func (a *Analyzer) logReport(r *Report) {
 			strings.Compare(a.Scope, b.Scope),
 		)
 	})
-	for _, f := range findings {
-		r.Findings = append(r.Findings, Finding{
-			Signal: SignalLogs, Diagnosis: f.diag, Subject: f.subject,
-			Items: f.items, Line: f.line(a, SignalLogs, "records from scope"),
-		})
-	}
+	findings.report(a, r, SignalLogs, "records from scope")
 }

@@ -57,32 +57,16 @@ type SpanExample struct {
 
 type spanKey [24]byte
 
-type spanEntry struct {
-	hash   uint64 // content hash of the first copy
-	group  uint32
-	first  uint32 // request index of the first copy
-	copies uint32
-}
-
-type spanDup struct {
-	key  spanKey
-	hash uint64
-	req  uint32
-}
-
 type spanGroupAcc struct {
 	service, name string
-	received      int
-	unique        int
-	duplicated    int
-	extra         int
-	invalid       int
-	copies        map[uint32]int
+	groupCounts
+	invalid int
 }
 
+// spanIndex counts spans by their ids, with the content hash of each
+// copy (copies.go).
 type spanIndex struct {
-	entries  map[spanKey]spanEntry
-	dups     []spanDup
+	copyIndex[spanKey, uint64]
 	groups   []spanGroupAcc
 	groupIdx map[string]map[string]uint32
 	received int
@@ -90,7 +74,7 @@ type spanIndex struct {
 }
 
 func (x *spanIndex) init() {
-	x.entries = map[spanKey]spanEntry{}
+	x.copyIndex.init()
 	x.groupIdx = map[string]map[string]uint32{}
 }
 
@@ -147,28 +131,13 @@ func (a *Analyzer) AddTraces(at Arrival, td ptrace.Traces) {
 				var k spanKey
 				copy(k[:16], tid[:])
 				copy(k[16:], sid[:])
-				ent, seen := x.entries[k]
+				ent, seen := x.add(k, h, gi, ri)
 				if !seen {
-					x.entries[k] = spanEntry{hash: h, group: gi, first: ri, copies: 1}
 					g.unique++
 					continue
 				}
-				ent.copies++
-				x.entries[k] = ent
-				x.dups = append(x.dups, spanDup{key: k, hash: h, req: ri})
 				// The id is counted in the group of its first copy.
-				fg := &x.groups[ent.group]
-				fg.extra++
-				if ent.copies == 2 {
-					fg.duplicated++
-				}
-				if fg.copies == nil {
-					fg.copies = map[uint32]int{}
-				}
-				if ent.copies > 2 {
-					fg.copies[ent.copies-1]--
-				}
-				fg.copies[ent.copies]++
+				x.groups[ent.group].repeated(ent.copies)
 			}
 		}
 	}
@@ -352,11 +321,7 @@ func (a *Analyzer) spanReport(r *Report) {
 		conflict map[spanKey]struct{}
 	}
 	extra := make([]gx, len(x.groups))
-	type fkey struct {
-		diag    Diagnosis
-		service string
-	}
-	findings := map[fkey]*findingAcc{}
+	findings := findingSet{}
 	conflicting := map[spanKey]struct{}{}
 	for _, d := range x.dups {
 		ent := x.entries[d.key]
@@ -366,7 +331,7 @@ func (a *Analyzer) spanReport(r *Report) {
 		if !a.opts.NoArrival {
 			g.delays = append(g.delays, dl)
 		}
-		differ := d.hash != ent.hash
+		differ := d.val != ent.val
 		var diag Diagnosis
 		if differ {
 			diag = DiagIdentityCollision
@@ -378,12 +343,7 @@ func (a *Analyzer) spanReport(r *Report) {
 		} else {
 			diag = a.classify(ent.first, d.req)
 		}
-		fk := fkey{diag, acc.service}
-		f := findings[fk]
-		if f == nil {
-			f = newFindingAcc(subjectOf(acc.service), diag)
-			findings[fk] = f
-		}
+		f := findings.get(diag, acc.service)
 		f.addCopy(a, ent.first, d.req, acc.name)
 		if differ {
 			f.ids[string(d.key[:])] = struct{}{}
@@ -424,10 +384,5 @@ func (a *Analyzer) spanReport(r *Report) {
 			strings.Compare(a.Name, b.Name),
 		)
 	})
-	for _, f := range findings {
-		r.Findings = append(r.Findings, Finding{
-			Signal: SignalSpans, Diagnosis: f.diag, Subject: f.subject,
-			Items: f.items, Line: f.line(a, SignalSpans, "spans"),
-		})
-	}
+	findings.report(a, r, SignalSpans, "spans")
 }

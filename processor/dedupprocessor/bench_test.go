@@ -130,7 +130,7 @@ func BenchmarkTracesProcessor(b *testing.B) {
 			if cpu > 0 {
 				b.ReportMetric(float64(cpu)/float64(b.N*benchBatch), "cpu-ns/span")
 			}
-			b.ReportMetric(float64(w.spans.Bytes())/float64(w.spans.Capacity()), "bytes/tracked-span")
+			b.ReportMetric(float64(w.set.Bytes())/float64(w.set.Capacity()), "bytes/tracked-span")
 		})
 	}
 }

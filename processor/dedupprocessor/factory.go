@@ -95,7 +95,7 @@ func (f *factory) createTraces(_ context.Context, set processor.Settings, cfg co
 	// logger of the pipeline spans come through, not of whichever
 	// pipeline made the state first.
 	st.traces.svcs.setLogger(set.Logger)
-	populateWindow(st.traces.spans, c.MemorySoftLimitMiB) // populate.go
+	populateWindow(st.traces.set, c.MemorySoftLimitMiB) // populate.go
 	start, shutdown := f.lifecycle(st)
 	return &tracesProcessor{
 		StartFunc:    start,
@@ -115,7 +115,7 @@ func (f *factory) createLogs(_ context.Context, set processor.Settings, cfg comp
 		return nil, err
 	}
 	st.logs.svcs.setLogger(set.Logger)
-	populateWindow(st.logs.records, c.MemorySoftLimitMiB) // populate.go
+	populateWindow(st.logs.set, c.MemorySoftLimitMiB) // populate.go
 	start, shutdown := f.lifecycle(st)
 	return &logsProcessor{
 		StartFunc:    start,

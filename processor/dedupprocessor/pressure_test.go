@@ -37,7 +37,7 @@ func TestMemoryPressureShrinks(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		w.mu.Lock()
-		n := w.spans.Len()
+		n := w.set.Len()
 		w.mu.Unlock()
 		if n < 200 {
 			break

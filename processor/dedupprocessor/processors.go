@@ -72,11 +72,10 @@ func (p *tracesProcessor) ConsumeTraces(ctx context.Context, td ptrace.Traces) e
 
 // forward sends what is left of a judged request on and settles it.
 func (p *tracesProcessor) forward(ctx context.Context, td ptrace.Traces, sc *spanScratch) error {
-	u := p.st.traces
 	if p.st.nested != nil {
 		p.st.nested.process(ctx, td, sc.keys[:sc.kept], sc.hashes[:sc.kept], p.st.tel)
 	}
-	u.hold(sc)
+	sc.hold()
 	return settle(ctx, sc, p.st.tel, p.next.ConsumeTraces(ctx, td))
 }
 
@@ -133,7 +132,7 @@ func (p *logsProcessor) ConsumeLogs(ctx context.Context, ld plog.Logs) error {
 
 // forward sends what is left of a judged request on and settles it.
 func (p *logsProcessor) forward(ctx context.Context, ld plog.Logs, sc *logScratch) error {
-	p.st.logs.hold(sc)
+	sc.hold()
 	return settle(ctx, sc, p.st.tel, p.next.ConsumeLogs(ctx, ld))
 }
 

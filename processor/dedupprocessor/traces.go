@@ -5,53 +5,29 @@ import (
 	"encoding/binary"
 	"math/bits"
 	"sync"
-	"sync/atomic"
 
 	"github.com/zeebo/xxh3"
-	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/pdata/ptrace"
-	"go.uber.org/zap"
 
-	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/journal"
 	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/window"
 )
 
 // spanUnit is the span signal: a window of span ids with a fingerprint of
-// their content, its services, and with storage its journal.
+// their content (keyed.go), its services, and with storage its journal.
 type spanUnit struct {
-	signalWindow
-	spans   *window.Set[[24]byte, uint64]
-	max     int // traces.max_spans
-	svcs    *services
-	journal atomic.Pointer[journal.Journal] // nil unless storage is open
-	// unsettled holds the requests in the next consumer, so that a
-	// take-back is never journaled before their insertions.
-	unsettled unsettled[[24]byte]
-	// flights are the same requests' insertions, that their copies wait
-	// for (copies.go).
-	flights  flights
-	waitOpts waitOpts
-
+	keyedUnit[[24]byte, uint64]
 	scratch sync.Pool // *spanScratch
-	bufs    sync.Pool // *[]byte, journal segments
 }
 
 // spanScratch is one request's working memory, pooled so that the steady
 // state allocates nothing. It is the request's pending change of the unit.
 type spanScratch struct {
-	u        *spanUnit
-	now      int64
-	keys     [][24]byte // every span's key, in the order ConsumeTraces walks them
-	hashes   []uint64   // their index hashes
-	inserted [][24]byte // keys this request stored, to take back on failure
-	fps      []uint64   // their fingerprints, to journal on success
-	counts   []counts   // per resource
-	kept     int        // after judge, keys[:kept] and hashes[:kept] are those of the spans left
-	held     bool       // in u.unsettled, from hold to settle
+	keyedChange[[24]byte, uint64]
+	keys   [][24]byte // every span's key, in the order ConsumeTraces walks them
+	hashes []uint64   // their index hashes
+	kept   int        // after judge, keys[:kept] and hashes[:kept] are those of the spans left
 
-	seq    uint64        // judgeSpan: the write that stored a duplicate's original
-	flight flight        // the request's insertions while the next consumer has them
-	parked parkedFlights // the unsettled requests the parked copies wait for
+	seq uint64 // judgeSpan: the write that stored a duplicate's original
 	// wait holds the parked copies (copies.go), in their resources and
 	// scopes, when parked.starts is not empty; waitRI and waitSI are the
 	// request's resource and scope that waitRS and waitSS copy.
@@ -59,7 +35,19 @@ type spanScratch struct {
 	waitRS         ptrace.ResourceSpans
 	waitSS         ptrace.ScopeSpans
 	waitRI, waitSI int
-	again          bool // judging parked copies again: counted when they arrived
+}
+
+// spanRecord is one stored span: trace id + span id, fingerprint.
+const spanRecord = 24 + 8
+
+// spanFormat journals a span as its trace and span ids and its
+// fingerprint; span ids are stored as they are, unseeded.
+var spanFormat = keyFormat[[24]byte, uint64]{
+	signal: "traces", name: "span", restored: "span_ids", keySize: 24, record: spanRecord,
+	putKey:   func(b []byte, k *[24]byte) []byte { return append(b, k[:]...) },
+	putValue: binary.LittleEndian.AppendUint64,
+	key:      func(b []byte) [24]byte { return [24]byte(b[:24]) },
+	value:    func(b []byte) uint64 { return binary.LittleEndian.Uint64(b[24:]) },
 }
 
 func newSpanUnit(cfg *Config, seed window.Seed, svcs *services) (*spanUnit, error) {
@@ -67,10 +55,9 @@ func newSpanUnit(cfg *Config, seed window.Seed, svcs *services) (*spanUnit, erro
 	if err != nil {
 		return nil, err
 	}
-	u := &spanUnit{signalWindow: *newSignalWindow("traces", set, cfg.Traces.Window), spans: set, svcs: svcs,
-		max: cfg.Traces.MaxSpans, waitOpts: newWaitOpts("traces"), flights: flights{maxWaiters: cfg.Copies.MaxWaitersPerOriginal}}
-	u.scratch.New = func() any { return &spanScratch{u: u} }
-	u.bufs.New = newSegmentBuf
+	u := &spanUnit{}
+	u.init(&spanFormat, set, cfg.Traces.MaxSpans, cfg.Traces.Window, cfg, svcs)
+	u.scratch.New = func() any { sc := &spanScratch{}; sc.u = &u.keyedUnit; return sc }
 	return u, nil
 }
 
@@ -100,7 +87,7 @@ func (u *spanUnit) hashSpans(rss ptrace.ResourceSpansSlice, sc *spanScratch) {
 				tid, sid := s.TraceID(), s.SpanID()
 				copy(k[:16], tid[:])
 				copy(k[16:], sid[:])
-				sc.hashes = append(sc.hashes, u.spans.Hash(k))
+				sc.hashes = append(sc.hashes, u.set.Hash(k))
 			}
 		}
 	}
@@ -110,19 +97,18 @@ func (u *spanUnit) hashSpans(rss ptrace.ResourceSpansSlice, sc *spanScratch) {
 // window's lock, loading the index lines of the next spans ahead.
 func (u *spanUnit) judgeSpan(s ptrace.Span, j int, now int64, sc *spanScratch) verdict {
 	if j%prefetchSpans == 0 {
-		u.spans.Prefetch(sc.hashes[j:min(j+prefetchSpans, len(sc.hashes))])
+		u.set.Prefetch(sc.hashes[j:min(j+prefetchSpans, len(sc.hashes))])
 	}
 	k := &sc.keys[j]
 	if [16]byte(k[:16]) == [16]byte{} || [8]byte(k[16:]) == [8]byte{} {
 		return verdictInvalid
 	}
 	fp := spanFingerprint(s)
-	prev, seen, seq := u.spans.ObserveSeq(k, sc.hashes[j], fp, now)
+	prev, seen, seq := u.set.ObserveSeq(k, sc.hashes[j], fp, now)
 	sc.seq = seq
 	switch {
 	case !seen:
-		sc.inserted = append(sc.inserted, *k)
-		sc.fps = append(sc.fps, fp)
+		sc.insert(*k, fp)
 		return verdictNew
 	case prev == fp:
 		return verdictDuplicate
@@ -134,10 +120,8 @@ func (u *spanUnit) judgeSpan(s ptrace.Span, j int, now int64, sc *spanScratch) v
 // begin takes a request's scratch; end gives it back.
 func (u *spanUnit) begin() *spanScratch {
 	sc := u.scratch.Get().(*spanScratch)
-	sc.keys, sc.hashes = sc.keys[:0], sc.hashes[:0]
-	sc.inserted, sc.fps, sc.counts, sc.kept = sc.inserted[:0], sc.fps[:0], sc.counts[:0], 0
-	sc.again = false
-	sc.now = u.now()
+	sc.keys, sc.hashes, sc.kept = sc.keys[:0], sc.hashes[:0], 0
+	sc.reset(u.now())
 	return sc
 }
 
@@ -186,8 +170,8 @@ func (u *spanUnit) judge(ctx context.Context, td ptrace.Traces, sc *spanScratch,
 	u.hashSpans(rss, sc)
 	j := 0
 	u.mu.Lock()
-	u.spans.Expire(now)
-	start := u.spans.Written()
+	u.set.Expire(now)
+	start := u.set.Written()
 	sc.parked.reset(start)
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
@@ -252,7 +236,7 @@ func (u *spanUnit) judge(ctx context.Context, td ptrace.Traces, sc *spanScratch,
 	if drop {
 		rss.RemoveIf(func(rs ptrace.ResourceSpans) bool { return rs.ScopeSpans().Len() == 0 })
 	}
-	if end := u.spans.Written(); end > start {
+	if end := u.set.Written(); end > start {
 		// Registered before the lock is let go: no copy finds these
 		// spans without finding them unsettled.
 		u.flights.register(&sc.flight, start, end)
@@ -269,165 +253,33 @@ func (u *spanUnit) judge(ctx context.Context, td ptrace.Traces, sc *spanScratch,
 	return !drop || rss.Len() > 0
 }
 
-// hold keeps a request that inserted spans in u.unsettled while the next
-// consumer has it.
-func (u *spanUnit) hold(sc *spanScratch) {
-	if len(sc.inserted) > 0 {
-		u.unsettled.hold(sc)
-		sc.held = true
-	}
-}
-
-// strip removes the keys in gone from what the request will journal: a
-// later component lost them before the request was settled.
-func (sc *spanScratch) strip(gone map[[24]byte]struct{}) {
-	n := 0
-	for i, k := range sc.inserted {
-		if _, ok := gone[k]; !ok {
-			sc.inserted[n], sc.fps[n] = k, sc.fps[i]
-			n++
-		}
-	}
-	sc.inserted, sc.fps = sc.inserted[:n], sc.fps[:n]
-}
-
-func (sc *spanScratch) commit(ctx context.Context) {
-	defer sc.u.flights.settle(&sc.flight)
-	if !sc.held {
-		return
-	}
-	u := sc.u
-	u.unsettled.order.RLock()
-	defer u.unsettled.order.RUnlock()
-	u.unsettled.release(sc)
-	sc.held = false
-	if len(sc.inserted) == 0 {
-		return
-	}
-	if j := u.journal.Load(); j != nil {
-		_ = u.appendSegment(ctx, j, sc.now, sc.inserted, sc.fps)
-	}
-}
-
-func (sc *spanScratch) rollback(ctx context.Context, tel *telemetry) {
-	// The insertions are forgotten before the flight is settled: a copy
-	// woken by the settling finds them gone and passes as new.
-	defer sc.u.flights.settle(&sc.flight)
-	if sc.held {
-		sc.u.unsettled.release(sc)
-		sc.held = false
-	}
-	if len(sc.inserted) == 0 {
-		return
-	}
-	tel.rolledBack.Add(ctx, forgetHeld(&sc.u.signalWindow, sc.u.spans, sc.inserted), sc.u.signalOpt)
-}
-
 // takeBack forgets the spans of td that the window holds and returns
 // their keys; the requests not settled yet will not journal any span of
 // td. Call with u.unsettled.order held alone.
 func (u *spanUnit) takeBack(td ptrace.Traces) [][24]byte {
-	var keys, all [][24]byte
-	defer func() { u.unsettled.strip(all) }()
-	rss := td.ResourceSpans()
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	for i := 0; i < rss.Len(); i++ {
-		sss := rss.At(i).ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			spans := sss.At(j).Spans()
-			for k := 0; k < spans.Len(); k++ {
-				s := spans.At(k)
-				tid, sid := s.TraceID(), s.SpanID()
-				if tid.IsEmpty() || sid.IsEmpty() {
-					continue
-				}
-				var key [24]byte
-				copy(key[:16], tid[:])
-				copy(key[16:], sid[:])
-				all = append(all, key)
-				if u.spans.Forget(key) {
-					keys = append(keys, key)
+	return u.keyedUnit.takeBack(func(yield func([24]byte)) {
+		rss := td.ResourceSpans()
+		for i := 0; i < rss.Len(); i++ {
+			sss := rss.At(i).ScopeSpans()
+			for j := 0; j < sss.Len(); j++ {
+				spans := sss.At(j).Spans()
+				for k := 0; k < spans.Len(); k++ {
+					s := spans.At(k)
+					tid, sid := s.TraceID(), s.SpanID()
+					if tid.IsEmpty() || sid.IsEmpty() {
+						continue
+					}
+					var key [24]byte
+					copy(key[:16], tid[:])
+					copy(key[16:], sid[:])
+					yield(key)
 				}
 			}
 		}
-	}
-	return keys
+	})
 }
-
-// spanRecord is one stored span: trace id + span id, fingerprint.
-const spanRecord = 24 + 8
-
-// appendSegment journals the span ids a delivered request stored.
-func (u *spanUnit) appendSegment(ctx context.Context, j *journal.Journal, at int64, keys [][24]byte, fps []uint64) error {
-	bp := u.bufs.Get().(*[]byte)
-	b := (*bp)[:0]
-	for i, k := range keys {
-		b = append(b, k[:]...)
-		b = binary.LittleEndian.AppendUint64(b, fps[i])
-	}
-	err := j.Append(ctx, at, b)
-	*bp = b
-	u.bufs.Put(bp)
-	return err
-}
-
-// forgetKeys journals that the given span ids were taken back.
-func (u *spanUnit) forgetKeys(ctx context.Context, keys [][24]byte) error {
-	j := u.journal.Load()
-	if j == nil {
-		return nil
-	}
-	bp := u.bufs.Get().(*[]byte)
-	b := (*bp)[:0]
-	for _, k := range keys {
-		b = append(b, k[:]...)
-	}
-	err := j.AppendForget(ctx, u.now(), b)
-	*bp = b
-	u.bufs.Put(bp)
-	return err
-}
-
-// storedJournal is the unit's journal while storage is open.
-func (u *spanUnit) storedJournal() *journal.Journal { return u.journal.Load() }
 
 func (u *spanUnit) reseed(window.Seed) {} // span ids are stored as they are
-
-// restore opens the span journal and replays it into the window.
-func (u *spanUnit) restore(ctx context.Context, client storage.Client, _ *zap.Logger) ([]zap.Field, error) {
-	spans := 0
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	j, err := journal.Open(ctx, client, journal.Options{
-		Prefix: "traces/", MaxSegments: maxSegments, MaxEntries: u.max, RecordSize: spanRecord,
-		Insert: func(at int64, b []byte) {
-			for ; len(b) >= spanRecord; b = b[spanRecord:] {
-				u.spans.Observe([24]byte(b[:24]), binary.LittleEndian.Uint64(b[24:]), at)
-				spans++
-			}
-		},
-		Forget: func(b []byte) {
-			for ; len(b) >= 24; b = b[24:] {
-				u.spans.Forget([24]byte(b[:24]))
-			}
-		},
-	})
-	if err != nil {
-		return nil, err
-	}
-	u.journal.Store(j)
-	return []zap.Field{zap.Int("span_ids", spans), zap.Int("span_segments", j.Len())}, nil
-}
-
-// checkpoint drops the journal's segments older than the window.
-func (u *spanUnit) checkpoint(ctx context.Context, now int64, logger *zap.Logger) {
-	trimJournal(ctx, u.journal.Load(), now-int64(u.configured), "span", logger)
-}
-
-func (u *spanUnit) close(context.Context, *zap.Logger) []zap.Field {
-	return journalFields("span", u.journal.Swap(nil).Stats())
-}
 
 // Fingerprint constants: odd 64-bit numbers with well mixed bits.
 const (

@@ -270,21 +270,6 @@ func journalFields(signal string, st journal.Stats) []zap.Field {
 	}
 }
 
-// forgetHeld forgets keys in set under w's lock and returns how many of
-// them it held: a request's insertions taken back when the next consumer
-// refused it.
-func forgetHeld[K comparable, V any](w *signalWindow, set *window.Set[K, V], keys []K) int64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var n int64
-	for _, k := range keys {
-		if set.Forget(k) {
-			n++
-		}
-	}
-	return n
-}
-
 // unsettled orders one unit's journal around take-backs. A request's
 // insert segment is written once the next consumer has accepted it
 // (settle); a take-back's forget segment once a later component has lost
