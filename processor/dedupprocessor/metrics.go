@@ -101,7 +101,7 @@ func (u *metricUnit) end(sc *metricScratch) { u.scratch.Put(sc) }
 // anything is left to forward.
 func (u *metricUnit) judge(md pmetric.Metrics, sc *metricScratch, drop bool, splitAttr string) bool {
 	j := &sc.j
-	*j = judging{tracker: u.tracker, now: u.now(), mutate: drop, splitAttr: splitAttr, auto: u.auto, park: &sc.park, copies: &u.copies}
+	*j = judging{tracker: u.tracker, now: u.now(), mutate: drop, splitAttr: splitAttr, auto: u.auto, releases: u.svcs.releases, park: &sc.park, copies: &u.copies}
 	points := md.DataPointCount()
 	rms := md.ResourceMetrics()
 	u.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
+	"github.com/doubletake/doubletake/internal/scan"
 	"github.com/doubletake/doubletake/internal/streams"
 )
 
@@ -17,14 +18,17 @@ import (
 
 // judging carries one request's context into the per-point closures.
 type judging struct {
-	tracker   *streams.Tracker
-	hasher    *streams.Hasher
-	c         *metricCounts
-	shape     streams.Shape
-	metric    string
-	now       int64
-	mutate    bool // mode drop: remove and label points
-	auto      bool // metrics.overlap auto: name the class in events
+	tracker *streams.Tracker
+	hasher  *streams.Hasher
+	c       *metricCounts
+	shape   streams.Shape
+	metric  string
+	now     int64
+	mutate  bool // mode drop: remove and label points
+	auto    bool // metrics.overlap auto: name the class in events
+	// releases names a copy's known release by the scopes of its resource
+	// (releases.go: copyRelease); nil names none.
+	releases  *scan.ScopeMatcher
 	origin    uint64
 	splitAttr string
 	named     uint64 // the writer whose WriterName is name
@@ -83,6 +87,9 @@ func (j *judging) remove(attrs pcommon.Map, pt streams.Point) bool {
 		j.c.note(d, j.metric, attrs, j.mutate)
 		if j.auto && !set && j.c.event.set {
 			classify(&j.c.event, j.tracker, j.shape, id, d) // metrics_class.go
+			if j.c.event.class == streams.ClassCopy || j.c.event.streamClass == streams.ClassCopy {
+				j.c.event.release = copyRelease(j.releases, j.rm) // releases.go
+			}
 		}
 	}
 	switch d.Verdict {

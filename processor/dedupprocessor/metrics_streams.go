@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/doubletake/doubletake/internal/scan"
 	"github.com/doubletake/doubletake/internal/streams"
 	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/statuspage"
 )
@@ -43,6 +44,9 @@ type metricEvent struct {
 	// later writers (streams.Fold), for the status page.
 	streamClass    streams.Class
 	streamEvidence string
+	// release is the release known to export twice that a copy's request
+	// carries a scope of (releases.go: copyRelease); nil when none.
+	release *scan.Finding
 }
 
 // warnable says whether a point's decision belongs in a warning: a second
@@ -65,6 +69,9 @@ func eventName(e metricEvent) string {
 
 // suggest names the likely cause from the kind of event.
 func suggest(e metricEvent) string {
+	if e.release != nil {
+		return e.release.ScopeBrief() // a copy, and the release that made it
+	}
 	if e.judged && e.class != streams.ClassUndecided {
 		return e.class.Cause() // metrics.overlap auto: from the values
 	}
@@ -107,6 +114,7 @@ type streamEntry struct {
 	action          string
 	diagnosis       string
 	class, evidence string // metrics.overlap auto: the other writer's (metrics_class.go)
+	release         string // a copy's known release (releases.go), with its advice in diagnosis
 	first, last     time.Time
 }
 
@@ -142,9 +150,12 @@ func (b *streamBook) note(service string, e metricEvent, points, elections int64
 	en.event, en.action, en.diagnosis = eventName(e), actionNames[e.action], suggest(e)
 	if e.judged {
 		en.class, en.evidence = e.streamClass.String(), e.streamEvidence
-		if e.streamClass != e.class {
+		if e.streamClass != e.class && e.release == nil {
 			en.diagnosis = e.streamClass.Cause() // the stream's, not the point's writer's
 		}
+	}
+	if e.release != nil {
+		en.release = e.release.Release()
 	}
 	en.last = now
 	b.mu.Unlock()
@@ -169,7 +180,7 @@ func (b *streamBook) statusRows() ([]statuspage.StreamStatus, int64) {
 			Service: e.service, Metric: e.metric, Attributes: e.attrs,
 			Points: e.points, Elections: e.elections,
 			Event: e.event, Action: e.action, FirstSeen: e.first.UTC(), LastSeen: e.last.UTC(), Diagnosis: e.diagnosis,
-			Class: e.class, Evidence: e.evidence,
+			Class: e.class, Evidence: e.evidence, Release: e.release,
 		}
 		if e.elected != 0 || e.other != 0 {
 			el, ot := time.Unix(0, int64(e.elected)).UTC(), time.Unix(0, int64(e.other)).UTC()

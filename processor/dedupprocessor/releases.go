@@ -2,6 +2,7 @@ package dedupprocessor
 
 import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/doubletake/doubletake/internal/scan"
 )
@@ -47,4 +48,25 @@ func releaseDiagnosis(l *ledger) string {
 		return l.release.ScopeBrief()
 	}
 	return diagnose(l.whole, l.partial)
+}
+
+// copyRelease is the release known to export twice among the scopes of a
+// metric copy's resource, nil when none. A second metric reader exports
+// every meter of its provider, so the copied stream's own scope is often
+// the application's: FastAPI 0.142's reader sends the app's counters
+// beside its own http.server.* metrics under scope "fastapi" 0.142.x. It
+// is looked up when a request's event names a copy (once per resource and
+// request at most), never for a point that is not one.
+func copyRelease(m *scan.ScopeMatcher, rm pmetric.ResourceMetrics) *scan.Finding {
+	if m == nil {
+		return nil
+	}
+	sms := rm.ScopeMetrics()
+	for i := range sms.Len() {
+		sc := sms.At(i).Scope()
+		if f := m.Match(sc.Name(), sc.Version()); f != nil {
+			return f
+		}
+	}
+	return nil
 }

@@ -3,6 +3,8 @@ package dedupprocessor
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/doubletake/doubletake/internal/streams"
 	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/statuspage"
 )
 
@@ -252,5 +255,77 @@ func TestReleaseLookedUpOncePerScope(t *testing.T) {
 	}
 	if c.releaseCopies != 101 || c.release == nil {
 		t.Errorf("copyIn counted %d copies against %v", c.releaseCopies, c.release)
+	}
+}
+
+// TestGatewayNamesTheReleaseOfMetricCopies: a second metric reader exports
+// every meter of its provider, so the copied stream's scope is the app's;
+// FastAPI 0.142's reader sends FastAPI's own metrics (scope "fastapi"
+// 0.142.x) in the same request. Once the second writer of the app's
+// counter is judged a copy, the status page, /status.json and the warning
+// name the release from the scopes its requests carry, with verify's
+// advice; a copy whose requests carry no known release (fastapi 0.143.5,
+// auto-configured) is named by its class.
+func TestGatewayNamesTheReleaseOfMetricCopies(t *testing.T) {
+	cfg := createDefaultConfig()
+	cfg.Telemetry.WarnInterval = time.Nanosecond
+	statusOn(cfg)
+	h := newMetricsHarness(t, cfg)
+	// The truth: a count that grows by 0 to 4 each second; the app's
+	// reader (start 100) exports it every 10 s, the second reader (start
+	// 125, empty at its start) 3 s after, less the count at 125.
+	count := func(t int) (n int) {
+		for s := 100; s < t; s++ {
+			n += s * 37 % 5
+		}
+		return n
+	}
+	send := func(service, fastapi string, text string, at int) {
+		t.Helper()
+		h.now = int64(at) * int64(time.Second)
+		if fastapi != "" {
+			text += "scope fastapi@" + fastapi + "\nmetric http_server_active_requests sum cumulative\npoint " + strconv.Itoa(125) + " " + strconv.Itoa(at) + " i=0\n"
+		}
+		if err := h.p.ConsumeMetrics(context.Background(), parseMetricsText(t, "resource service.name="+service+"\n"+text)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const counter = "scope app\nmetric requests sum cumulative monotonic\n"
+	for _, c := range []struct{ service, fastapi string }{{"seed", "0.142.4"}, {"auto", "0.143.5"}} {
+		for at := 110; at <= 480; at += 10 {
+			send(c.service, "", counter+fmt.Sprintf("point 100 %d i=%d\n", at, count(at)), at)
+			if at+3 > 125 {
+				send(c.service, c.fastapi, counter+fmt.Sprintf("point 125 %d i=%d\n", at+3, count(at+3)-count(125)), at+3)
+			}
+		}
+	}
+	st := h.p.(*metricsProcessor).st
+	_, _, body := getStatus(t, st.status.Handler(), "/status.json")
+	var s statuspage.Status
+	if err := json.Unmarshal([]byte(body), &s); err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]statuspage.StreamStatus{}
+	for _, r := range s.Streams {
+		rows[r.Service+"/"+r.Metric] = r
+	}
+	if r := rows["seed/requests"]; r.Class != "copy" || r.Release != "fastapi 0.142.4" || r.Diagnosis != fastapiBrief {
+		t.Errorf("seed's counter: %+v; want a copy named fastapi 0.142.4 with verify's advice", r)
+	}
+	if r := rows["auto/requests"]; r.Class != "copy" || r.Release != "" || r.Diagnosis != streams.ClassCopy.Cause() {
+		t.Errorf("auto's counter: %+v; want a copy named by its class", r)
+	}
+	_, _, page := getStatus(t, st.status.Handler(), "/")
+	if !strings.Contains(page, "copies from fastapi 0.142.4 (known to attach a second exporter") {
+		t.Errorf("the page does not name the release:\n%.4000s", page)
+	}
+	var last map[string]any
+	for _, e := range h.logs.All() {
+		if f := e.ContextMap(); e.Message == "metric stream has more than one writer" && f["service.name"] == "seed" {
+			last = f
+		}
+	}
+	if last == nil || last["class"] != "copy" || last["suggests"] != fastapiBrief {
+		t.Errorf("seed's last warning %v; want the copy named with the release's advice", last)
 	}
 }

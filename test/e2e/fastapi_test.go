@@ -345,6 +345,13 @@ func checkSeedNamed(t *testing.T, r *seedRun, statusJSON string) {
 			ReleaseCopies int64  `json:"release_copies"`
 			Fix           string `json:"fix"`
 		} `json:"services"`
+		Streams []struct {
+			Service   string `json:"service"`
+			Metric    string `json:"metric"`
+			Class     string `json:"class"`
+			Release   string `json:"release"`
+			Diagnosis string `json:"diagnosis"`
+		} `json:"streams"`
 	}
 	if err := json.Unmarshal([]byte(statusJSON), &st); err != nil {
 		t.Fatalf("status.json: %v\n%s", err, statusJSON)
@@ -371,6 +378,25 @@ func checkSeedNamed(t *testing.T, r *seedRun, statusJSON string) {
 		case "seed-fastapi-0.143":
 			if row.Copies != 0 || row.Release != "" {
 				t.Errorf("status page, %s %s: %+v; want no copies", row.Service, row.Signal, row)
+			}
+		}
+	}
+	// Metric streams whose second writer is a copy: FastAPI 0.142's
+	// reader sends the app's meters beside FastAPI's own (scope fastapi
+	// 0.142.4), so the release is named from the scopes of its requests.
+	for _, row := range st.Streams {
+		if row.Class != "copy" {
+			continue
+		}
+		t.Logf("status page: stream %s %s: a copy, release %q: %s", row.Service, row.Metric, row.Release, row.Diagnosis)
+		switch row.Service {
+		case "seed-fastapi-0.142":
+			if row.Release != "fastapi 0.142.4" || row.Diagnosis != seedNamed {
+				t.Errorf("status page, stream %s %s: %+v; want the release named with verify's advice", row.Service, row.Metric, row)
+			}
+		default:
+			if row.Release != "" || strings.Contains(row.Diagnosis, "fastapi") {
+				t.Errorf("status page, stream %s %s: %+v; want no release named", row.Service, row.Metric, row)
 			}
 		}
 	}

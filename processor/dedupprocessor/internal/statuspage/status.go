@@ -128,6 +128,10 @@ type StreamStatus struct {
 	// is (undecided, copy, peer) and why, judged from the values.
 	Class    string `json:"class,omitempty"`
 	Evidence string `json:"evidence,omitempty"`
+	// Release is the release known to export twice whose scope the copy's
+	// requests carry (FastAPI 0.142.x's reader exports the app's meters
+	// beside its own): Diagnosis then gives verify's advice for it.
+	Release string `json:"release,omitempty"`
 }
 
 // Header is who serves the page: the build's version and commit, when the
@@ -249,6 +253,7 @@ func (s *Status) bound(maxRows int) {
 		e := &s.Streams[i]
 		e.Service, e.Metric, e.Attributes = CleanName(e.Service), CleanName(e.Metric), CleanNameBytes(e.Attributes, AttrBytes)
 		e.Evidence = CleanNameBytes(e.Evidence, AttrBytes)
+		e.Release = CleanName(e.Release)
 	}
 
 	sort.Slice(s.Nested, func(i, j int) bool {
