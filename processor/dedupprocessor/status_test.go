@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -397,9 +398,16 @@ func TestStatusPageWhileConsuming(t *testing.T) {
 	h := newHarness(t, func(c *Config) { statusOn(c); c.Traces.Nested.Detect = true })
 	st := h.traces.(*tracesProcessor).st
 	done := make(chan struct{})
+	// The sender waits halfway for the first read, so that pages are read
+	// while it consumes however the two are scheduled.
+	firstRead := make(chan struct{})
+	var once sync.Once
 	go func() {
 		defer close(done)
 		for i := range 200 {
+			if i == 100 {
+				<-firstRead
+			}
 			_ = h.sendTraces(traces(spanSpec{service: "svc" + strconv.Itoa(i%5), trace: byte(i), span: 1, name: "a"}))
 			_ = h.sendTraces(doubleWrapped(byte(i))) // nested duplicates
 		}
@@ -422,6 +430,7 @@ func TestStatusPageWhileConsuming(t *testing.T) {
 			t.Fatalf("GET /: %d", code)
 		}
 		reads++
+		once.Do(func() { close(firstRead) })
 	}
 }
 
