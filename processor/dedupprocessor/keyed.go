@@ -258,3 +258,10 @@ func (c *keyedChange[K, V]) parking() bool { return len(c.parked.starts) > 0 }
 // judgeAgain marks the request as parked copies judged again: they were
 // counted when they arrived.
 func (c *keyedChange[K, V]) judgeAgain() { c.again = true }
+
+// parkedStarts hands over the flights the parked copies wait for.
+func (c *keyedChange[K, V]) parkedStarts() []uint64 {
+	starts := append([]uint64(nil), c.parked.starts...)
+	c.parked.starts = c.parked.starts[:0]
+	return starts
+}
