@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -308,4 +309,68 @@ func (w copyWaits) awaitOriginals(ctx context.Context, fl *flights, starts []uin
 		}
 	}
 	return nil
+}
+
+// parkedItems holds a span or log request's parked copies, in a request D
+// of their own under copies of their resources (R) and scopes (S); ri and
+// si are the request's resource and scope that r and s copy. L adds each
+// level of D's signal.
+type parkedItems[D comparable, R resourceLevel, S scopeLevel, I any, L layout[D, R, S, I]] struct {
+	d      D
+	r      R
+	s      S
+	ri, si int
+}
+
+// layout adds to a request of one signal: a resource, a scope in it, and
+// an item moved into the scope.
+type layout[D, R, S, I any] interface {
+	new() D
+	resource(D) R
+	scope(R) S
+	move(I, S)
+}
+
+// resourceLevel and scopeLevel are a signal's ResourceSpans or
+// ResourceLogs, and its ScopeSpans or ScopeLogs.
+type resourceLevel interface {
+	Resource() pcommon.Resource
+	SchemaUrl() string
+	SetSchemaUrl(string)
+}
+
+type scopeLevel interface {
+	Scope() pcommon.InstrumentationScope
+	SchemaUrl() string
+	SetSchemaUrl(string)
+}
+
+// park sets item aside, a copy whose original is unsettled, under a copy
+// of its resource r (the ri-th of the request) and scope s (the si-th).
+func (p *parkedItems[D, R, S, I, L]) park(r R, ri int, s S, si int, item I) {
+	var l L
+	var none D
+	if p.d == none {
+		p.d, p.ri = l.new(), -1
+	}
+	if p.ri != ri {
+		p.r = l.resource(p.d)
+		r.Resource().CopyTo(p.r.Resource())
+		p.r.SetSchemaUrl(r.SchemaUrl())
+		p.ri, p.si = ri, -1
+	}
+	if p.si != si {
+		p.s = l.scope(p.r)
+		s.Scope().CopyTo(p.s.Scope())
+		p.s.SetSchemaUrl(s.SchemaUrl())
+		p.si = si
+	}
+	l.move(item, p.s)
+}
+
+// take hands over the parked copies and clears them.
+func (p *parkedItems[D, R, S, I, L]) take() D {
+	d := p.d
+	*p = parkedItems[D, R, S, I, L]{}
+	return d
 }

@@ -145,6 +145,13 @@ func (p *metricPark) reset(sc *metricScratch) {
 	*p = metricPark{journal: &sc.journal, self: sc, starts: p.starts[:0]}
 }
 
+// parking says whether the request parked points while judged.
+func (sc *metricScratch) parking() bool { return len(sc.park.starts) > 0 }
+
+// judgeAgain marks the request as parked points judged again: they were
+// counted when they arrived.
+func (sc *metricScratch) judgeAgain() { sc.again = true }
+
 // parkedCopies hands over the points parked while judging and the flights
 // they wait for, and clears them from sc.
 func (sc *metricScratch) parkedCopies() (pmetric.Metrics, []uint64) {

@@ -251,3 +251,17 @@ func (u *keyedUnit[K, V]) checkpoint(ctx context.Context, now int64, logger *zap
 func (u *keyedUnit[K, V]) close(context.Context, *zap.Logger) []zap.Field {
 	return journalFields(u.format.name, u.journal.Swap(nil).Stats())
 }
+
+// parking says whether the request parked copies while judged.
+func (c *keyedChange[K, V]) parking() bool { return len(c.parked.starts) > 0 }
+
+// judgeAgain marks the request as parked copies judged again: they were
+// counted when they arrived.
+func (c *keyedChange[K, V]) judgeAgain() { c.again = true }
+
+// parkedStarts hands over the flights the parked copies wait for.
+func (c *keyedChange[K, V]) parkedStarts() []uint64 {
+	starts := append([]uint64(nil), c.parked.starts...)
+	c.parked.starts = c.parked.starts[:0]
+	return starts
+}

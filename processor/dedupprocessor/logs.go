@@ -23,14 +23,8 @@ type logUnit struct {
 // the unit.
 type logScratch struct {
 	keyedChange[[16]byte, struct{}]
-	enc pdataenc.Encoder
-	// wait holds the parked copies (copies.go), in their resources and
-	// scopes, when parked.starts is not empty; waitRI and waitSI are the
-	// request's resource and scope that waitRL and waitSL copy.
-	wait           plog.Logs
-	waitRL         plog.ResourceLogs
-	waitSL         plog.ScopeLogs
-	waitRI, waitSI int
+	enc  pdataenc.Encoder
+	wait parkedItems[plog.Logs, plog.ResourceLogs, plog.ScopeLogs, plog.LogRecord, logLayout]
 }
 
 // logRecord is one stored log record: its digest.
@@ -91,35 +85,24 @@ func (u *logUnit) begin() *logScratch {
 	return sc
 }
 
-// park sets record r aside, a copy whose original is unsettled, into
-// sc.wait under a copy of its resource rl (the ri-th of the request) and
-// scope sl (the si-th).
-func (sc *logScratch) park(rl plog.ResourceLogs, ri int, sl plog.ScopeLogs, si int, r plog.LogRecord) {
-	if sc.wait == (plog.Logs{}) {
-		sc.wait, sc.waitRI = plog.NewLogs(), -1
-	}
-	if sc.waitRI != ri {
-		sc.waitRL = sc.wait.ResourceLogs().AppendEmpty()
-		rl.Resource().CopyTo(sc.waitRL.Resource())
-		sc.waitRL.SetSchemaUrl(rl.SchemaUrl())
-		sc.waitRI, sc.waitSI = ri, -1
-	}
-	if sc.waitSI != si {
-		sc.waitSL = sc.waitRL.ScopeLogs().AppendEmpty()
-		sl.Scope().CopyTo(sc.waitSL.Scope())
-		sc.waitSL.SetSchemaUrl(sl.SchemaUrl())
-		sc.waitSI = si
-	}
-	r.MoveTo(sc.waitSL.LogRecords().AppendEmpty())
+// logLayout is how parked log records are laid out (parkedItems).
+type logLayout struct{}
+
+func (logLayout) new() plog.Logs { return plog.NewLogs() }
+func (logLayout) resource(ld plog.Logs) plog.ResourceLogs {
+	return ld.ResourceLogs().AppendEmpty()
 }
+func (logLayout) scope(rl plog.ResourceLogs) plog.ScopeLogs {
+	return rl.ScopeLogs().AppendEmpty()
+}
+func (logLayout) move(r plog.LogRecord, sl plog.ScopeLogs) { r.MoveTo(sl.LogRecords().AppendEmpty()) }
+
+var _ layout[plog.Logs, plog.ResourceLogs, plog.ScopeLogs, plog.LogRecord] = logLayout{}
 
 // parkedCopies hands over the copies parked while judging and the
 // flights they wait for, and clears them from sc.
 func (sc *logScratch) parkedCopies() (plog.Logs, []uint64) {
-	ld, starts := sc.wait, append([]uint64(nil), sc.parked.starts...)
-	sc.wait, sc.waitRL, sc.waitSL = plog.Logs{}, plog.ResourceLogs{}, plog.ScopeLogs{}
-	sc.parked.starts = sc.parked.starts[:0]
-	return ld, starts
+	return sc.wait.take(), sc.parkedStarts()
 }
 
 func (u *logUnit) end(sc *logScratch) { u.scratch.Put(sc) }
@@ -168,7 +151,7 @@ func (u *logUnit) judge(ctx context.Context, ld plog.Logs, sc *logScratch, tel *
 				c.duplicates++
 				c.copyIn(&cs, u.svcs.releases, si, sl.Scope())
 				if drop && sc.parked.waitsFor(&u.flights, seq) {
-					sc.park(rl, i, sl, si, r)
+					sc.wait.park(rl, i, sl, si, r)
 					return false
 				}
 				return !drop

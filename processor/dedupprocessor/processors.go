@@ -31,43 +31,20 @@ type tracesProcessor struct {
 func (p *tracesProcessor) Capabilities() consumer.Capabilities { return p.capabilities }
 
 func (p *tracesProcessor) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
-	u := p.st.traces
-	sc := u.begin()
-	defer u.end(sc)
-	send := u.judge(ctx, td, sc, p.st.tel, p.drop, p.keepFirst)
-	if len(sc.parked.starts) == 0 {
-		if !send {
-			admission.End(ctx)
-			return nil
-		}
-		return p.forward(ctx, td, sc)
-	}
-	// Some spans are copies of spans still in the next consumer: the rest
-	// goes on now, the copies wait for their originals (copies.go).
-	parked, starts := sc.parkedCopies()
-	if send {
-		if err := p.forward(ctx, td, sc); err != nil {
-			return err
-		}
-	}
-	return p.st.waits().awaitOriginals(ctx, &u.flights, starts, (&ptrace.ProtoMarshaler{}).TracesSize(parked), &u.waitOpts,
-		func() ([]uint64, bool, error) {
-			// Judged again as new: the originals settled since.
-			again := u.begin()
-			defer u.end(again)
-			again.again = true
-			td := parked
-			send := u.judge(ctx, td, again, p.st.tel, p.drop, p.keepFirst)
-			var starts []uint64
-			parked, starts = again.parkedCopies()
-			if !send {
-				if len(starts) == 0 {
-					admission.End(ctx)
-				}
-				return starts, false, nil
-			}
-			return starts, true, p.forward(ctx, td, again)
-		})
+	return consume(ctx, p, td)
+}
+
+func (p *tracesProcessor) begin() *spanScratch { return p.st.traces.begin() }
+func (p *tracesProcessor) end(sc *spanScratch) { p.st.traces.end(sc) }
+func (p *tracesProcessor) size(td ptrace.Traces) int {
+	return (&ptrace.ProtoMarshaler{}).TracesSize(td)
+}
+func (p *tracesProcessor) copyWaits() (copyWaits, *flights, *waitOpts) {
+	return p.st.waits(), &p.st.traces.flights, &p.st.traces.waitOpts
+}
+
+func (p *tracesProcessor) judge(ctx context.Context, td ptrace.Traces, sc *spanScratch) bool {
+	return p.st.traces.judge(ctx, td, sc, p.st.tel, p.drop, p.keepFirst)
 }
 
 // forward sends what is left of a judged request on and settles it.
@@ -91,43 +68,18 @@ type logsProcessor struct {
 func (p *logsProcessor) Capabilities() consumer.Capabilities { return p.capabilities }
 
 func (p *logsProcessor) ConsumeLogs(ctx context.Context, ld plog.Logs) error {
-	u := p.st.logs
-	sc := u.begin()
-	defer u.end(sc)
-	send := u.judge(ctx, ld, sc, p.st.tel, p.drop)
-	if len(sc.parked.starts) == 0 {
-		if !send {
-			admission.End(ctx)
-			return nil
-		}
-		return p.forward(ctx, ld, sc)
-	}
-	// Some records are copies of records still in the next consumer: the
-	// rest goes on now, the copies wait for their originals (copies.go).
-	parked, starts := sc.parkedCopies()
-	if send {
-		if err := p.forward(ctx, ld, sc); err != nil {
-			return err
-		}
-	}
-	return p.st.waits().awaitOriginals(ctx, &u.flights, starts, (&plog.ProtoMarshaler{}).LogsSize(parked), &u.waitOpts,
-		func() ([]uint64, bool, error) {
-			// Judged again as new: the originals settled since.
-			again := u.begin()
-			defer u.end(again)
-			again.again = true
-			ld := parked
-			send := u.judge(ctx, ld, again, p.st.tel, p.drop)
-			var starts []uint64
-			parked, starts = again.parkedCopies()
-			if !send {
-				if len(starts) == 0 {
-					admission.End(ctx)
-				}
-				return starts, false, nil
-			}
-			return starts, true, p.forward(ctx, ld, again)
-		})
+	return consume(ctx, p, ld)
+}
+
+func (p *logsProcessor) begin() *logScratch    { return p.st.logs.begin() }
+func (p *logsProcessor) end(sc *logScratch)    { p.st.logs.end(sc) }
+func (p *logsProcessor) size(ld plog.Logs) int { return (&plog.ProtoMarshaler{}).LogsSize(ld) }
+func (p *logsProcessor) copyWaits() (copyWaits, *flights, *waitOpts) {
+	return p.st.waits(), &p.st.logs.flights, &p.st.logs.waitOpts
+}
+
+func (p *logsProcessor) judge(ctx context.Context, ld plog.Logs, sc *logScratch) bool {
+	return p.st.logs.judge(ctx, ld, sc, p.st.tel, p.drop)
 }
 
 // forward sends what is left of a judged request on and settles it.
@@ -152,33 +104,75 @@ func (p *metricsProcessor) Capabilities() consumer.Capabilities { return p.capab
 // lock, and takes the request's judgements back if the next consumer
 // refuses it.
 func (p *metricsProcessor) ConsumeMetrics(ctx context.Context, md pmetric.Metrics) error {
-	u := p.st.metrics
-	sc := u.begin()
-	defer u.end(sc)
-	send := u.judge(md, sc, p.drop, p.splitAttr)
-	if len(sc.park.starts) == 0 {
+	return consume(ctx, p, md)
+}
+
+func (p *metricsProcessor) begin() *metricScratch { return p.st.metrics.begin() }
+func (p *metricsProcessor) end(sc *metricScratch) { p.st.metrics.end(sc) }
+func (p *metricsProcessor) size(md pmetric.Metrics) int {
+	return (&pmetric.ProtoMarshaler{}).MetricsSize(md)
+}
+func (p *metricsProcessor) copyWaits() (copyWaits, *flights, *waitOpts) {
+	return p.st.waits(), &p.st.metrics.copies.flights, &p.st.metrics.copies.waitOpts
+}
+
+func (p *metricsProcessor) judge(_ context.Context, md pmetric.Metrics, sc *metricScratch) bool {
+	return p.st.metrics.judge(md, sc, p.drop, p.splitAttr)
+}
+
+// forward sends what is left of a judged request on and settles it.
+func (p *metricsProcessor) forward(ctx context.Context, md pmetric.Metrics, sc *metricScratch) error {
+	return settle(ctx, sc, p.st.tel, p.next.ConsumeMetrics(ctx, md))
+}
+
+// signal is a processor as consume sees it: T is its signal's request
+// (ptrace.Traces, plog.Logs, pmetric.Metrics), S its unit's scratch.
+type signal[T any, S scratch[T]] interface {
+	begin() S // takes a request's scratch from the unit
+	end(S)    // gives it back
+	judge(context.Context, T, S) bool
+	forward(context.Context, T, S) error
+	size(T) int                                  // a request's encoded size
+	copyWaits() (copyWaits, *flights, *waitOpts) // what the parked copies wait with
+}
+
+// scratch is a request's scratch as consume sees it.
+type scratch[T any] interface {
+	parking() bool               // whether judging parked copies
+	parkedCopies() (T, []uint64) // hands them over (copies.go)
+	judgeAgain()                 // marks a scratch judging parked copies again
+}
+
+// consume judges a request in p's unit, forwards what is left, and settles
+// the unit with the next consumer's answer. The same for every signal.
+func consume[T any, S scratch[T], P signal[T, S]](ctx context.Context, p P, req T) error {
+	sc := p.begin()
+	defer p.end(sc)
+	send := p.judge(ctx, req, sc)
+	if !sc.parking() {
 		if !send {
 			admission.End(ctx)
 			return nil
 		}
-		return settle(ctx, sc, p.st.tel, p.next.ConsumeMetrics(ctx, md))
+		return p.forward(ctx, req, sc)
 	}
-	// Some points repeat points still in the next consumer: the rest goes
-	// on now, the repeats wait for their originals (copies_metrics.go).
+	// Some items are copies of items still in the next consumer: the rest
+	// goes on now, the copies wait for their originals (copies.go).
 	parked, starts := sc.parkedCopies()
 	if send {
-		if err := settle(ctx, sc, p.st.tel, p.next.ConsumeMetrics(ctx, md)); err != nil {
+		if err := p.forward(ctx, req, sc); err != nil {
 			return err
 		}
 	}
-	return p.st.waits().awaitOriginals(ctx, &u.copies.flights, starts, (&pmetric.ProtoMarshaler{}).MetricsSize(parked), &u.copies.waitOpts,
+	w, fl, opts := p.copyWaits()
+	return w.awaitOriginals(ctx, fl, starts, p.size(parked), opts,
 		func() ([]uint64, bool, error) {
 			// Judged again as new: the originals settled since.
-			again := u.begin()
-			defer u.end(again)
-			again.again = true
-			md := parked
-			send := u.judge(md, again, p.drop, p.splitAttr)
+			again := p.begin()
+			defer p.end(again)
+			again.judgeAgain()
+			req := parked
+			send := p.judge(ctx, req, again)
 			var starts []uint64
 			parked, starts = again.parkedCopies()
 			if !send {
@@ -187,6 +181,14 @@ func (p *metricsProcessor) ConsumeMetrics(ctx context.Context, md pmetric.Metric
 				}
 				return starts, false, nil
 			}
-			return starts, true, settle(ctx, again, p.st.tel, p.next.ConsumeMetrics(ctx, md))
+			return starts, true, p.forward(ctx, req, again)
 		})
 }
+
+// The processors are signals: said here also for the linter, which does not
+// follow calls through a type parameter's methods.
+var (
+	_ signal[ptrace.Traces, *spanScratch]     = (*tracesProcessor)(nil)
+	_ signal[plog.Logs, *logScratch]          = (*logsProcessor)(nil)
+	_ signal[pmetric.Metrics, *metricScratch] = (*metricsProcessor)(nil)
+)

@@ -46,15 +46,7 @@ func (t *TakeBack) Traces(ctx context.Context, id component.ID, td ptrace.Traces
 	if err != nil {
 		return 0, err
 	}
-	u := st.traces
-	u.unsettled.order.Lock()
-	keys := u.takeBack(td)
-	if len(keys) > 0 {
-		err = st.whileOpen(func() error { return u.forgetKeys(ctx, keys) })
-	}
-	u.unsettled.order.Unlock()
-	st.reportLoss(ctx, u.window(), int64(td.SpanCount()), len(keys), cause, err)
-	return len(keys), err
+	return takeBackLost(ctx, st, &st.traces.keyedUnit, st.traces.takeBack, td, td.SpanCount(), cause)
 }
 
 // Logs takes back the log records of ld, lost after dedup id accepted them
@@ -64,14 +56,21 @@ func (t *TakeBack) Logs(ctx context.Context, id component.ID, ld plog.Logs, caus
 	if err != nil {
 		return 0, err
 	}
-	u := st.logs
+	return takeBackLost(ctx, st, &st.logs.keyedUnit, st.logs.takeBack, ld, ld.LogRecordCount(), cause)
+}
+
+// takeBackLost takes back from u the entries of req (items in all) that
+// take forgets (spanUnit.takeBack, logUnit.takeBack), journals that they
+// were, and reports the loss.
+func takeBackLost[K comparable, V, T any](ctx context.Context, st *state, u *keyedUnit[K, V], take func(T) []K, req T, items int, cause error) (int, error) {
 	u.unsettled.order.Lock()
-	keys := u.takeBack(ld)
+	keys := take(req)
+	var err error
 	if len(keys) > 0 {
 		err = st.whileOpen(func() error { return u.forgetKeys(ctx, keys) })
 	}
 	u.unsettled.order.Unlock()
-	st.reportLoss(ctx, u.window(), int64(ld.LogRecordCount()), len(keys), cause, err)
+	st.reportLoss(ctx, u.window(), int64(items), len(keys), cause, err)
 	return len(keys), err
 }
 

@@ -27,14 +27,8 @@ type spanScratch struct {
 	hashes []uint64   // their index hashes
 	kept   int        // after judge, keys[:kept] and hashes[:kept] are those of the spans left
 
-	seq uint64 // judgeSpan: the write that stored a duplicate's original
-	// wait holds the parked copies (copies.go), in their resources and
-	// scopes, when parked.starts is not empty; waitRI and waitSI are the
-	// request's resource and scope that waitRS and waitSS copy.
-	wait           ptrace.Traces
-	waitRS         ptrace.ResourceSpans
-	waitSS         ptrace.ScopeSpans
-	waitRI, waitSI int
+	seq  uint64 // judgeSpan: the write that stored a duplicate's original
+	wait parkedItems[ptrace.Traces, ptrace.ResourceSpans, ptrace.ScopeSpans, ptrace.Span, spanLayout]
 }
 
 // spanRecord is one stored span: trace id + span id, fingerprint.
@@ -125,35 +119,24 @@ func (u *spanUnit) begin() *spanScratch {
 	return sc
 }
 
-// park sets span s aside, a copy whose original is unsettled, into
-// sc.wait under a copy of its resource rs (the ri-th of the request) and
-// scope ss (the si-th).
-func (sc *spanScratch) park(rs ptrace.ResourceSpans, ri int, ss ptrace.ScopeSpans, si int, s ptrace.Span) {
-	if sc.wait == (ptrace.Traces{}) {
-		sc.wait, sc.waitRI = ptrace.NewTraces(), -1
-	}
-	if sc.waitRI != ri {
-		sc.waitRS = sc.wait.ResourceSpans().AppendEmpty()
-		rs.Resource().CopyTo(sc.waitRS.Resource())
-		sc.waitRS.SetSchemaUrl(rs.SchemaUrl())
-		sc.waitRI, sc.waitSI = ri, -1
-	}
-	if sc.waitSI != si {
-		sc.waitSS = sc.waitRS.ScopeSpans().AppendEmpty()
-		ss.Scope().CopyTo(sc.waitSS.Scope())
-		sc.waitSS.SetSchemaUrl(ss.SchemaUrl())
-		sc.waitSI = si
-	}
-	s.MoveTo(sc.waitSS.Spans().AppendEmpty())
+// spanLayout is how parked spans are laid out (parkedItems).
+type spanLayout struct{}
+
+func (spanLayout) new() ptrace.Traces { return ptrace.NewTraces() }
+func (spanLayout) resource(td ptrace.Traces) ptrace.ResourceSpans {
+	return td.ResourceSpans().AppendEmpty()
 }
+func (spanLayout) scope(rs ptrace.ResourceSpans) ptrace.ScopeSpans {
+	return rs.ScopeSpans().AppendEmpty()
+}
+func (spanLayout) move(s ptrace.Span, ss ptrace.ScopeSpans) { s.MoveTo(ss.Spans().AppendEmpty()) }
+
+var _ layout[ptrace.Traces, ptrace.ResourceSpans, ptrace.ScopeSpans, ptrace.Span] = spanLayout{}
 
 // parkedCopies hands over the copies parked while judging and the
 // flights they wait for, and clears them from sc.
 func (sc *spanScratch) parkedCopies() (ptrace.Traces, []uint64) {
-	td, starts := sc.wait, append([]uint64(nil), sc.parked.starts...)
-	sc.wait, sc.waitRS, sc.waitSS = ptrace.Traces{}, ptrace.ResourceSpans{}, ptrace.ScopeSpans{}
-	sc.parked.starts = sc.parked.starts[:0]
-	return td, starts
+	return sc.wait.take(), sc.parkedStarts()
 }
 
 func (u *spanUnit) end(sc *spanScratch) { u.scratch.Put(sc) }
@@ -188,14 +171,14 @@ func (u *spanUnit) judge(ctx context.Context, td ptrace.Traces, sc *spanScratch,
 				c.duplicates++
 				c.copyIn(&cs, u.svcs.releases, si, ss.Scope())
 				if drop && sc.parked.waitsFor(&u.flights, sc.seq) {
-					sc.park(rs, i, ss, si, s)
+					sc.wait.park(rs, i, ss, si, s)
 					return false
 				}
 				return !drop
 			case verdictConflict:
 				c.conflicts++
 				if drop && keepFirst && sc.parked.waitsFor(&u.flights, sc.seq) {
-					sc.park(rs, i, ss, si, s)
+					sc.wait.park(rs, i, ss, si, s)
 					return false
 				}
 				return !drop || !keepFirst
