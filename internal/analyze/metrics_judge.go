@@ -182,9 +182,6 @@ func (a *Analyzer) listStreams(mr *MetricReport, diags []Diagnosis, fs metricFin
 					mr.Classes = map[string]int{}
 				}
 				mr.Classes[j.Class.String()]++
-				if !s.shape.Cumulative() {
-					rules.delta(j.Class)
-				}
 			}
 			f := fs.get(metricFindingKey{diags[i], s.res.service})
 			f.resets += resets
@@ -198,6 +195,7 @@ func (a *Analyzer) listStreams(mr *MetricReport, diags []Diagnosis, fs metricFin
 	}
 	js := tr.JudgeStats()
 	rules.QuietPeers, rules.SharedSplit, rules.SharedUnsplit = js.Quiet, int(js.SharedSplit), js.SharedUnsplit
+	rules.DeltaCopies, rules.DeltaPeers, rules.DeltaUndecided = js.Delta[streams.ClassCopy], js.Delta[streams.ClassPeer], js.Delta[streams.ClassUndecided]
 	if rules != (WriterRules{}) {
 		mr.WriterRules = &rules
 	}
@@ -210,18 +208,6 @@ func (a *Analyzer) listStreams(mr *MetricReport, diags []Diagnosis, fs metricFin
 			strings.Compare(a.Attributes, b.Attributes),
 		)
 	})
-}
-
-// delta counts a later delta chain's class.
-func (w *WriterRules) delta(c streams.Class) {
-	switch c {
-	case streams.ClassCopy:
-		w.DeltaCopies++
-	case streams.ClassPeer:
-		w.DeltaPeers++
-	default:
-		w.DeltaUndecided++
-	}
 }
 
 // shared counts a stream's shared start: split into e.Writers, or not.

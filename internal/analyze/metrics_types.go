@@ -60,9 +60,9 @@ type MetricReport struct {
 // WriterRules counts the delta chains judged against a stream's first
 // chain, by class (docs/metrics.md, "Delta writers"), and the streams whose
 // writers share one start (docs/metrics.md, "Writers that share a
-// start"): split into their own series by export phase, or not; the quiet
-// peers and the shared-start counts are the classifier's own
-// (streams.JudgeStats), as on the status page.
+// start"): split into their own series by export phase, or not; the delta
+// chains, the quiet peers and the shared-start counts are the classifier's
+// own (streams.JudgeStats), as on the status page.
 type WriterRules struct {
 	// DeltaCopies, DeltaPeers and DeltaUndecided count the later chains
 	// of overlapping delta streams: copies dropped, peers kept as their

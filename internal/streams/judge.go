@@ -62,6 +62,11 @@ type JudgeStats struct {
 	Held       [NumHeldOutcomes]uint64
 	HeldPoints int
 	HeldBytes  int
+	// Delta counts the later chains of delta streams judged now
+	// (delta_auto.go), by class with their pooled writer's: copies
+	// dropped, peers kept as their own series, undecided ones held. The
+	// counts verify and audit give (writer_rules), from the same pairs.
+	Delta [NumClasses]int
 }
 
 type pairKey struct {
@@ -603,5 +608,10 @@ func (t *Tracker) JudgeStats() JudgeStats {
 	s.Pairs, s.Writers, s.ByClass, s.Limit, s.Streams = len(t.judge.byKey), len(t.judge.writers), t.judge.counts, t.judge.max, len(t.judge.byStream)
 	s.HeldPoints, s.HeldBytes = len(t.judge.holders)+t.judge.restartPoints(), t.judge.heldBytes
 	s.Shared = len(t.judge.shared)
+	for _, i := range t.judge.byKey {
+		if t.judge.pairs[i].chains != nil {
+			s.Delta[t.judge.classOf(i)]++
+		}
+	}
 	return s
 }

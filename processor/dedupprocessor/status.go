@@ -6,6 +6,7 @@ import (
 	"go.opentelemetry.io/collector/component"
 
 	"github.com/doubletake/doubletake/internal/buildinfo"
+	"github.com/doubletake/doubletake/internal/streams"
 	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/statuspage"
 )
 
@@ -62,7 +63,10 @@ func (s *state) statusSnapshot(now time.Time) statuspage.Status {
 	out.DataDirs = dataDirStatus(s.dataDirs)
 	if s.metrics != nil && s.metrics.auto {
 		js := s.metrics.judgeStats()
-		out.WriterRules = &statuspage.WriterRulesStatus{QuietPeers: js.Quiet, SharedSplit: js.SharedSplit, SharedUnsplit: js.SharedUnsplit, SharedNow: js.Shared}
+		out.WriterRules = &statuspage.WriterRulesStatus{
+			DeltaCopies: js.Delta[streams.ClassCopy], DeltaPeers: js.Delta[streams.ClassPeer], DeltaUndecided: js.Delta[streams.ClassUndecided],
+			QuietPeers: js.Quiet, SharedSplit: js.SharedSplit, SharedUnsplit: js.SharedUnsplit, SharedNow: js.Shared,
+		}
 	}
 	for _, q := range out.Queues {
 		if q.Upstream != nil && q.Upstream.Endpoint != "" {

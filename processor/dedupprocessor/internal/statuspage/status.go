@@ -46,16 +46,21 @@ type Status struct {
 	WriterRules *WriterRulesStatus `json:"writer_rules,omitempty"`
 }
 
-// WriterRulesStatus counts, since start, the quiet peers (undecided
-// writers that went quiet while the elected writer went on), the streams
-// whose writers shared one start that were split into their own series,
-// the points of a shared start that could not be split, and the streams
-// split now.
+// WriterRulesStatus counts the later chains of delta streams judged now,
+// by class (copies dropped, peers kept as their own series, undecided ones
+// held: the counts verify and audit give), and, since start, the quiet
+// peers (undecided writers that went quiet while the elected writer went
+// on), the streams whose writers shared one start that were split into
+// their own series, the points of a shared start that could not be split,
+// and the streams split now.
 type WriterRulesStatus struct {
-	QuietPeers    uint64 `json:"quiet_peers"`
-	SharedSplit   uint64 `json:"shared_start_split"`
-	SharedUnsplit uint64 `json:"shared_start_unsplit"`
-	SharedNow     int    `json:"shared_start_streams"`
+	DeltaCopies    int    `json:"delta_copies"`
+	DeltaPeers     int    `json:"delta_peers"`
+	DeltaUndecided int    `json:"delta_undecided"`
+	QuietPeers     uint64 `json:"quiet_peers"`
+	SharedSplit    uint64 `json:"shared_start_split"`
+	SharedUnsplit  uint64 `json:"shared_start_unsplit"`
+	SharedNow      int    `json:"shared_start_streams"`
 }
 
 // DataDirStatus is one storage extension's data dir.
