@@ -184,11 +184,3 @@ func consume[T any, S scratch[T], P signal[T, S]](ctx context.Context, p P, req 
 			return starts, true, p.forward(ctx, req, again)
 		})
 }
-
-// The processors are signals: said here also for the linter, which does not
-// follow calls through a type parameter's methods.
-var (
-	_ signal[ptrace.Traces, *spanScratch]     = (*tracesProcessor)(nil)
-	_ signal[plog.Logs, *logScratch]          = (*logsProcessor)(nil)
-	_ signal[pmetric.Metrics, *metricScratch] = (*metricsProcessor)(nil)
-)

@@ -59,7 +59,9 @@ func main() {
 						decls[s.Name.Name] = base
 					case *ast.ValueSpec:
 						for _, id := range s.Names {
-							decls[id.Name] = base
+							if id.Name != "_" { // a blank declares nothing to point at
+								decls[id.Name] = base
+							}
 						}
 					}
 				}
