@@ -231,7 +231,3 @@ func (u *logUnit) reseed(seed window.Seed) {
 	u.seed = logSeed(seed)
 	u.mu.Unlock()
 }
-
-// The processor is a signal (consume, processors.go): said here also for
-// the linter, which does not follow calls through a type parameter's methods.
-var _ signal[plog.Logs, *logScratch] = (*logsProcessor)(nil)

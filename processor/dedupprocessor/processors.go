@@ -56,6 +56,10 @@ func (p *tracesProcessor) forward(ctx context.Context, td ptrace.Traces, sc *spa
 	return settle(ctx, sc, p.st.tel, p.next.ConsumeTraces(ctx, td))
 }
 
+// The processor is a signal (consume, processors.go): said here also for
+// the linter, which does not follow calls through a type parameter's methods.
+var _ signal[ptrace.Traces, *spanScratch] = (*tracesProcessor)(nil)
+
 type logsProcessor struct {
 	component.StartFunc
 	component.ShutdownFunc
@@ -87,6 +91,10 @@ func (p *logsProcessor) forward(ctx context.Context, ld plog.Logs, sc *logScratc
 	sc.hold()
 	return settle(ctx, sc, p.st.tel, p.next.ConsumeLogs(ctx, ld))
 }
+
+// The processor is a signal (consume, processors.go): said here also for
+// the linter, which does not follow calls through a type parameter's methods.
+var _ signal[plog.Logs, *logScratch] = (*logsProcessor)(nil)
 
 type metricsProcessor struct {
 	component.StartFunc
@@ -124,6 +132,10 @@ func (p *metricsProcessor) judge(_ context.Context, md pmetric.Metrics, sc *metr
 func (p *metricsProcessor) forward(ctx context.Context, md pmetric.Metrics, sc *metricScratch) error {
 	return settle(ctx, sc, p.st.tel, p.next.ConsumeMetrics(ctx, md))
 }
+
+// The processor is a signal (consume, processors.go): said here also for
+// the linter, which does not follow calls through a type parameter's methods.
+var _ signal[pmetric.Metrics, *metricScratch] = (*metricsProcessor)(nil)
 
 // signal is a processor as consume sees it: T is its signal's request
 // (ptrace.Traces, plog.Logs, pmetric.Metrics), S its unit's scratch.

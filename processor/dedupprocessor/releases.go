@@ -40,16 +40,6 @@ func (c *counts) copyIn(cs *copyScope, m *scan.ScopeMatcher, si int, scope pcomm
 	}
 }
 
-// releaseDiagnosis is what a ledger's copies suggest: the known release
-// its copies came from, with verify's advice, when there is one;
-// otherwise the guess from their shape.
-func releaseDiagnosis(l *ledger) string {
-	if l.releaseCopies > 0 && l.release != nil {
-		return l.release.ScopeBrief()
-	}
-	return diagnose(l.whole, l.partial)
-}
-
 // copyRelease is the release known to export twice among the scopes of a
 // metric copy's resource, nil when none. A second metric reader exports
 // every meter of its provider, so the copied stream's own scope is often

@@ -446,6 +446,16 @@ func (s *services) record(c []counts, drop bool, wholeRequest bool, noun string)
 	}
 }
 
+// releaseDiagnosis is what a ledger's copies suggest: the known release
+// its copies came from, with verify's advice, when there is one;
+// otherwise the guess from their shape.
+func releaseDiagnosis(l *ledger) string {
+	if l.releaseCopies > 0 && l.release != nil {
+		return l.release.ScopeBrief()
+	}
+	return diagnose(l.whole, l.partial)
+}
+
 // diagnose names the likely cause from the shape of the duplicates: whole
 // requests repeated point at re-sent batches; copies mixed with new items
 // point at a second exporter in the process, which batches on its own.

@@ -296,7 +296,3 @@ func spanFingerprint(s ptrace.Span) uint64 {
 		uint64(s.DroppedAttributesCount()+s.DroppedEventsCount()+s.DroppedLinksCount())<<48
 	return fpmix(h^sizes, fp4)
 }
-
-// The processor is a signal (consume, processors.go): said here also for
-// the linter, which does not follow calls through a type parameter's methods.
-var _ signal[ptrace.Traces, *spanScratch] = (*tracesProcessor)(nil)
