@@ -25,23 +25,6 @@ import (
 // writer's newest point set by another request since; the copy then waits
 // for a request it did not need to, never too few.
 
-// metricFlights is the metric unit's requests in flight with changes.
-type metricFlights struct {
-	flights  flights
-	waitOpts waitOpts
-	next     uint64           // the next flight's number; guarded by the unit's mu
-	inflight []*metricScratch // guarded by the unit's mu
-	refusals uint64           // requests in flight refused so far; guarded by the unit's mu
-	pending  pendingSnapshot  // the checkpoints' (one at a time)
-}
-
-// metricFlight is one request's part in metricFlights, in its scratch.
-type metricFlight struct {
-	flight flight
-	slots  []uint32 // its journal's stream slots, sorted; made by the first look
-	sorted bool
-}
-
 // register lists sc as in flight. Call under the unit's mu, once sc is
 // judged and has changes.
 func (m *metricFlights) register(sc *metricScratch) {
@@ -69,22 +52,6 @@ func (f *metricFlight) changed(j *streams.Journal, slot uint32) bool {
 	}
 	_, ok := slices.BinarySearch(f.slots, slot)
 	return ok
-}
-
-// metricPark is one request's parked points while it is judged: the
-// points themselves, in their resources, scopes and metrics, and the
-// flights they wait for.
-type metricPark struct {
-	journal *streams.Journal // the judged request's
-	self    *metricScratch
-	this    bool // the point just judged is parked
-	wait    pmetric.Metrics
-	starts  []uint64
-	// The resource and scope of the last point parked, and where it went.
-	srcRM pmetric.ResourceMetrics
-	srcSM pmetric.ScopeMetrics
-	rm    pmetric.ResourceMetrics
-	sm    pmetric.ScopeMetrics
 }
 
 // check parks the point just judged a repeat, whose stream's change is
@@ -158,22 +125,6 @@ func (sc *metricScratch) parkedCopies() (pmetric.Metrics, []uint64) {
 	md, starts := sc.park.wait, append([]uint64(nil), sc.park.starts...)
 	sc.park.reset(sc)
 	return md, starts
-}
-
-// A snapshot of the streams holds the changes of the requests in flight
-// when it is taken. Stored at once, a kill -9 before one of them is
-// delivered would restore its points as delivered, and its sender's retry
-// (never acknowledged) would be dropped as a repeat and answered success.
-// So a snapshot taken while requests are in flight is kept back, and
-// stored by the next checkpoint if all of them were accepted by then;
-// dropped if one was refused (its changes taken back) or is still in
-// flight. A stored snapshot is then a checkpoint older at most: after a
-// restart a few more repeats may pass (copies, never losses).
-type pendingSnapshot struct {
-	buf, spare []byte
-	flights    []uint64 // the requests in flight when buf was taken
-	refusals   uint64   // metricFlights.refusals then
-	ok         bool     // buf holds a snapshot kept back
 }
 
 // storeSettled stores the snapshot kept back if it is settled now, and

@@ -3,7 +3,6 @@ package dedupprocessor
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/pdata/pmetric"
@@ -17,26 +16,6 @@ import (
 // streams, on top of one per point it carries: a full pass over
 // metrics.max_streams slots takes at most max_streams points of traffic.
 const sweepBase = 64
-
-// metricUnit is the metric signal: one writer election per stream, its
-// services, and the streams with more than one writer; with storage, its
-// elections are checkpointed whole.
-type metricUnit struct {
-	signalWindow
-	tracker *streams.Tracker // guarded by mu
-	hasher  *streams.Hasher  // guarded by mu
-	svcs    *services        // signal "metrics": serviceStats.metrics is set
-	rec     metricRecorder   // enters requests in svcs' ledgers and the stream book (metrics_telemetry.go)
-	auto    bool             // metrics.overlap auto
-	copies  metricFlights    // the requests in flight, that copies wait for (copies_metrics.go)
-
-	scratch sync.Pool // *metricScratch
-	bufs    sync.Pool // *[]byte, snapshots
-
-	// store is the storage from restore to close; the checkpoint loop
-	// runs in between.
-	store storage.Client
-}
 
 func newMetricUnit(cfg *Config, seed window.Seed, svcs *services) (*metricUnit, error) {
 	tr, err := streams.NewTracker(cfg.Metrics.policy())
@@ -57,28 +36,6 @@ func newMetricUnit(cfg *Config, seed window.Seed, svcs *services) (*metricUnit, 
 	u.scratch.New = func() any { return &metricScratch{u: u} }
 	u.bufs.New = newSegmentBuf
 	return u, nil
-}
-
-// metricScratch is one request's working memory, pooled so that the steady
-// state allocates nothing, and its pending change of the unit.
-type metricScratch struct {
-	u         *metricUnit
-	journal   streams.Journal // what the request changed, to take back on failure
-	counts    []metricCounts  // per resource
-	released  []releasedPoint // held points the request carries, to hold again on failure
-	restarted []releasedPoint // held restarts' points it carries (metrics_restart.go)
-	j         judging
-	mflight   metricFlight // while in the next consumer (copies_metrics.go)
-	park      metricPark   // the points parked while judging
-	again     bool         // judging parked points again: counted when they arrived
-}
-
-// releasedPoint is a held point sent with a request (a copy of it).
-type releasedPoint struct {
-	id     streams.ID
-	writer uint64
-	md     pmetric.Metrics
-	size   int
 }
 
 // begin takes a request's scratch; end gives it back.
@@ -216,10 +173,6 @@ func (u *metricUnit) judgeStats() streams.JudgeStats {
 	return u.tracker.JudgeStats()
 }
 
-// metricsSnapshotKey holds the metric streams' elections, rewritten every
-// checkpoint_interval and at shutdown.
-const metricsSnapshotKey = "metrics/snapshot"
-
 // reseed keys the stream ids with the stored seed, so that this run's ids
 // match the snapshot's.
 func (u *metricUnit) reseed(seed window.Seed) {
@@ -275,7 +228,3 @@ func (u *metricUnit) storeSnapshot(ctx context.Context, client storage.Client) e
 	}
 	return nil
 }
-
-// The processor is a signal (consume, processors.go): said here also for
-// the linter, which does not follow calls through a type parameter's methods.
-var _ signal[pmetric.Metrics, *metricScratch] = (*metricsProcessor)(nil)

@@ -6,7 +6,6 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
-	"github.com/doubletake/doubletake/internal/scan"
 	"github.com/doubletake/doubletake/internal/streams"
 )
 
@@ -15,40 +14,6 @@ import (
 // point types, and the copy of a dropped point held when the tracker asks
 // for it (Decision.Hold); bringing a held point up to date is
 // metrics_held.go.
-
-// judging carries one request's context into the per-point closures.
-type judging struct {
-	tracker *streams.Tracker
-	hasher  *streams.Hasher
-	c       *metricCounts
-	shape   streams.Shape
-	metric  string
-	now     int64
-	mutate  bool // mode drop: remove and label points
-	auto    bool // metrics.overlap auto: name the class in events
-	// releases names a copy's known release by the scopes of its resource
-	// (releases.go: copyRelease); nil names none.
-	releases  *scan.ScopeMatcher
-	origin    uint64
-	splitAttr string
-	named     uint64 // the writer whose WriterName is name
-	sharer    uint8  // and its chain of a shared start (streams.SharerName)
-	name      string
-	shift     streams.Shift // the last judged point's rewrite, if shifted
-	shifted   bool
-	// The point being judged: its stream, decision and place, so that a
-	// dropped point of an undecided writer can be held (Decision.Hold).
-	id    streams.ID
-	d     streams.Decision
-	rm    pmetric.ResourceMetrics
-	sm    pmetric.ScopeMetrics
-	m     pmetric.Metric
-	sizer pmetric.ProtoMarshaler
-	// park and copies: a repeat of a point whose request is still in the
-	// next consumer is parked (copies_metrics.go).
-	park   *metricPark
-	copies *metricFlights
-}
 
 // shift rewrites a Sum point of a writer elected at an interpolated
 // change-over: it starts where the previous writer ended, and counts from
