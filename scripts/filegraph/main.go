@@ -2,7 +2,12 @@
 // package: file A points at file B when A names a package-level type,
 // function, variable or constant that B declares, or a method only B
 // declares (unexported methods only). An arrow "runs back up" when B also points at A. It reads the
-// sources only (go/parser), so it needs no build.
+// sources only (go/parser, and go/types without the imported packages), so
+// it needs no build. The type check drops the names that only look like
+// another file's: a struct field named as a method (f.start beside
+// state.start) or as a package-level name (a literal's key, signal: beside
+// the type signal). Where it cannot tell (a value of an imported type), the
+// name counts as before.
 //
 //	go run ./scripts/filegraph processor/dedupprocessor
 package main
@@ -12,6 +17,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"go/types"
 	"os"
 	"path/filepath"
 	"sort"
@@ -68,6 +74,27 @@ func main() {
 			}
 		}
 	}
+	// Imports are not loaded: their names are left unknown, and the
+	// type errors that follow are ignored.
+	info := &types.Info{Uses: map[*ast.Ident]types.Object{}}
+	var list0 []*ast.File
+	for _, f := range files {
+		list0 = append(list0, f)
+	}
+	conf := types.Config{Importer: noImports{}, Error: func(error) {}}
+	pkg, _ := conf.Check(dir, fset, list0, info)
+	// field reports whether the type check resolved id to something other
+	// than a package-level object or a method: a field, for one.
+	field := func(id *ast.Ident) bool {
+		obj, ok := info.Uses[id]
+		if !ok || pkg == nil {
+			return false
+		}
+		if fn, ok := obj.(*types.Func); ok && fn.Type().(*types.Signature).Recv() != nil {
+			return false // a method
+		}
+		return obj.Parent() != pkg.Scope()
+	}
 	edges := map[[2]string]bool{}
 	via := map[[2]string]map[string]bool{}
 	add := func(a, b, name string) {
@@ -86,7 +113,7 @@ func main() {
 				sels[n.Sel] = true
 				// Unexported methods only: an exported name after a dot may
 				// as well be another package's (td.Len(), set.Stats()).
-				if !ast.IsExported(n.Sel.Name) {
+				if !ast.IsExported(n.Sel.Name) && !field(n.Sel) {
 					if ds := methods[n.Sel.Name]; len(ds) == 1 && ds[0] != base {
 						add(base, ds[0], n.Sel.Name)
 					}
@@ -95,7 +122,7 @@ func main() {
 				// Names this file resolves itself (locals, its own
 				// declarations) have an object; the others are
 				// package-level names of other files or universe names.
-				if sels[n] || n.Obj != nil {
+				if sels[n] || n.Obj != nil || field(n) {
 					return true
 				}
 				if d, ok := decls[n.Name]; ok && d != base {
@@ -131,6 +158,14 @@ func main() {
 	}
 	cyc := cycles(files, edges)
 	fmt.Printf("%d files, %d arrows, %d run back up (%d mutual pairs), %d files on a longer or shorter cycle\n", len(files), len(list), back, back/2, cyc)
+}
+
+// noImports loads no package: the type check needs only this package's
+// own declarations.
+type noImports struct{}
+
+func (noImports) Import(path string) (*types.Package, error) {
+	return nil, fmt.Errorf("not loaded: %s", path)
 }
 
 // cycles is how many files lie on a cycle of arrows of any length: the
