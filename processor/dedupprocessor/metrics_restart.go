@@ -1,10 +1,6 @@
 package dedupprocessor
 
 import (
-	"context"
-	"errors"
-	"fmt"
-
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
@@ -19,7 +15,7 @@ import (
 // the front of the request that elects it (they are older than its
 // points), or, when the elected writer stayed quiet and the held writer
 // sent nothing more, with the first request after its failover time, or
-// at shutdown.
+// at shutdown (metricsProcessor.Shutdown, processors.go).
 
 // holdRestart keeps an unlabelled copy of the point just dropped, when
 // the tracker said Decision.Restart.
@@ -63,26 +59,4 @@ func (u *metricUnit) takeRestarts(rms pmetric.ResourceMetricsSlice, sc *metricSc
 	}
 	rms.MoveAndAppendTo(front)
 	front.MoveAndAppendTo(rms)
-}
-
-// Shutdown sends the restarts still held (with mode drop), then releases
-// the state: a held restart is not lost when the gateway stops before its
-// elected writer was overdue.
-func (p *metricsProcessor) Shutdown(ctx context.Context) error {
-	var err error
-	if p.drop {
-		u := p.st.metrics
-		md := pmetric.NewMetrics()
-		u.mu.Lock()
-		u.tracker.TakeRestarts(u.now(), true, func(h pmetric.Metrics, _ int, _ bool) {
-			h.ResourceMetrics().MoveAndAppendTo(md.ResourceMetrics())
-		})
-		u.mu.Unlock()
-		if md.ResourceMetrics().Len() > 0 {
-			if e := p.next.ConsumeMetrics(ctx, md); e != nil {
-				err = fmt.Errorf("sending the held restarts at shutdown: %w", e)
-			}
-		}
-	}
-	return errors.Join(err, p.ShutdownFunc(ctx))
 }

@@ -2,6 +2,8 @@ package dedupprocessor
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
@@ -131,6 +133,28 @@ func (p *metricsProcessor) judge(_ context.Context, md pmetric.Metrics, sc *metr
 // forward sends what is left of a judged request on and settles it.
 func (p *metricsProcessor) forward(ctx context.Context, md pmetric.Metrics, sc *metricScratch) error {
 	return settle(ctx, sc, p.st.tel, p.next.ConsumeMetrics(ctx, md))
+}
+
+// Shutdown sends the restarts still held (with mode drop), then releases
+// the state: a held restart is not lost when the gateway stops before its
+// elected writer was overdue.
+func (p *metricsProcessor) Shutdown(ctx context.Context) error {
+	var err error
+	if p.drop {
+		u := p.st.metrics
+		md := pmetric.NewMetrics()
+		u.mu.Lock()
+		u.tracker.TakeRestarts(u.now(), true, func(h pmetric.Metrics, _ int, _ bool) {
+			h.ResourceMetrics().MoveAndAppendTo(md.ResourceMetrics())
+		})
+		u.mu.Unlock()
+		if md.ResourceMetrics().Len() > 0 {
+			if e := p.next.ConsumeMetrics(ctx, md); e != nil {
+				err = fmt.Errorf("sending the held restarts at shutdown: %w", e)
+			}
+		}
+	}
+	return errors.Join(err, p.ShutdownFunc(ctx))
 }
 
 // The processor is a signal (consume, processors.go): said here also for
