@@ -1,13 +1,13 @@
 // Command filegraph prints the arrows between the non-test files of one Go
 // package: file A points at file B when A names a package-level type,
 // function, variable or constant that B declares, or a method only B
-// declares (unexported methods only). An arrow "runs back up" when B also points at A. It reads the
-// sources only (go/parser, and go/types without the imported packages), so
-// it needs no build. The type check drops the names that only look like
-// another file's: a struct field named as a method (f.start beside
-// state.start) or as a package-level name (a literal's key, signal: beside
-// the type signal). Where it cannot tell (a value of an imported type), the
-// name counts as before.
+// declares (unexported methods only). An arrow "runs back up" when B also
+// points at A. It reads the sources only (go/parser, and go/types without
+// the imported packages), so it needs no build. The type check drops the
+// names that only look like another file's: a struct field named as a
+// method (f.start beside state.start) or as a package-level name (a
+// literal's key, signal: beside the type signal). Where it cannot tell (a
+// value of an imported type), the name counts.
 //
 //	go run ./scripts/filegraph processor/dedupprocessor
 package main
@@ -18,6 +18,7 @@ import (
 	"go/parser"
 	"go/token"
 	"go/types"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -29,11 +30,17 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: filegraph DIR")
 		os.Exit(2)
 	}
-	dir := os.Args[1]
-	names, err := filepath.Glob(filepath.Join(dir, "*.go"))
-	if err != nil {
+	if err := run(os.Stdout, os.Args[1]); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
+	}
+}
+
+// run prints the graph of the package in dir to w.
+func run(w io.Writer, dir string) error {
+	names, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		return err
 	}
 	fset := token.NewFileSet()
 	files := map[string]*ast.File{}
@@ -45,8 +52,7 @@ func main() {
 		}
 		f, err := parser.ParseFile(fset, n, nil, 0)
 		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
+			return err
 		}
 		base := filepath.Base(n)
 		files[base] = f
@@ -77,12 +83,14 @@ func main() {
 	// Imports are not loaded: their names are left unknown, and the
 	// type errors that follow are ignored.
 	info := &types.Info{Uses: map[*ast.Ident]types.Object{}}
-	var list0 []*ast.File
-	for _, f := range files {
-		list0 = append(list0, f)
+	var parsed []*ast.File
+	for _, n := range names {
+		if f, ok := files[filepath.Base(n)]; ok {
+			parsed = append(parsed, f)
+		}
 	}
 	conf := types.Config{Importer: noImports{}, Error: func(error) {}}
-	pkg, _ := conf.Check(dir, fset, list0, info)
+	pkg, _ := conf.Check(dir, fset, parsed, info)
 	// field reports whether the type check resolved id to something other
 	// than a package-level object or a method: a field, for one.
 	field := func(id *ast.Ident) bool {
@@ -154,10 +162,11 @@ func main() {
 			ns = append(ns, n)
 		}
 		sort.Strings(ns)
-		fmt.Printf("%s -> %s%s: %s\n", e[0], e[1], mark, strings.Join(ns, " "))
+		fmt.Fprintf(w, "%s -> %s%s: %s\n", e[0], e[1], mark, strings.Join(ns, " "))
 	}
 	cyc := cycles(files, edges)
-	fmt.Printf("%d files, %d arrows, %d run back up (%d mutual pairs), %d files on a longer or shorter cycle\n", len(files), len(list), back, back/2, cyc)
+	_, err = fmt.Fprintf(w, "%d files, %d arrows, %d run back up (%d mutual pairs), %d files on a longer or shorter cycle\n", len(files), len(list), back, back/2, cyc)
+	return err
 }
 
 // noImports loads no package: the type check needs only this package's
