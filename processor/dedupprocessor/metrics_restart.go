@@ -20,6 +20,14 @@ import (
 // holdRestart keeps an unlabelled copy of the point just dropped, when
 // the tracker said Decision.Restart.
 func (j *judging) holdRestart(put func(m pmetric.Metric, reuse bool) (pcommon.Map, bool)) {
+	md, m := j.envelope()
+	put(m, false)
+	j.tracker.HoldRestart(j.id, j.d.Writer, md, j.sizer.MetricsSize(md))
+}
+
+// envelope is a request of the point's resource, scope and metric, without
+// points: where a held point is put.
+func (j *judging) envelope() (pmetric.Metrics, pmetric.Metric) {
 	md := pmetric.NewMetrics()
 	rm := md.ResourceMetrics().AppendEmpty()
 	j.rm.Resource().CopyTo(rm.Resource())
@@ -32,8 +40,7 @@ func (j *judging) holdRestart(put func(m pmetric.Metric, reuse bool) (pcommon.Ma
 	m.SetDescription(j.m.Description())
 	m.SetUnit(j.m.Unit())
 	j.m.Metadata().CopyTo(m.Metadata())
-	put(m, false)
-	j.tracker.HoldRestart(j.id, j.d.Writer, md, j.sizer.MetricsSize(md))
+	return md, m
 }
 
 // takeRestarts puts the held restart points due now at the front of rms
