@@ -161,7 +161,7 @@ func (c *abConfig) runFresh(ctx context.Context, n int, sc scenario, variant str
 		r.EndRSSMB = float64(rss) / 1024
 	}
 	end := g.Stats.Snapshot()
-	k := loadgen.WaitDrain(sk, end.Spans, 10*time.Second)
+	k := loadgen.WaitDrain(sk, end.Spans, loadgen.DrainQuiet, time.Minute)
 	if hwm, err := loadgen.ProcStatusKB(gw.pid, "VmHWM"); err == nil {
 		r.PeakRSSMB = float64(hwm) / 1024
 	}

@@ -65,7 +65,7 @@ func (c *abConfig) runOne(ctx context.Context, n int, sc scenario, variant strin
 		}
 		// A gateway with a queue may still be exporting the prefill: let it
 		// drain, so that the window measures the load alone.
-		loadgen.WaitDrain(sk, g.Stats.Snapshot().Spans, 3*time.Minute)
+		loadgen.WaitDrain(sk, g.Stats.Snapshot().Spans, loadgen.DrainQuiet, 3*time.Minute)
 		r.Prefill = time.Since(t0).Seconds()
 	}
 	start := time.Now()
@@ -96,7 +96,7 @@ func (c *abConfig) runOne(ctx context.Context, n int, sc scenario, variant strin
 	if variant == with && sc.dup > 0 {
 		want = end.Fresh
 	}
-	k := loadgen.WaitDrain(sk, want, 10*time.Second)
+	k := loadgen.WaitDrain(sk, want, loadgen.DrainQuiet, time.Minute)
 	if hwm, err := loadgen.ProcStatusKB(gw.pid, "VmHWM"); err == nil {
 		r.PeakRSSMB = float64(hwm) / 1024
 	}

@@ -150,7 +150,7 @@ func genMain(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fmt.Fprintf(out, "totals:    %d spans accepted (%d fresh, %d copies), %d requests failed; %d points accepted, %d failed\n",
 		end.Spans, end.Fresh, end.Copies, end.FailedReqs, end.Points, end.FailedPoints)
 	if sk != nil {
-		k := loadgen.WaitDrain(sk, end.Spans, 5*time.Second)
+		k := loadgen.WaitDrain(sk, end.Spans, loadgen.DrainQuiet, time.Minute)
 		fmt.Fprintf(out, "sink totals: %d spans, %d distinct, %d of other runs; %d points\n", k.Spans, k.Distinct, k.Foreign, k.Points)
 	}
 	if err := g.Stats.Err(); err != nil {

@@ -39,9 +39,17 @@ func NewNonce() uint64 {
 	return binary.BigEndian.Uint64(b[:]) | 1
 }
 
+// DrainQuiet is how long WaitDrain waits with nothing arriving before it
+// gives up: past a few of an exporter's retries (the embedded default's
+// queue retries after 1 s, ±50%, growing 1.5 times: three retries within
+// about 7 s), so that a batch the sink refused once and the gateway sends
+// again is not counted as lost. A run that gets all it wants does not
+// wait for it.
+const DrainQuiet = 10 * time.Second
+
 // WaitDrain waits until sk has received want spans, or nothing more
-// arrives for a second, or limit passes.
-func WaitDrain(sk *Sink, want uint64, limit time.Duration) Counts {
+// arrives for quiet, or limit passes.
+func WaitDrain(sk *Sink, want uint64, quiet, limit time.Duration) Counts {
 	deadline := time.Now().Add(limit)
 	last, quietSince := sk.Counts(), time.Now()
 	for time.Now().Before(deadline) {
@@ -52,7 +60,7 @@ func WaitDrain(sk *Sink, want uint64, limit time.Duration) Counts {
 		}
 		if k != last {
 			last, quietSince = k, time.Now()
-		} else if time.Since(quietSince) > time.Second {
+		} else if time.Since(quietSince) > quiet {
 			return k
 		}
 	}

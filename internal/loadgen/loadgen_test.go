@@ -283,3 +283,24 @@ func TestLatQuantiles(t *testing.T) {
 		t.Fatalf("empty window counted %d", n)
 	}
 }
+
+// TestWaitDrainOutwaitsARetry: spans that arrive after a pause longer than
+// an exporter's first retries (a batch the sink refused once, sent again)
+// are waited for; the wait ends as soon as every span wanted is in, and a
+// sink that stays quiet for the whole quiet time ends it short.
+func TestWaitDrainOutwaitsARetry(t *testing.T) {
+	sk := &Sink{}
+	sk.spans.Add(60)
+	go func() {
+		time.Sleep(2 * time.Second) // the retry's backoff: the pause under test
+		sk.spans.Add(40)
+	}()
+	if k := WaitDrain(sk, 100, DrainQuiet, time.Minute); k.Spans != 100 {
+		t.Fatalf("WaitDrain returned %d spans; want the 100 sent, the last 40 after a 2 s pause", k.Spans)
+	}
+	quiet := &Sink{}
+	quiet.spans.Add(5)
+	if k := WaitDrain(quiet, 10, 300*time.Millisecond, time.Minute); k.Spans != 5 {
+		t.Fatalf("a quiet sink: %d spans; want the 5 it has", k.Spans)
+	}
+}
