@@ -21,7 +21,8 @@ import (
 // silently (docs/metrics.md, "The quiet rule").
 
 // quietInterval is the export interval of these cases: 1 s, as the
-// SDKs' defaults are tens of seconds and the runs used.
+// issue's runs used (the SDKs' default, 60 s, would make them minutes
+// long).
 const quietInterval = time.Second
 
 const (
@@ -240,16 +241,17 @@ func checkQuietDecided(t *testing.T, g gatewayWriters, ds []decision) {
 
 // TestDefaultPeersEndTogether: 4 processes sharing one resource identity
 // each record one event every 100 ms for 3.5 s and end together (the
-// issue's row: 51 of 60 before the quiet rule). A writer still undecided
-// when every process has stopped has nothing left to decide it: the
-// quiet rule waits for the elected writer to go on, which it does not (a
-// second reader of one process ends with it too). Such a writer is not
-// lost silently: the gateway counts it undecided
+// issue's row: 51 of 60 counted in a run of JS processes). A writer
+// still undecided when every process has stopped has nothing left to
+// decide it: the quiet rule waits for the elected writer to go on, which
+// it does not (a second reader of one process ends with it too). Such a
+// writer is not lost silently: the gateway counts it undecided
 // (otelcol_processor_dedup_writers{class="undecided"}), and its counts
-// are exactly what Prometheus lacks. So the series stored, one per
-// process decided (or elected), each ending at its process's count, plus
-// the undecided writers' counts, are every event recorded; and no stored
-// series resets.
+// are exactly what Prometheus lacks (its held points expire after
+// max_stale; a gateway stopped before that drops them uncounted). So the
+// series stored, one per process decided (or elected), each ending at its
+// process's count, plus the undecided writers' counts, are every event
+// recorded; and no stored series resets.
 func TestDefaultPeersEndTogether(t *testing.T) {
 	jsClient(t)
 	goClient(t)
