@@ -160,7 +160,7 @@ type workerResult struct {
 	events       int       // events the process recorded
 	firstCounter int64     // the counter's last value the first pipeline exported
 	firstHistSum float64   // the histogram sum it last exported
-	starts       [2]string // the counter's and the histogram's start (Unix ns) it exported; JS only
+	starts       [2]string // the counter's and the histogram's start (Unix ns) it exported
 }
 
 // peersSDK runs one client process of one SDK.
@@ -192,12 +192,17 @@ func runClientLine(t *testing.T, cmd *exec.Cmd, v any) {
 }
 
 func runJSWorker(t *testing.T, grpcAddr, mode, service string, events int, histOffset string, startAt time.Time) workerResult {
+	return runJSWorkerEvery(t, grpcAddr, mode, service, events, histOffset, intervalOf(mode), startAt)
+}
+
+// runJSWorkerEvery is runJSWorker exporting every interval.
+func runJSWorkerEvery(t *testing.T, grpcAddr, mode, service string, events int, histOffset string, interval time.Duration, startAt time.Time) workerResult {
 	cmd := exec.Command("node", "client.mjs")
 	cmd.Dir = jsClient(t)
 	cmd.Env = append(os.Environ(), "OTEL_EXPORTER_OTLP_ENDPOINT=http://"+grpcAddr, "CLIENT_PROTOCOL=grpc",
 		"CLIENT_MODE="+mode, "CLIENT_SERVICE="+service, "CLIENT_ROLLOUTS="+strconv.Itoa(events),
 		"CLIENT_ROLLOUT_MS="+strconv.FormatInt(peersEvery.Milliseconds(), 10),
-		"CLIENT_METRIC_INTERVAL_MS="+strconv.FormatInt(intervalOf(mode).Milliseconds(), 10),
+		"CLIENT_METRIC_INTERVAL_MS="+strconv.FormatInt(interval.Milliseconds(), 10),
 		"CLIENT_SECOND_DELAY_MS="+strconv.FormatInt(peersSecond.Milliseconds(), 10),
 		"CLIENT_HIST_OFFSET="+histOffset, "CLIENT_START_AT_MS="+strconv.FormatInt(startAt.UnixMilli(), 10))
 	var out struct {
@@ -227,18 +232,30 @@ func runJSWorker(t *testing.T, grpcAddr, mode, service string, events int, histO
 }
 
 func runGoWorker(t *testing.T, grpcAddr, mode, service string, events int, histOffset string, _ time.Time) workerResult {
+	return runGoWorkerEvery(t, grpcAddr, mode, service, events, histOffset, intervalOf(mode))
+}
+
+// runGoWorkerEvery is runGoWorker exporting every interval.
+func runGoWorkerEvery(t *testing.T, grpcAddr, mode, service string, events int, histOffset string, interval time.Duration) workerResult {
 	cmd := exec.Command(goClient(t), "-mode", mode, "-service", service, "-rollouts", strconv.Itoa(events),
-		"-every", peersEvery.String(), "-interval", intervalOf(mode).String(), "-second", peersSecond.String(),
+		"-every", peersEvery.String(), "-interval", interval.String(), "-second", peersSecond.String(),
 		"-hist-offset", histOffset)
 	cmd.Env = append(os.Environ(), "OTEL_EXPORTER_OTLP_ENDPOINT=http://"+grpcAddr, "OTEL_EXPORTER_OTLP_PROTOCOL=grpc")
 	var out struct {
-		Rollouts     int     `json:"rollouts"`
-		Restarted    int     `json:"restarted"`
-		FirstCounter int64   `json:"first_counter"`
-		FirstHistSum float64 `json:"first_hist_sum"`
+		Rollouts     int      `json:"rollouts"`
+		Restarted    int      `json:"restarted"`
+		FirstCounter int64    `json:"first_counter"`
+		FirstHistSum float64  `json:"first_hist_sum"`
+		FirstStarts  [2]int64 `json:"first_starts"`
 	}
 	runClientLine(t, cmd, &out)
-	return workerResult{events: out.Rollouts + out.Restarted, firstCounter: out.FirstCounter, firstHistSum: out.FirstHistSum}
+	r := workerResult{events: out.Rollouts + out.Restarted, firstCounter: out.FirstCounter, firstHistSum: out.FirstHistSum}
+	for k, ns := range out.FirstStarts {
+		if ns != 0 {
+			r.starts[k] = strconv.FormatInt(ns, 10)
+		}
+	}
+	return r
 }
 
 // runWorkers runs n processes of sdk at once and returns their results.
@@ -544,15 +561,25 @@ func sharedStarts(ws []workerResult) string {
 // series per worker ending at that worker's values, no resets.
 func checkPeers(t *testing.T, r *peersRun, service string, ws []workerResult) {
 	t.Helper()
+	for _, w := range ws {
+		if w.events != sharedEvents || w.firstCounter != sharedEvents {
+			t.Fatalf("a client recorded %d events and exported %d last, want %d", w.events, w.firstCounter, sharedEvents)
+		}
+	}
+	checkPeerSeries(t, r, service, ws)
+}
+
+// checkPeerSeries asserts that every worker's counts are in Prometheus,
+// whatever each recorded: one series per worker ending at that worker's
+// last exported values, no resets, the sum over the series every event.
+func checkPeerSeries(t *testing.T, r *peersRun, service string, ws []workerResult) {
+	t.Helper()
 	truth := 0
 	var wantCounter, wantSum []float64
 	for _, w := range ws {
 		truth += w.events
 		wantCounter = append(wantCounter, float64(w.firstCounter))
 		wantSum = append(wantSum, w.firstHistSum)
-		if w.events != sharedEvents || w.firstCounter != sharedEvents {
-			t.Fatalf("a client recorded %d events and exported %d last, want %d", w.events, w.firstCounter, sharedEvents)
-		}
 	}
 	for _, metric := range []string{peersCounter, peersCount, peersSum} {
 		ss := r.prom.stored(t, metric, service)

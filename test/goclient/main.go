@@ -123,6 +123,9 @@ type summary struct {
 	// "rollout_duration_ms" sum the first MeterProvider exported.
 	FirstCounter int64   `json:"first_counter"`
 	FirstHistSum float64 `json:"first_hist_sum"`
+	// FirstStarts are the start times (Unix ns) of the "rollouts" and
+	// "rollout_duration_ms" points the first MeterProvider exported last.
+	FirstStarts [2]int64 `json:"first_starts"`
 }
 
 var (
@@ -300,6 +303,7 @@ func run(ctx context.Context, cfg config) (s summary, err error) {
 		wg.Wait()
 		if first != nil {
 			s.FirstCounter, s.FirstHistSum = first.values()
+			s.FirstStarts = first.startTimes()
 		}
 	}()
 
@@ -461,6 +465,7 @@ type lastValues struct {
 	mu      sync.Mutex
 	counter int64
 	histSum float64
+	starts  [2]int64 // the counter's and the histogram's, Unix ns
 }
 
 func (l *lastValues) Export(ctx context.Context, rm *metricdata.ResourceMetrics) error {
@@ -474,11 +479,11 @@ func (l *lastValues) Export(ctx context.Context, rm *metricdata.ResourceMetrics)
 			switch d := md.Data.(type) {
 			case metricdata.Sum[int64]:
 				for _, p := range d.DataPoints {
-					l.counter = p.Value
+					l.counter, l.starts[0] = p.Value, p.StartTime.UnixNano()
 				}
 			case metricdata.Histogram[float64]:
 				for _, p := range d.DataPoints {
-					l.histSum = p.Sum
+					l.histSum, l.starts[1] = p.Sum, p.StartTime.UnixNano()
 				}
 			}
 		}
@@ -490,6 +495,12 @@ func (l *lastValues) values() (int64, float64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.counter, l.histSum
+}
+
+func (l *lastValues) startTimes() [2]int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.starts
 }
 
 func copies(n string) []struct{} {
