@@ -155,6 +155,29 @@ func (j *judge) classOf(i uint32) Class {
 	return c
 }
 
+// DropHeld forgets the points still held for undecided writers, each
+// counted HeldExpired, and returns how many: for the caller's shutdown,
+// since held points live in memory only. Points of writers decided since
+// they were held are not counted (TakeReleased hands a peer's out, and
+// a copy's is no loss).
+func (t *Tracker) DropHeld() int {
+	j := t.judge
+	if !j.holding() {
+		return 0
+	}
+	n := 0
+	for len(j.holders) > 0 {
+		i := j.holders[len(j.holders)-1]
+		o := HeldOutcome(NumHeldOutcomes)
+		if j.classOf(i) == ClassUndecided {
+			o = HeldExpired
+			n++
+		}
+		j.unhold(i, o)
+	}
+	return n
+}
+
 // TakeReleased calls fn with the held points of writers found peers since
 // the last call (stream id, writer start, the point and its size), and
 // drops those of writers found copies. Cheap when nothing was decided.

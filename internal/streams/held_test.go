@@ -194,6 +194,31 @@ func TestHeldBounded(t *testing.T) {
 	}
 }
 
+// TestHeldDroppedAtShutdown: the points still held for undecided writers
+// are counted expired when the caller's shutdown drops them (held points
+// live in memory only), and nothing stays held.
+func TestHeldDroppedAtShutdown(t *testing.T) {
+	f := newHeldFixture(t, 1000)
+	a, b := secs(100), secs(100.002)
+	for id := byte(1); id <= 2; id++ {
+		f.feed(id, monoSum, Point{Start: a, Time: secs(110), Value: 10}, 0)
+		if _, held := f.feed(id, monoSum, Point{Start: b, Time: secs(110.3), Value: 5}, 100); !held {
+			t.Fatalf("stream %d: B's point not held", id)
+		}
+	}
+	f.check()
+	if n := f.tr.DropHeld(); n != 2 {
+		t.Fatalf("DropHeld: %d, want the 2 points of the undecided writer", n)
+	}
+	f.check()
+	if s := f.tr.JudgeStats(); s.HeldPoints != 0 || s.HeldBytes != 0 || s.Held[HeldExpired] != 2 {
+		t.Fatalf("stats %+v, want nothing held and 2 expired", s)
+	}
+	if n := f.tr.DropHeld(); n != 0 {
+		t.Fatalf("DropHeld again: %d, want 0", n)
+	}
+}
+
 // TestReholdAfterAFailedDelivery: a released point that could not be
 // delivered is held again and released with the next TakeReleased.
 func TestReholdAfterAFailedDelivery(t *testing.T) {

@@ -11,6 +11,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/processor/processortest"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // TestOverwriteHeldPoint: a held point overwritten with a newer point of
@@ -179,6 +181,54 @@ func TestQuietPeerDelivered(t *testing.T) {
 	text := strings.Join(got, "\n")
 	if sink.DataPointCount() != 8 || !strings.Contains(text, "i=26 | service.instance.id=") {
 		t.Fatalf("%d points, the last request's:\n%s\nwant A's point and B's held 26, labelled", sink.DataPointCount(), text)
+	}
+}
+
+// TestUndecidedHeldAtShutdown: a writer still undecided when the gateway
+// stops (its process ended with the elected one's, so the quiet rule does
+// not decide it) has its held point dropped at shutdown: said in a
+// warning with the count, never in silence.
+func TestUndecidedHeldAtShutdown(t *testing.T) {
+	core, logs := observer.New(zap.WarnLevel)
+	set := processortest.NewNopSettings(Type)
+	set.Logger = zap.New(core)
+	sink := new(consumertest.MetricsSink)
+	p, err := NewFactory().CreateMetrics(context.Background(), set, createDefaultConfig(), sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(context.Background(), componenttest.NewNopHost()); err != nil {
+		t.Fatal(err)
+	}
+	s := uint64(time.Second)
+	send(t, p.ConsumeMetrics, sumPoint(100*s, 110*s, 10))
+	for k := range uint64(3) { // B = A's less 4 to 14: undecided
+		send(t, p.ConsumeMetrics, sumPoint(103*s, (111+10*k)*s, int64(6+10*k)))
+		send(t, p.ConsumeMetrics, sumPoint(100*s, (120+10*k)*s, int64(20+10*k)))
+	}
+	if n := sink.DataPointCount(); n != 4 {
+		t.Fatalf("%d points delivered, want A's 4 (B's held)", n)
+	}
+	if len(logs.FilterMessage("second writers of metric streams undecided at shutdown").All()) != 0 {
+		t.Fatal("warned before shutdown")
+	}
+	if err := p.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	warns := logs.FilterMessage("second writers of metric streams undecided at shutdown").All()
+	if len(warns) != 1 || warns[0].ContextMap()["held_points_dropped"] != int64(1) {
+		t.Fatalf("warnings %v, want one naming 1 held point dropped", warns)
+	}
+	if n := sink.DataPointCount(); n != 4 {
+		t.Fatalf("%d points delivered at shutdown, want A's 4 still: an undecided writer is not sent", n)
+	}
+}
+
+// send consumes md or fails the test.
+func send(t *testing.T, consume func(context.Context, pmetric.Metrics) error, md pmetric.Metrics) {
+	t.Helper()
+	if err := consume(context.Background(), md); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.uber.org/zap"
 
 	"github.com/doubletake/doubletake/internal/admission"
 )
@@ -147,7 +148,15 @@ func (p *metricsProcessor) Shutdown(ctx context.Context) error {
 		u.tracker.TakeRestarts(u.now(), true, func(h pmetric.Metrics, _ int, _ bool) {
 			h.ResourceMetrics().MoveAndAppendTo(md.ResourceMetrics())
 		})
+		// The points held for writers still undecided live in memory only:
+		// counted expired and said, never dropped in silence.
+		dropped := u.tracker.DropHeld()
 		u.mu.Unlock()
+		if dropped > 0 {
+			p.st.logger.Warn("second writers of metric streams undecided at shutdown",
+				zap.Int("held_points_dropped", dropped),
+				zap.String("suggests", "they were not told copies or peers before the gateway stopped, and their newest points, held in memory, are dropped: if they were processes that share one identity and ended with the writer elected, what they counted since their last passing point is lost; give each process a service.instance.id"))
+		}
 		if md.ResourceMetrics().Len() > 0 {
 			if e := p.next.ConsumeMetrics(ctx, md); e != nil {
 				err = fmt.Errorf("sending the held restarts at shutdown: %w", e)

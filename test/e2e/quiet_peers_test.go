@@ -248,7 +248,8 @@ func checkQuietDecided(t *testing.T, g gatewayWriters, ds []decision) {
 // writer is not lost silently: the gateway counts it undecided
 // (otelcol_processor_dedup_writers{class="undecided"}), and its counts
 // are exactly what Prometheus lacks (its held points expire after
-// max_stale; a gateway stopped before that drops them uncounted). So the
+// max_stale; a gateway stopped before that drops them at shutdown,
+// counted expired and warned about). So the
 // series stored, one per process decided (or elected), each ending at its
 // process's count, plus the undecided writers' counts, are every event
 // recorded; and no stored series resets.
