@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -76,6 +77,33 @@ func freePort(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// heldPort returns a loopback address whose port is bound and not
+// listening, so that connections to it are refused (an upstream that is
+// down) and no other process (another package's test, a gateway's
+// receiver) can take the port while a test waits for minutes; free
+// releases it just before the test listens there itself.
+func heldPort(t *testing.T) (addr string, free func()) {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No SO_REUSEADDR: a socket that sets it cannot bind the port either.
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		_ = syscall.Close(fd)
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		_ = syscall.Close(fd)
+		t.Fatal(err)
+	}
+	var once sync.Once
+	free = func() { once.Do(func() { _ = syscall.Close(fd) }) }
+	t.Cleanup(free)
+	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port), free
 }
 
 // syncBuffer is a bytes.Buffer safe for a process writing and a test

@@ -22,7 +22,7 @@ func TestUpstreamOutage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 60 s outage; not in -short runs")
 	}
-	upstream := freePort(t) // nothing listens here yet
+	upstream, free := heldPort(t) // refused, and no one else's, until it comes back
 	d := startDefault(t, "--upstream", "http://"+upstream)
 
 	ctx := ctxTimeout(t, 3*time.Minute)
@@ -51,6 +51,7 @@ func TestUpstreamOutage(t *testing.T) {
 
 	// The upstream comes back.
 	sk := &sink{spans: map[[24]byte]int{}}
+	free()
 	srv, err := capture.Listen(upstream, sk.handle)
 	if err != nil {
 		t.Fatalf("the upstream's port was taken meanwhile: %v", err)

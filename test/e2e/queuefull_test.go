@@ -28,7 +28,7 @@ const earlyRefusal = "sending queue is full (dedup_otlp_grpc/upstream); retry la
 // upstream back, the senders' retries pass (nothing of the refused
 // requests was recorded as seen) and every acknowledged span arrives once.
 func TestFullQueueRefusesBeforeDecoding(t *testing.T) {
-	upstream := freePort(t) // nothing listens here yet
+	upstream, free := heldPort(t) // refused, and no one else's, until it comes back
 	d := startDefault(t, "--upstream", "http://"+upstream, "--upstream-max-request-bytes", "262144",
 		"--set", "exporters::dedup_otlp_grpc/upstream::sending_queue::queue_size=1048576")
 	ctx := ctxTimeout(t, 3*time.Minute)
@@ -106,6 +106,7 @@ func TestFullQueueRefusesBeforeDecoding(t *testing.T) {
 
 	// The upstream comes back; every refused request is sent again.
 	sk := &sink{spans: map[[24]byte]int{}}
+	free()
 	srv, err := capture.Listen(upstream, sk.handle)
 	if err != nil {
 		t.Fatalf("the upstream's port was taken meanwhile: %v", err)
