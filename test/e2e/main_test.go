@@ -68,16 +68,33 @@ func requireDep(t *testing.T, err error, what string) {
 	t.Skipf("%s not available: %v (CI=true makes this a failure)", what, err)
 }
 
-// freePort returns a loopback address with a port nothing listens on now.
+// freePort returns a loopback address with a port nothing listens on now,
+// and one it has not returned before in this run: the kernel may hand a
+// port just closed to the next bind, and a test that asks for two ports
+// (a receiver and a status page) must not get one twice.
 func freePort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		_ = l.Close()
+		portsMu.Lock()
+		seen := portsGiven[addr]
+		portsGiven[addr] = true
+		portsMu.Unlock()
+		if !seen {
+			return addr
+		}
 	}
-	defer l.Close()
-	return l.Addr().String()
 }
+
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[string]bool{}
+)
 
 // heldPort returns a loopback address whose port is bound and not
 // listening, so that connections to it are refused (an upstream that is
