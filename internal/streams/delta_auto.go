@@ -44,6 +44,7 @@ func (t *Tracker) deltaAuto(s *stream, p Point, d Decision) (Decision, bool) {
 		s.cur = s.alt
 		s.cur.acceptDelta(p)
 		s.alt = old
+		s.flags |= flagRunSince
 		d.Writer, d.Election = s.cur.start, ElectionEarlierStart
 		j.newChain(s, old.start, Point{Start: old.deltaStart(), Time: old.time, Fingerprint: old.fp}, t.now, t.origin, writerKey{})
 		return d, true
@@ -54,28 +55,71 @@ func (t *Tracker) deltaAuto(s *stream, p Point, d Decision) (Decision, bool) {
 	// writer of the chain it precedes: decided with it, its held point
 	// released or dropped with that writer's, however late it comes.
 	join := j.successor(s.id, p)
-	if p.Time <= c.deltaStart() && join.origin == 0 {
+	// A point that starts before the run start of the stream's first run
+	// is not that run's, nor a known chain's (covered): it is another
+	// writer's interval, late (processes started together, their first
+	// exports in any order on a busy machine). Taken as out of order, its
+	// counts were lost. After another run (flagRunSince) it may be that
+	// run's, passed then: out of order.
+	early := p.Start < c.start && s.flags&flagRunSince == 0 && !j.covered(s.id, p)
+	if p.Time <= c.deltaStart() && join.origin == 0 && !early {
 		return d, false // out of order: the delta rules
 	}
-	if p.Start >= c.time && (c.interval == 0 || p.Start >= c.time+c.interval) {
+	if iv := c.interval; p.Start >= c.time && (iv == 0 && p.Start-c.time >= p.Time-p.Start || iv > 0 && p.Start >= c.time+iv) {
 		// Started after the elected chain's newest point, and after its
-		// next was due (or its interval is unknown): a restart, elected at
-		// once by the delta rules. Started before its next was due, it is
-		// a second writer (a reader or process that joined in between).
+		// next was due: a restart, elected at once by the delta rules.
+		// Started before its next was due, it is a second writer (a
+		// reader or process that joined in between). While the elected
+		// chain has sent one point (its interval unknown), its next is
+		// taken as due one interval of p's later: a process whose first
+		// interval was late (a busy machine) sends its second one just
+		// after the elected chain's first; elected, it hid its own first
+		// interval as out of order (the elected chain's), its counts
+		// lost. A restart so soon after one point is judged as a second
+		// writer: the quiet rule keeps it when the old chain stays quiet.
 		return d, false
 	}
-	if p.Start == c.start {
-		return d, false // named as the elected chain: not told apart (the delta rules)
+	// A chain whose run start is the elected chain's (processes started
+	// in one millisecond: JS SDKs stamp milliseconds) is another writer's
+	// too: the elected chain's own points continue it or repeat it, and
+	// this one overlaps its newest interval (p.Time > c.deltaStart()). It
+	// is named by its run start plus one nanosecond (sameRun), so that its
+	// name, and its label as a peer, is not the elected chain's.
+	run := p.Start
+	if run == c.start {
+		run = sameRun(run)
 	}
-	if _, ok := j.byKey[pairKey{s.id, p.Start}]; ok {
-		d.Writer = p.Start
+	if _, ok := j.byKey[pairKey{s.id, run}]; ok {
+		d.Writer = run
 		return dropped(d, ReasonOutOfOrder), true // an old point of a known chain's first interval
 	}
-	i, ok := j.newChain(s, p.Start, Point{}, t.now, t.origin, join)
+	i, ok := j.newChain(s, run, Point{}, t.now, t.origin, join)
 	if !ok {
 		return d, false // MaxJudged reached: the delta rules (counted)
 	}
-	d.Writer = p.Start
+	d.Writer = run
+	return j.deltaOther(t, s, i, p, d), true
+}
+
+// sameRun is the name of a second chain whose run start is the elected
+// chain's: one nanosecond later (a chain that truly starts one nanosecond
+// after the elected one would share the name, and be taken for it).
+func sameRun(start uint64) uint64 { return start + 1 }
+
+// deltaCollide judges p, a repeat of the elected chain's newest point,
+// as the point of a second chain that p continues: two chains that ended
+// in the same millisecond (JS SDKs stamp milliseconds) and count alike
+// over the next interval send the same point, which is both chains' own.
+// Taken as a repeat, the second chain's point was dropped and the chain
+// broken for good (its next point continued nothing): its counts were
+// lost. false: no chain continues with p (a repeat).
+func (t *Tracker) deltaCollide(s *stream, p Point, d Decision) (Decision, bool) {
+	j := t.judge
+	i, dup, ok := j.chainOf(s.id, p)
+	if !ok || dup {
+		return d, false
+	}
+	d.Writer = j.pairs[i].other
 	return j.deltaOther(t, s, i, p, d), true
 }
 
@@ -99,6 +143,21 @@ func (j *judge) chainOf(id ID, p Point) (slot uint32, dup, ok bool) {
 		}
 	}
 	return 0, false, false
+}
+
+// covered says whether p lies within a known chain of stream id: from its
+// run start to its newest point (an old point of that chain).
+func (j *judge) covered(id ID, p Point) bool {
+	head, ok := j.byStream[id]
+	if !ok {
+		return false
+	}
+	for i := head; i != 0; i = j.pairs[i-1].next {
+		if jp := &j.pairs[i-1]; jp.chains != nil && jp.other <= p.Start && p.Time <= jp.own.time {
+			return true
+		}
+	}
+	return false
 }
 
 // successor returns the pooled writer of the chain of stream id that

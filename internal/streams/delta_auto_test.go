@@ -89,11 +89,50 @@ func TestDeltaAuto(t *testing.T) {
 			{start: 123, time: 126, value: 3, want: "drop overlap", writer: 123},
 			{start: 120, time: 130, value: 10, want: "pass"},
 		}},
-		{"a restart (the elected chain's interval unknown) is elected; the old chain going on takes the stream back", []pt{
+		{"a restart (the elected chain's interval unknown: one of its own later) is elected; the old chain going on takes the stream back", []pt{
 			{start: 100, time: 110, value: 10, want: "pass"},
-			{start: 111, time: 115, value: 3, want: "pass elect:restart"},
+			{start: 114, time: 118, value: 3, want: "pass elect:restart"},
 			{start: 110, time: 120, value: 10, want: "pass elect:earlier_start", writer: 100},
+			{start: 118, time: 125, value: 9, want: "drop overlap", writer: 114},
+		}},
+		{"a chain starting less than its own interval after the elected chain's only point is a second writer", []pt{
+			{start: 100, time: 110, value: 10, want: "pass"},
+			{start: 111, time: 115, value: 3, want: "drop overlap", writer: 111},
+			{start: 110, time: 120, value: 10, want: "pass"},
 			{start: 115, time: 125, value: 9, want: "drop overlap", writer: 111},
+		}},
+		{"an interval ending by the run start of the stream's only point is a second writer's", []pt{
+			{start: 100, time: 110, value: 10, want: "pass"},
+			{start: 95, time: 99, value: 3, want: "drop overlap", writer: 95},
+			{start: 110, time: 120, value: 10, want: "pass"},
+			{start: 99, time: 109, value: 9, want: "drop overlap", writer: 95},
+		}},
+		{"a second chain ending with the elected one and counting alike sends the same point: its own, not a repeat", []pt{
+			{start: 100, time: 110, value: 10, want: "pass"},
+			{start: 103, time: 110, value: 5, want: "drop overlap", writer: 103},
+			{start: 110, time: 120, value: 10, want: "pass"},
+			{start: 110, time: 120, value: 10, want: "drop overlap", writer: 103},
+			{start: 110, time: 120, value: 10, want: "drop duplicate", writer: 100}, // a repeat of both
+			{start: 120, time: 130, value: 10, want: "pass"},
+			{start: 120, time: 131, value: 9, want: "drop overlap", writer: 103},
+		}},
+		{"an interval starting before the stream's first run, late, is a second writer's", []pt{
+			{start: 100, time: 110, value: 10, want: "pass"},
+			{start: 110, time: 120, value: 10, want: "pass"},
+			{start: 98, time: 109, value: 3, want: "drop overlap", writer: 98},
+			{start: 109, time: 119, value: 9, want: "drop overlap", writer: 98},
+			{start: 100, time: 105, value: 9, want: "drop out_of_order", writer: 100}, // within that chain
+		}},
+		{"after a restart, an interval before the run start may be the earlier run's: out of order", []pt{
+			{start: 100, time: 110, value: 10, want: "pass"},
+			{start: 150, time: 160, value: 10, want: "pass elect:restart"},
+			{start: 140, time: 145, value: 3, want: "drop out_of_order"},
+		}},
+		{"a second chain whose run start is the elected chain's is named one nanosecond later", []pt{
+			{start: 100, time: 110, value: 10, want: "pass"},
+			{start: 100, time: 112, value: 3, want: "drop overlap", writer: 100.000000001},
+			{start: 110, time: 120, value: 10, want: "pass"},
+			{start: 112, time: 122, value: 9, want: "drop overlap", writer: 100.000000001},
 		}},
 		{"a gap is a restart, as without auto", []pt{
 			{start: 100, time: 110, value: 10, want: "pass"},
