@@ -62,7 +62,17 @@ func (t *Tracker) deltaAuto(s *stream, p Point, d Decision) (Decision, bool) {
 	// counts were lost. After another run (flagRunSince) it may be that
 	// run's, passed then: out of order.
 	early := p.Start < c.start && s.flags&flagRunSince == 0 && !j.covered(s.id, p)
-	if p.Time <= c.deltaStart() && join.origin == 0 && !early {
+	// One that starts within the elected run and ends before its newest
+	// interval, not at a bound of that interval nor within a known chain,
+	// may be a later writer's first interval, late (a process stalled
+	// while the others went on), or a resent old point of the elected
+	// chain: a chain of its own, pooled with no writer (judged on its
+	// own, held undecided) until a point goes on from it, when it is
+	// pooled as a new chain is. A resent point that nothing goes on from
+	// expires held; resent points that go on count as the elected chain
+	// did, a copy's values (never a peer).
+	late := !early && join.origin == 0 && p.Start > c.start && p.Time < c.deltaStart() && !j.covered(s.id, p)
+	if p.Time <= c.deltaStart() && join.origin == 0 && !early && !late {
 		return d, false // out of order: the delta rules
 	}
 	if iv := c.interval; p.Start >= c.time && (iv == 0 && p.Start-c.time >= p.Time-p.Start || iv > 0 && p.Start >= c.time+iv) {
@@ -93,9 +103,17 @@ func (t *Tracker) deltaAuto(s *stream, p Point, d Decision) (Decision, bool) {
 		d.Writer = run
 		return dropped(d, ReasonOutOfOrder), true // an old point of a known chain's first interval
 	}
-	i, ok := j.newChain(s, run, Point{}, t.now, t.origin, join)
+	origin := t.origin
+	if late {
+		origin = 0 // pooled once it goes on (deltaOther)
+	}
+	i, ok := j.newChain(s, run, Point{}, t.now, origin, join)
 	if !ok {
 		return d, false // MaxJudged reached: the delta rules (counted)
+	}
+	j.pairs[i].late = late
+	if late {
+		j.pairs[i].origin = t.origin
 	}
 	d.Writer = run
 	return j.deltaOther(t, s, i, p, d), true
@@ -205,6 +223,15 @@ func (j *judge) newChain(s *stream, run uint64, last Point, now int64, origin ui
 	}
 	j.byStream[s.id] = i + 1
 	j.byKey[pairKey{s.id, run}] = i
+	j.poolChain(jp, origin, run, last.Time, now, join)
+	s.flags |= flagAlt
+	return i, true
+}
+
+// poolChain pools the chain of pair jp (run start run; its newest point's
+// time last, 0: none) with its writer when it has an origin, as newChain
+// says; else it is a writer of its own.
+func (j *judge) poolChain(jp *judged, origin, run, last uint64, now int64, join writerKey) {
 	if origin != 0 {
 		wk := j.resolve(origin, run)
 		switch {
@@ -217,7 +244,7 @@ func (j *judge) newChain(s *stream, run uint64, last Point, now int64, origin ui
 			w.streams++
 			j.writers[wk] = w
 			jp.wk = wk
-			jp.SetClass(w.class, last.Time)
+			jp.SetClass(w.class, last)
 			if j.scoped && !j.anchored {
 				j.anchor, j.anchored = wk, true
 			}
@@ -226,8 +253,6 @@ func (j *judge) newChain(s *stream, run uint64, last Point, now int64, origin ui
 	if jp.wk.origin == 0 {
 		j.counts[ClassUndecided]++ // a writer of its own
 	}
-	s.flags |= flagAlt
-	return i, true
 }
 
 // deltaOther judges the point p of the second chain in pair slot i.
@@ -235,6 +260,15 @@ func (j *judge) deltaOther(t *Tracker, s *stream, i uint32, p Point, d Decision)
 	jp := &j.pairs[i]
 	if t.now > jp.seen {
 		jp.seen = t.now
+	}
+	if jp.late && jp.own.time != 0 && p.Start == jp.own.time {
+		// A late first interval that a point goes on from: a writer's
+		// chain, pooled now (deltaAuto).
+		jp.late = false
+		if jp.wk.origin == 0 && jp.class == ClassUndecided && jp.origin != 0 {
+			j.counts[ClassUndecided]--
+			j.poolChain(jp, jp.origin, jp.other, jp.own.time, t.now, writerKey{})
+		}
 	}
 	if jp.ref != s.cur.start {
 		// Another elected chain (a restart): the evidence was against the

@@ -123,6 +123,23 @@ func TestDeltaAuto(t *testing.T) {
 			{start: 109, time: 119, value: 9, want: "drop overlap", writer: 98},
 			{start: 100, time: 105, value: 9, want: "drop out_of_order", writer: 100}, // within that chain
 		}},
+		{"a later writer's first interval, late, within the elected run: a chain, pooled once it goes on", []pt{
+			{start: 100, time: 110, value: 10, want: "pass"},
+			{start: 110, time: 120, value: 10, want: "pass"},
+			{start: 120, time: 130, value: 10, want: "pass"},
+			{start: 105, time: 113, value: 3, want: "drop overlap", writer: 105},
+			{start: 113, time: 123, value: 9, want: "drop overlap", writer: 105},
+			{start: 110, time: 120, value: 10, want: "drop out_of_order", writer: 100}, // at the newest interval's bound
+		}},
+		{"the elected chain's old points resent: a chain of their own, dropped, held", []pt{
+			{start: 100, time: 110, value: 10, want: "pass"},
+			{start: 110, time: 120, value: 10, want: "pass"},
+			{start: 120, time: 130, value: 10, want: "pass"},
+			{start: 130, time: 140, value: 10, want: "pass"},
+			{start: 110, time: 120, value: 10, want: "drop overlap", writer: 110},
+			{start: 120, time: 130, value: 10, want: "drop overlap", writer: 110},
+			{start: 140, time: 150, value: 10, want: "pass"},
+		}},
 		{"after a restart, an interval before the run start may be the earlier run's: out of order", []pt{
 			{start: 100, time: 110, value: 10, want: "pass"},
 			{start: 150, time: 160, value: 10, want: "pass elect:restart"},
@@ -362,5 +379,34 @@ func TestDeltaAutoQuietAfterBreak(t *testing.T) {
 	}
 	if s.delivered != truth {
 		t.Errorf("delivered %g, held %g; the first reader exported %g", s.delivered, s.stillHeld(), truth)
+	}
+}
+
+// TestDeltaAutoResentOld: the elected chain's old points resent (a
+// sender retrying a request that was delivered) are not counted again:
+// before any other chain they make a late chain of their own (deltaAuto),
+// dropped and held, never released, while a peer that joins later is
+// delivered in full; within a known chain's span, they are out of order.
+func TestDeltaAutoResentOld(t *testing.T) {
+	s := newDeltaSim(t)
+	truth := 0.0
+	for i := range 20 {
+		k := float64(i)
+		s.feed(deltaSum, pt{start: 100 + 10*k, time: 110 + 10*k, value: 10}.point())
+		truth += 10
+		if i >= 7 {
+			v := []float64{30, 1, 30, 30}[i%4]
+			s.feed(deltaSum, pt{start: 95 + 10*k, time: 105 + 10*k, value: v}.point())
+			truth += v
+		}
+		if i == 5 || i == 6 || i == 15 { // old points of the elected chain, resent
+			s.feed(deltaSum, pt{start: 100 + 10*(k-4), time: 110 + 10*(k-4), value: 10}.point())
+		}
+	}
+	if s.delivered != truth {
+		t.Errorf("delivered %g, want the truth %g (held %g)", s.delivered, truth, s.stillHeld())
+	}
+	if s.stillHeld() != 20 {
+		t.Errorf("held %g, want the 20 resent before the peer joined", s.stillHeld())
 	}
 }
