@@ -95,13 +95,22 @@ func (t *Tracker) deltaAuto(s *stream, p Point, d Decision) (Decision, bool) {
 	// this one overlaps its newest interval (p.Time > c.deltaStart()). It
 	// is named by its run start plus one nanosecond (sameRun), so that its
 	// name, and its label as a peer, is not the elected chain's.
+	// So is one whose run start is a second chain's that has sent one
+	// point, another: named one nanosecond after that chain.
 	run := p.Start
 	if run == c.start {
 		run = sameRun(run)
 	}
-	if _, ok := j.byKey[pairKey{s.id, run}]; ok {
-		d.Writer = run
-		return dropped(d, ReasonOutOfOrder), true // an old point of a known chain's first interval
+	for n := 0; ; n++ {
+		k, ok := j.byKey[pairKey{s.id, run}]
+		if !ok {
+			break
+		}
+		if q := &j.pairs[k]; n == MaxSharers || q.chains == nil || math.Float64bits(q.own.sum) != p.Start || q.own.time == p.Time {
+			d.Writer = run
+			return dropped(d, ReasonOutOfOrder), true // an old point of a known chain's first interval
+		}
+		run = sameRun(run)
 	}
 	origin := t.origin
 	if late {

@@ -145,6 +145,15 @@ func TestDeltaAuto(t *testing.T) {
 			{start: 150, time: 160, value: 10, want: "pass elect:restart"},
 			{start: 140, time: 145, value: 3, want: "drop out_of_order"},
 		}},
+		{"two second chains that share a run start are two chains", []pt{
+			{start: 100, time: 110, value: 10, want: "pass"},
+			{start: 103, time: 112, value: 3, want: "drop overlap", writer: 103},
+			{start: 103, time: 111, value: 4, want: "drop overlap", writer: 103.000000001},
+			{start: 110, time: 120, value: 10, want: "pass"},
+			{start: 112, time: 122, value: 9, want: "drop overlap", writer: 103},
+			{start: 111, time: 121, value: 9, want: "drop overlap", writer: 103.000000001},
+			{start: 103, time: 111, value: 4, want: "drop out_of_order", writer: 103}, // its first point again
+		}},
 		{"a second chain whose run start is the elected chain's is named one nanosecond later", []pt{
 			{start: 100, time: 110, value: 10, want: "pass"},
 			{start: 100, time: 112, value: 3, want: "drop overlap", writer: 100.000000001},
