@@ -75,7 +75,8 @@ func (t *Tracker) deltaAuto(s *stream, p Point, d Decision) (Decision, bool) {
 	if p.Time <= c.deltaStart() && join.origin == 0 && !early && !late {
 		return d, false // out of order: the delta rules
 	}
-	if iv := c.interval; p.Start >= c.time && (iv == 0 && p.Start-c.time >= p.Time-p.Start || iv > 0 && p.Start >= c.time+iv) {
+	_, known := j.byKey[pairKey{s.id, p.Start}]
+	if iv := c.interval; !known && p.Start >= c.time && (iv == 0 && p.Start-c.time >= p.Time-p.Start || iv > 0 && p.Start >= c.time+iv) {
 		// Started after the elected chain's newest point, and after its
 		// next was due: a restart, elected at once by the delta rules.
 		// Started before its next was due, it is a second writer (a
@@ -87,6 +88,10 @@ func (t *Tracker) deltaAuto(s *stream, p Point, d Decision) (Decision, bool) {
 		// interval as out of order (the elected chain's), its counts
 		// lost. A restart so soon after one point is judged as a second
 		// writer: the quiet rule keeps it when the old chain stays quiet.
+		// Not when a known chain has p's run start (known): elected, p
+		// took that chain's name, a labelled writer's points passed
+		// unlabelled too; it is that chain's old point, or another chain
+		// of that run start (below).
 		return d, false
 	}
 	// A chain whose run start is the elected chain's (processes started
@@ -118,6 +123,12 @@ func (t *Tracker) deltaAuto(s *stream, p Point, d Decision) (Decision, bool) {
 	}
 	i, ok := j.newChain(s, run, Point{}, t.now, origin, join)
 	if !ok {
+		if known {
+			// Elected by the delta rules, it would take a known chain's
+			// name: dropped as that chain's (counted).
+			d.Writer = p.Start
+			return dropped(d, ReasonOutOfOrder), true
+		}
 		return d, false // MaxJudged reached: the delta rules (counted)
 	}
 	j.pairs[i].late = late
