@@ -173,6 +173,11 @@ func TestDeltaAuto(t *testing.T) {
 			{start: 130, time: 130.25, value: 48, want: "drop overlap", writer: 130.000000001},
 			{start: 153.25, time: 160, value: 48, want: "label overlap", writer: 130},
 		}},
+		{name: "with no room for another chain, a point with a labelled chain's run start is dropped as that chain's, not elected under its name", policy: func(p *Policy) { p.FailoverAfter, p.MaxJudged = 20*time.Second, 1 }, steps: []pt{
+			{start: 0, time: 120, value: 48, want: "pass"},
+			{start: 130, time: 153.25, value: 48, want: "label overlap", writer: 130},
+			{start: 130, time: 130.25, value: 48, want: "drop out_of_order", writer: 130},
+		}},
 		{name: "a gap is a restart, as without auto", steps: []pt{
 			{start: 100, time: 110, value: 10, want: "pass"},
 			{start: 150, time: 160, value: 10, want: "pass elect:restart"},
