@@ -44,6 +44,7 @@ func (t *Tracker) deltaAuto(s *stream, p Point, d Decision) (Decision, bool) {
 		s.cur = s.alt
 		s.cur.acceptDelta(p)
 		s.alt = old
+		s.flags |= flagRunSince
 		d.Writer, d.Election = s.cur.start, ElectionEarlierStart
 		j.newChain(s, old.start, Point{Start: old.deltaStart(), Time: old.time, Fingerprint: old.fp}, t.now, t.origin, writerKey{})
 		return d, true
@@ -54,28 +55,109 @@ func (t *Tracker) deltaAuto(s *stream, p Point, d Decision) (Decision, bool) {
 	// writer of the chain it precedes: decided with it, its held point
 	// released or dropped with that writer's, however late it comes.
 	join := j.successor(s.id, p)
-	if p.Time <= c.deltaStart() && join.origin == 0 {
+	// A point that starts before the run start of the stream's first run
+	// is not that run's, nor a known chain's (covered): it is another
+	// writer's interval, late (processes started together, their first
+	// exports in any order on a busy machine). Taken as out of order, its
+	// counts were lost. After another run (flagRunSince) it may be that
+	// run's, passed then: out of order.
+	early := p.Start < c.start && s.flags&flagRunSince == 0 && !j.covered(s.id, p)
+	// One that starts within the elected run and ends before its newest
+	// interval, not at a bound of that interval nor within a known chain,
+	// may be a later writer's first interval, late (a process stalled
+	// while the others went on), or a resent old point of the elected
+	// chain: a chain of its own, pooled with no writer (judged on its
+	// own, held undecided) until a point goes on from it, when it is
+	// pooled as a new chain is. A resent point that nothing goes on from
+	// expires held; resent points that go on count as the elected chain
+	// did, a copy's values (never a peer).
+	late := !early && join.origin == 0 && p.Start > c.start && p.Time < c.deltaStart() && !j.covered(s.id, p)
+	if p.Time <= c.deltaStart() && join.origin == 0 && !early && !late {
 		return d, false // out of order: the delta rules
 	}
-	if p.Start >= c.time && (c.interval == 0 || p.Start >= c.time+c.interval) {
+	_, known := j.byKey[pairKey{s.id, p.Start}]
+	if iv := c.interval; !known && p.Start >= c.time && (iv == 0 && p.Start-c.time >= p.Time-p.Start || iv > 0 && p.Start >= c.time+iv) {
 		// Started after the elected chain's newest point, and after its
-		// next was due (or its interval is unknown): a restart, elected at
-		// once by the delta rules. Started before its next was due, it is
-		// a second writer (a reader or process that joined in between).
+		// next was due: a restart, elected at once by the delta rules.
+		// Started before its next was due, it is a second writer (a
+		// reader or process that joined in between). While the elected
+		// chain has sent one point (its interval unknown), its next is
+		// taken as due one interval of p's later: a process whose first
+		// interval was late (a busy machine) sends its second one just
+		// after the elected chain's first; elected, it hid its own first
+		// interval as out of order (the elected chain's), its counts
+		// lost. A restart so soon after one point is judged as a second
+		// writer: the quiet rule keeps it when the old chain stays quiet.
+		// Not when a known chain has p's run start (known): elected, p
+		// took that chain's name, a labelled writer's points passed
+		// unlabelled too; it is that chain's old point, or another chain
+		// of that run start (below).
 		return d, false
 	}
-	if p.Start == c.start {
-		return d, false // named as the elected chain: not told apart (the delta rules)
+	// A chain whose run start is the elected chain's (processes started
+	// in one millisecond: JS SDKs stamp milliseconds) is another writer's
+	// too: the elected chain's own points continue it or repeat it, and
+	// this one overlaps its newest interval (p.Time > c.deltaStart()). It
+	// is named by its run start plus one nanosecond (sameRun), so that its
+	// name, and its label as a peer, is not the elected chain's.
+	// So is one whose run start is a second chain's that has sent one
+	// point, another: named one nanosecond after that chain.
+	run := p.Start
+	if run == c.start {
+		run = sameRun(run)
 	}
-	if _, ok := j.byKey[pairKey{s.id, p.Start}]; ok {
-		d.Writer = p.Start
-		return dropped(d, ReasonOutOfOrder), true // an old point of a known chain's first interval
+	for n := 0; ; n++ {
+		k, ok := j.byKey[pairKey{s.id, run}]
+		if !ok {
+			break
+		}
+		if q := &j.pairs[k]; n == MaxSharers || q.chains == nil || math.Float64bits(q.own.sum) != p.Start || q.own.time == p.Time {
+			d.Writer = run
+			return dropped(d, ReasonOutOfOrder), true // an old point of a known chain's first interval
+		}
+		run = sameRun(run)
 	}
-	i, ok := j.newChain(s, p.Start, Point{}, t.now, t.origin, join)
+	origin := t.origin
+	if late {
+		origin = 0 // pooled once it goes on (deltaOther)
+	}
+	i, ok := j.newChain(s, run, Point{}, t.now, origin, join)
 	if !ok {
+		if known {
+			// Elected by the delta rules, it would take a known chain's
+			// name: dropped as that chain's (counted).
+			d.Writer = p.Start
+			return dropped(d, ReasonOutOfOrder), true
+		}
 		return d, false // MaxJudged reached: the delta rules (counted)
 	}
-	d.Writer = p.Start
+	j.pairs[i].late = late
+	if late {
+		j.pairs[i].origin = t.origin
+	}
+	d.Writer = run
+	return j.deltaOther(t, s, i, p, d), true
+}
+
+// sameRun is the name of a second chain whose run start is the elected
+// chain's: one nanosecond later (a chain that truly starts one nanosecond
+// after the elected one would share the name, and be taken for it).
+func sameRun(start uint64) uint64 { return start + 1 }
+
+// deltaCollide judges p, a repeat of the elected chain's newest point,
+// as the point of a second chain that p continues: two chains that ended
+// in the same millisecond (JS SDKs stamp milliseconds) and count alike
+// over the next interval send the same point, which is both chains' own.
+// Taken as a repeat, the second chain's point was dropped and the chain
+// broken for good (its next point continued nothing): its counts were
+// lost. false: no chain continues with p (a repeat).
+func (t *Tracker) deltaCollide(s *stream, p Point, d Decision) (Decision, bool) {
+	j := t.judge
+	i, dup, ok := j.chainOf(s.id, p)
+	if !ok || dup {
+		return d, false
+	}
+	d.Writer = j.pairs[i].other
 	return j.deltaOther(t, s, i, p, d), true
 }
 
@@ -99,6 +181,21 @@ func (j *judge) chainOf(id ID, p Point) (slot uint32, dup, ok bool) {
 		}
 	}
 	return 0, false, false
+}
+
+// covered says whether p lies within a known chain of stream id: from its
+// run start to its newest point (an old point of that chain).
+func (j *judge) covered(id ID, p Point) bool {
+	head, ok := j.byStream[id]
+	if !ok {
+		return false
+	}
+	for i := head; i != 0; i = j.pairs[i-1].next {
+		if jp := &j.pairs[i-1]; jp.chains != nil && jp.other <= p.Start && p.Time <= jp.own.time {
+			return true
+		}
+	}
+	return false
 }
 
 // successor returns the pooled writer of the chain of stream id that
@@ -146,6 +243,15 @@ func (j *judge) newChain(s *stream, run uint64, last Point, now int64, origin ui
 	}
 	j.byStream[s.id] = i + 1
 	j.byKey[pairKey{s.id, run}] = i
+	j.poolChain(jp, origin, run, last.Time, now, join)
+	s.flags |= flagAlt
+	return i, true
+}
+
+// poolChain pools the chain of pair jp (run start run; its newest point's
+// time last, 0: none) with its writer when it has an origin, as newChain
+// says; else it is a writer of its own.
+func (j *judge) poolChain(jp *judged, origin, run, last uint64, now int64, join writerKey) {
 	if origin != 0 {
 		wk := j.resolve(origin, run)
 		switch {
@@ -158,7 +264,7 @@ func (j *judge) newChain(s *stream, run uint64, last Point, now int64, origin ui
 			w.streams++
 			j.writers[wk] = w
 			jp.wk = wk
-			jp.SetClass(w.class, last.Time)
+			jp.SetClass(w.class, last)
 			if j.scoped && !j.anchored {
 				j.anchor, j.anchored = wk, true
 			}
@@ -167,8 +273,6 @@ func (j *judge) newChain(s *stream, run uint64, last Point, now int64, origin ui
 	if jp.wk.origin == 0 {
 		j.counts[ClassUndecided]++ // a writer of its own
 	}
-	s.flags |= flagAlt
-	return i, true
 }
 
 // deltaOther judges the point p of the second chain in pair slot i.
@@ -176,6 +280,15 @@ func (j *judge) deltaOther(t *Tracker, s *stream, i uint32, p Point, d Decision)
 	jp := &j.pairs[i]
 	if t.now > jp.seen {
 		jp.seen = t.now
+	}
+	if jp.late && jp.own.time != 0 && p.Start == jp.own.time {
+		// A late first interval that a point goes on from: a writer's
+		// chain, pooled now (deltaAuto).
+		jp.late = false
+		if jp.wk.origin == 0 && jp.class == ClassUndecided && jp.origin != 0 {
+			j.counts[ClassUndecided]--
+			j.poolChain(jp, jp.origin, jp.other, jp.own.time, t.now, writerKey{})
+		}
 	}
 	if jp.ref != s.cur.start {
 		// Another elected chain (a restart): the evidence was against the

@@ -3,6 +3,7 @@ package streams
 import (
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/collector/pdata/pmetric"
 )
@@ -65,10 +66,11 @@ func (s *deltaSim) stillHeld() (n float64) {
 // TestDeltaAuto: golden cases of delta chains under Auto.
 func TestDeltaAuto(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		steps []pt
+		name   string
+		policy func(*Policy)
+		steps  []pt
 	}{
-		{"a second chain is held undecided, labelled once a peer", []pt{
+		{name: "a second chain is held undecided, labelled once a peer", steps: []pt{
 			{start: 100, time: 110, value: 10, want: "pass"},
 			{start: 110, time: 120, value: 10, want: "pass"},
 			{start: 113, time: 118, value: 5, want: "drop overlap", writer: 113},
@@ -83,25 +85,106 @@ func TestDeltaAuto(t *testing.T) {
 			{start: 138, time: 148, value: 30, want: "drop duplicate", writer: 113},
 			{start: 150, time: 160, value: 10, want: "pass"},
 		}},
-		{"a chain starting after the elected one's newest point, before its next is due, is a second writer", []pt{
+		{name: "a chain starting after the elected one's newest point, before its next is due, is a second writer", steps: []pt{
 			{start: 100, time: 110, value: 10, want: "pass"},
 			{start: 110, time: 120, value: 10, want: "pass"},
 			{start: 123, time: 126, value: 3, want: "drop overlap", writer: 123},
 			{start: 120, time: 130, value: 10, want: "pass"},
 		}},
-		{"a restart (the elected chain's interval unknown) is elected; the old chain going on takes the stream back", []pt{
+		{name: "a restart (the elected chain's interval unknown: one of its own later) is elected; the old chain going on takes the stream back", steps: []pt{
 			{start: 100, time: 110, value: 10, want: "pass"},
-			{start: 111, time: 115, value: 3, want: "pass elect:restart"},
+			{start: 114, time: 118, value: 3, want: "pass elect:restart"},
 			{start: 110, time: 120, value: 10, want: "pass elect:earlier_start", writer: 100},
+			{start: 118, time: 125, value: 9, want: "drop overlap", writer: 114},
+		}},
+		{name: "a chain starting less than its own interval after the elected chain's only point is a second writer", steps: []pt{
+			{start: 100, time: 110, value: 10, want: "pass"},
+			{start: 111, time: 115, value: 3, want: "drop overlap", writer: 111},
+			{start: 110, time: 120, value: 10, want: "pass"},
 			{start: 115, time: 125, value: 9, want: "drop overlap", writer: 111},
 		}},
-		{"a gap is a restart, as without auto", []pt{
+		{name: "an interval ending by the run start of the stream's only point is a second writer's", steps: []pt{
+			{start: 100, time: 110, value: 10, want: "pass"},
+			{start: 95, time: 99, value: 3, want: "drop overlap", writer: 95},
+			{start: 110, time: 120, value: 10, want: "pass"},
+			{start: 99, time: 109, value: 9, want: "drop overlap", writer: 95},
+		}},
+		{name: "a second chain ending with the elected one and counting alike sends the same point: its own, not a repeat", steps: []pt{
+			{start: 100, time: 110, value: 10, want: "pass"},
+			{start: 103, time: 110, value: 5, want: "drop overlap", writer: 103},
+			{start: 110, time: 120, value: 10, want: "pass"},
+			{start: 110, time: 120, value: 10, want: "drop overlap", writer: 103},
+			{start: 110, time: 120, value: 10, want: "drop duplicate", writer: 100}, // a repeat of both
+			{start: 120, time: 130, value: 10, want: "pass"},
+			{start: 120, time: 131, value: 9, want: "drop overlap", writer: 103},
+		}},
+		{name: "an interval starting before the stream's first run, late, is a second writer's", steps: []pt{
+			{start: 100, time: 110, value: 10, want: "pass"},
+			{start: 110, time: 120, value: 10, want: "pass"},
+			{start: 98, time: 109, value: 3, want: "drop overlap", writer: 98},
+			{start: 109, time: 119, value: 9, want: "drop overlap", writer: 98},
+			{start: 100, time: 105, value: 9, want: "drop out_of_order", writer: 100}, // within that chain
+		}},
+		{name: "a later writer's first interval, late, within the elected run: a chain, pooled once it goes on", steps: []pt{
+			{start: 100, time: 110, value: 10, want: "pass"},
+			{start: 110, time: 120, value: 10, want: "pass"},
+			{start: 120, time: 130, value: 10, want: "pass"},
+			{start: 105, time: 113, value: 3, want: "drop overlap", writer: 105},
+			{start: 113, time: 123, value: 9, want: "drop overlap", writer: 105},
+			{start: 110, time: 120, value: 10, want: "drop out_of_order", writer: 100}, // at the newest interval's bound
+		}},
+		{name: "the elected chain's old points resent: a chain of their own, dropped, held", steps: []pt{
+			{start: 100, time: 110, value: 10, want: "pass"},
+			{start: 110, time: 120, value: 10, want: "pass"},
+			{start: 120, time: 130, value: 10, want: "pass"},
+			{start: 130, time: 140, value: 10, want: "pass"},
+			{start: 110, time: 120, value: 10, want: "drop overlap", writer: 110},
+			{start: 120, time: 130, value: 10, want: "drop overlap", writer: 110},
+			{start: 140, time: 150, value: 10, want: "pass"},
+		}},
+		{name: "after a restart, an interval before the run start may be the earlier run's: out of order", steps: []pt{
+			{start: 100, time: 110, value: 10, want: "pass"},
+			{start: 150, time: 160, value: 10, want: "pass elect:restart"},
+			{start: 140, time: 145, value: 3, want: "drop out_of_order"},
+		}},
+		{name: "two second chains that share a run start are two chains", steps: []pt{
+			{start: 100, time: 110, value: 10, want: "pass"},
+			{start: 103, time: 112, value: 3, want: "drop overlap", writer: 103},
+			{start: 103, time: 111, value: 4, want: "drop overlap", writer: 103.000000001},
+			{start: 110, time: 120, value: 10, want: "pass"},
+			{start: 112, time: 122, value: 9, want: "drop overlap", writer: 103},
+			{start: 111, time: 121, value: 9, want: "drop overlap", writer: 103.000000001},
+			{start: 103, time: 111, value: 4, want: "drop out_of_order", writer: 103}, // its first point again
+		}},
+		{name: "a second chain whose run start is the elected chain's is named one nanosecond later", steps: []pt{
+			{start: 100, time: 110, value: 10, want: "pass"},
+			{start: 100, time: 112, value: 3, want: "drop overlap", writer: 100.000000001},
+			{start: 110, time: 120, value: 10, want: "pass"},
+			{start: 112, time: 122, value: 9, want: "drop overlap", writer: 100.000000001},
+		}},
+		{name: "a point with a labelled chain's run start is that chain's or another of that run start, never a restart under its name", policy: func(p *Policy) { p.FailoverAfter = 20 * time.Second }, steps: []pt{
+			{start: 0, time: 120, value: 48, want: "pass"},
+			// Starts less than its own interval after the only point: a
+			// second writer, a peer at once (the elected chain quiet).
+			{start: 130, time: 153.25, value: 48, want: "label overlap", writer: 130},
+			// Starts after the elected chain's only point, sooner than its
+			// own interval: not elected as a restart named 130, the
+			// labelled writer's name, but a second chain of run start 130.
+			{start: 130, time: 130.25, value: 48, want: "drop overlap", writer: 130.000000001},
+			{start: 153.25, time: 160, value: 48, want: "label overlap", writer: 130},
+		}},
+		{name: "with no room for another chain, a point with a labelled chain's run start is dropped as that chain's, not elected under its name", policy: func(p *Policy) { p.FailoverAfter, p.MaxJudged = 20*time.Second, 1 }, steps: []pt{
+			{start: 0, time: 120, value: 48, want: "pass"},
+			{start: 130, time: 153.25, value: 48, want: "label overlap", writer: 130},
+			{start: 130, time: 130.25, value: 48, want: "drop out_of_order", writer: 130},
+		}},
+		{name: "a gap is a restart, as without auto", steps: []pt{
 			{start: 100, time: 110, value: 10, want: "pass"},
 			{start: 150, time: 160, value: 10, want: "pass elect:restart"},
 			{start: 160, time: 170, value: 10, want: "pass"},
 		}},
 	} {
-		t.Run(tc.name, func(t *testing.T) { run(t, autoTracker(t, nil), deltaSum, tc.steps) })
+		t.Run(tc.name, func(t *testing.T) { run(t, autoTracker(t, tc.policy), deltaSum, tc.steps) })
 	}
 }
 
@@ -323,5 +406,34 @@ func TestDeltaAutoQuietAfterBreak(t *testing.T) {
 	}
 	if s.delivered != truth {
 		t.Errorf("delivered %g, held %g; the first reader exported %g", s.delivered, s.stillHeld(), truth)
+	}
+}
+
+// TestDeltaAutoResentOld: the elected chain's old points resent (a
+// sender retrying a request that was delivered) are not counted again:
+// before any other chain they make a late chain of their own (deltaAuto),
+// dropped and held, never released, while a peer that joins later is
+// delivered in full; within a known chain's span, they are out of order.
+func TestDeltaAutoResentOld(t *testing.T) {
+	s := newDeltaSim(t)
+	truth := 0.0
+	for i := range 20 {
+		k := float64(i)
+		s.feed(deltaSum, pt{start: 100 + 10*k, time: 110 + 10*k, value: 10}.point())
+		truth += 10
+		if i >= 7 {
+			v := []float64{30, 1, 30, 30}[i%4]
+			s.feed(deltaSum, pt{start: 95 + 10*k, time: 105 + 10*k, value: v}.point())
+			truth += v
+		}
+		if i == 5 || i == 6 || i == 15 { // old points of the elected chain, resent
+			s.feed(deltaSum, pt{start: 100 + 10*(k-4), time: 110 + 10*(k-4), value: 10}.point())
+		}
+	}
+	if s.delivered != truth {
+		t.Errorf("delivered %g, want the truth %g (held %g)", s.delivered, truth, s.stillHeld())
+	}
+	if s.stillHeld() != 20 {
+		t.Errorf("held %g, want the 20 resent before the peer joined", s.stillHeld())
 	}
 }

@@ -148,6 +148,7 @@ type judged struct {
 	skip   uint8     // points since the last fed, while a copy (CopySample)
 	own    ownPoint  // this writer's newest point, for its own order while it is labelled
 	live   bool
+	late   bool // a delta chain's first interval, late: pooled once it goes on (deltaAuto)
 	held   held // its newest dropped point, while undecided (held.go)
 	// restart: its points held unlabelled while it looks like a restart
 	// of the stream's elected writer (restart.go); nil otherwise.

@@ -146,7 +146,7 @@ func (t *Tracker) elect(s *stream, p Point, known bool, e Election, d Decision) 
 		s.cur = newWriter(p)
 	}
 	s.alt = old
-	s.flags |= flagAlt | flagWasElected
+	s.flags |= flagAlt | flagWasElected | flagRunSince
 	s.flags &^= flagShift
 	d.Election = e
 	if t.judge != nil {
@@ -188,6 +188,14 @@ func (t *Tracker) delta(s *stream, p Point) Decision {
 	d := Decision{Writer: c.start, Elected: c.start}
 	switch {
 	case p.Time == c.time && p.Start == c.deltaStart() && p.Fingerprint == c.fp:
+		if t.judge != nil && JudgedDelta(s.shape) {
+			// Two chains that ended in one millisecond and count alike
+			// send the same point: the second is the other chain's
+			// (deltaCollide).
+			if dd, ok := t.deltaCollide(s, p, d); ok {
+				return dd
+			}
+		}
 		return dropped(d, ReasonDuplicate)
 	case p.Start == c.time && p.Time > c.time:
 		c.acceptDelta(p)
@@ -215,7 +223,7 @@ func (t *Tracker) delta(s *stream, p Point) Decision {
 			d.Election = ElectionRestart
 		}
 		s.alt = old
-		s.flags |= flagAlt
+		s.flags |= flagAlt | flagRunSince
 		if auto {
 			s.flags |= flagWasElected // it may take the stream back (deltaAuto)
 		}

@@ -118,7 +118,7 @@ func (t *Tracker) Restore(b []byte) (int, error) {
 			alt:     readWriter(b[16+writerBytes:]),
 			seen:    int64(binary.LittleEndian.Uint64(b[16+2*writerBytes:])),
 			shape:   Shape(b[16+2*writerBytes+8]),
-			flags:   b[16+2*writerBytes+9] | flagLive,
+			flags:   b[16+2*writerBytes+9] | flagLive | flagRunSince,
 			version: t.nextVersion(),
 		}
 		if size == streamBytes {

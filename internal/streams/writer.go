@@ -108,4 +108,9 @@ const (
 	// flagShortGap: a gauge point came sooner than half the observed
 	// interval (gauge, rules.go); the next such gap is a suspected writer.
 	flagShortGap
+	// flagRunSince: cur is not the stream's first run (an election since
+	// its first point, or a stream restored from a snapshot): a delta
+	// point before cur's run start may be an earlier run's, passed then
+	// (deltaAuto).
+	flagRunSince
 )

@@ -38,6 +38,9 @@ exporters:
     path: %s
 service:
   extensions: [health_check]
+  telemetry:
+    metrics:
+      level: none
   pipelines:
     metrics:
       receivers: [otlp]
@@ -94,19 +97,21 @@ func deltaCounted(t *testing.T, path, service string) int64 {
 }
 
 // TestDefaultDeltaWriters: the issue's cases with delta temporality
-// (OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE=delta), the Go SDK,
-// through the default dedup config into a file: the counts forwarded,
+// (OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE=delta), the Go SDK
+// (and the JS SDK on request), through the default dedup config into a
+// file: the counts forwarded,
 // every series added up, equal the events recorded: one reader; a second
 // reader joined (a copy: dropped); 2 and 4 processes sharing one identity,
 // each counting its own (peers: kept). And audit, reading what the
 // gateway received, names each case as the gateway judges it (auditDelta).
 func TestDefaultDeltaWriters(t *testing.T) {
 	// The Go SDK by default; the JS SDK's rows (its client honours the
-	// variable too) with DOUBLETAKE_E2E_JS_DELTA=1, as they are not the
-	// truth in every run on a loaded machine yet (docs/metrics.md, "Delta
-	// writers": 8 of 9 runs of each row; a machine stalling the processes
-	// for seconds breaks every chain, and chains begun late may end
-	// undecided, their counts held).
+	// variable too) with DOUBLETAKE_E2E_JS_DELTA=1, as 4 JS processes are
+	// not the truth in every run yet (docs/metrics.md, "Delta writers":
+	// processes that count alike on one beat, in close phases, can be
+	// taken for copies before anything tells them apart).
+	// DOUBLETAKE_E2E_DELTA_KEEP=DIR keeps what the gateway received and
+	// forwarded in each case.
 	goClient(t)
 	sdks := []peersSDK{{"go", runGoWorker}}
 	if os.Getenv("DOUBLETAKE_E2E_JS_DELTA") == "1" {
@@ -147,6 +152,20 @@ func TestDefaultDeltaWriters(t *testing.T) {
 				g.stop(t)
 				if got = deltaCounted(t, path, service); got != truth {
 					t.Errorf("%d counted in the file, want the %d events recorded", got, truth)
+				}
+				if keep := os.Getenv("DOUBLETAKE_E2E_DELTA_KEEP"); keep != "" {
+					// What the gateway received and forwarded, kept to
+					// replay (a failing run's timing is not made again).
+					outcome := "ok"
+					if got != truth {
+						outcome = "short"
+					}
+					for _, f := range []string{raw, path} {
+						if b, err := os.ReadFile(f); err == nil {
+							name := fmt.Sprintf("%s-%d-%s-%d-%s", strings.ReplaceAll(t.Name(), "/", "_"), time.Now().Unix(), outcome, got, filepath.Base(f))
+							_ = os.WriteFile(filepath.Join(keep, name), b, 0o644)
+						}
+					}
 				}
 				auditDelta(t, raw, tc.mode, tc.workers)
 			})
