@@ -185,27 +185,34 @@ func TestDefaultQuietPeers(t *testing.T) {
 	}
 	for _, sdk := range []string{"js", "go"} {
 		t.Run(sdk, func(t *testing.T) {
-			for attempt := 1; ; attempt++ {
-				r := startPeersRun(t)
-				const service = "quiet-peers-svc"
-				ws := runQuietWorkers(t, sdk, r.grpcAddr, service, sched)
-				// As in TestDefaultSharedIdentity: two JS processes whose
-				// streams started in one millisecond are one writer; and
-				// two processes the gateway pools are counted as one.
-				if why := notDistinct(ws); why != "" {
-					if attempt == 3 {
-						t.Fatalf("three runs with processes that are not distinct writers: %s", why)
-					}
-					t.Logf("%s: not distinct writers, running again", why)
-					r.finish(t)
-					continue
-				}
-				g := r.writersNow(t)
-				checkQuietDecided(t, g, r.finish(t))
-				checkPeerSeries(t, r, service, ws)
-				return
-			}
+			const service = "quiet-peers-svc"
+			r, ws := runDistinctWorkers(t, sdk, service, sched)
+			g := r.writersNow(t)
+			checkQuietDecided(t, g, r.finish(t))
+			checkPeerSeries(t, r, service, ws)
 		})
+	}
+}
+
+// runDistinctWorkers starts a gateway and runs sched's processes of sdk
+// into it, again (at most three runs in all) when two of them were not
+// distinct writers: as in TestDefaultSharedIdentity, two JS processes
+// whose streams started in one millisecond are one writer, and two
+// processes the gateway pools are counted as one.
+func runDistinctWorkers(t *testing.T, sdk, service string, sched []quietSchedule) (*peersRun, []workerResult) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		r := startPeersRun(t)
+		ws := runQuietWorkers(t, sdk, r.grpcAddr, service, sched)
+		why := notDistinct(ws)
+		if why == "" {
+			return r, ws
+		}
+		if attempt == 3 {
+			t.Fatalf("three runs with processes that are not distinct writers: %s", why)
+		}
+		t.Logf("%s: not distinct writers, running again", why)
+		r.finish(t)
 	}
 }
 
@@ -262,23 +269,11 @@ func TestDefaultPeersEndTogether(t *testing.T) {
 	}
 	for _, sdk := range []string{"js", "go"} {
 		t.Run(sdk, func(t *testing.T) {
-			for attempt := 1; ; attempt++ {
-				r := startPeersRun(t)
-				const service = "together-svc"
-				ws := runQuietWorkers(t, sdk, r.grpcAddr, service, sched)
-				if why := notDistinct(ws); why != "" {
-					if attempt == 3 {
-						t.Fatalf("three runs with processes that are not distinct writers: %s", why)
-					}
-					t.Logf("%s: not distinct writers, running again", why)
-					r.finish(t)
-					continue
-				}
-				g := r.writersNow(t)
-				r.finish(t)
-				checkEndTogether(t, r, service, ws, g)
-				return
-			}
+			const service = "together-svc"
+			r, ws := runDistinctWorkers(t, sdk, service, sched)
+			g := r.writersNow(t)
+			r.finish(t)
+			checkEndTogether(t, r, service, ws, g)
 		})
 	}
 }
