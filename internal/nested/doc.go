@@ -11,7 +11,8 @@
 //   - Structure: C is a child of P; or both are SERVER spans with the
 //     same parent (each instrumentation extracted the incoming trace
 //     context, as two otelhttp handlers do when the client propagates
-//     it), P being the one whose time contains C's.
+//     it), P being the one whose time contains C's (when each contains
+//     the other within Skew, the one without a route, else the longer).
 //   - Kind: the same (UNSPECIFIED reads as INTERNAL). INTERNAL inside
 //     INTERNAL counts only between different scopes: one scope nesting
 //     its own INTERNAL span under the same name is nearly always

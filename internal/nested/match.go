@@ -333,7 +333,10 @@ func (o *Options) match(p, c *spanInfo) (string, bool) {
 // record one request twice, as when each of two instrumentations extracts
 // the incoming trace context; outerIsA says which one is the outer span:
 // the one that covers the other; when each covers the other (within
-// Skew), the longer one, then the one that starts first, then a.
+// Skew): for a pair matched by method or path, the one without a route
+// (a wrapper outside the router never learns it: its span is the outer
+// one whichever of the two ends a fraction of a millisecond later);
+// otherwise the longer one, then the one that starts first, then a.
 func (o *Options) matchSibling(a, b *spanInfo) (outerIsA bool, by string, ok bool) {
 	if a.service != b.service || a.kind != ptrace.SpanKindServer || b.kind != ptrace.SpanKindServer {
 		return false, "", false
@@ -345,6 +348,9 @@ func (o *Options) matchSibling(a, b *spanInfo) (outerIsA bool, by string, ok boo
 	ab, ba := o.covers(a, b), o.covers(b, a)
 	switch {
 	case ab && ba:
+		if (by == ByMethod || by == ByPath) && (a.route == "") != (b.route == "") {
+			return a.route == "", by, true
+		}
 		da, db := a.end-a.start, b.end-b.start
 		return da > db || da == db && a.start <= b.start, by, true
 	case ab:

@@ -72,6 +72,16 @@ func TestDetectFastAPIWrappedByASGI(t *testing.T) {
 	if f.MatchedBy != ByPath || f.Siblings != 1 || f.OuterScope != (Scope{asgi, "0.66b2"}) || f.InnerScope != (Scope{fastapi, "0.143.5"}) || f.Diagnosis != diag {
 		t.Errorf("finding %+v\nwant matched by path, contrib's span outside FastAPI's: %s", f, diag)
 	}
+	// FastAPI's span a fraction of a millisecond longer than contrib's,
+	// each within the other's time give or take Skew (a fast request,
+	// CI run of 2026-12-04): contrib's, without a route, is still the
+	// outer one.
+	longer := own
+	longer.start, longer.end = 0.1, 0.95
+	rep = Detect(build(contrib("GET /items/2", "GET", 0.2, 0.9), longer, endpoint, send), Options{})
+	if len(rep.Findings) != 1 || rep.Findings[0].OuterScope != (Scope{asgi, "0.66b2"}) || rep.Findings[0].Diagnosis != diag {
+		t.Errorf("FastAPI's span the longer: findings %+v\nwant contrib's span outside FastAPI's: %s", rep.Findings, diag)
+	}
 	for name, spans := range map[string][]s{
 		"another path":             {contrib("GET /users/2", "GET", 0, 13.23), own},
 		"another method":           {contrib("POST /items/2", "POST", 0, 13.23), own},
