@@ -26,6 +26,19 @@ func (t *Tracker) deltaAuto(s *stream, p Point, d Decision) (Decision, bool) {
 		return j.deltaOther(t, s, i, p, d), true
 	}
 	if s.flags&(flagAlt|flagWasElected) == flagAlt|flagWasElected && p.Start == a.time && p.Time > a.time {
+		if p.Time == c.start && c.deltaStart() == c.start {
+			// p ends where the run elected as a restart began, which has
+			// sent one point: that point was this chain's next interval,
+			// arrived before p (a process's final export overtaking its
+			// cancelled periodic one: continued). One run: p passes as
+			// the elected writer's, the run keeps the old chain's name.
+			s.flags &^= flagWasElected
+			s.cur.start, s.cur.interval = a.start, a.interval
+			d.Writer, d.Elected = a.start, a.start
+			j.stats.Continued++
+			j.deltaElected(s, p) // evidence for the stream's pairs
+			return d, true
+		}
 		// The chain elected before a restart goes on: two chains are live,
 		// the restart was a second writer's first point. The old chain
 		// takes the stream back, the other becomes a pair; unless this
@@ -307,6 +320,7 @@ func (j *judge) deltaOther(t *Tracker, s *stream, i uint32, p Point, d Decision)
 	}
 	old := jp.own
 	jp.own.time, jp.own.fp, jp.own.sum = p.Time, p.Fingerprint, math.Float64frombits(p.Start)
+	j.continued(s.id, i, p.Time)
 	if t.journal != nil {
 		t.journal.entries = append(t.journal.entries, journalEntry{pair: true, key: pairKey{s.id, jp.other}, pairBefore: old, pairAfter: jp.own})
 	}
@@ -338,6 +352,83 @@ func (j *judge) deltaOther(t *Tracker, s *stream, i uint32, p Point, d Decision)
 	return d
 }
 
+// continued finds the chain of stream id that starts where the chain of
+// pair slot from (noSlot: the elected chain) now ends, at end: that
+// chain's first point arrived before the point it follows (a process's
+// last periodic export, cancelled by its shutdown while it was on the
+// wire, and the final export that went after it; exports reordered on a
+// busy machine), and was taken for a new writer, undecided: its counts
+// held, lost if nothing went on from it. It is the writer's own: pooled
+// with the writer of the chain it continues, it is decided with it; the
+// elected writer's continues its own series' count as a peer's (labelled
+// by its run start), never dropped.
+func (j *judge) continued(id ID, from uint32, end uint64) {
+	head, ok := j.byStream[id]
+	if !ok {
+		return
+	}
+	for i := head; i != 0; i = j.pairs[i-1].next {
+		y := i - 1
+		jp := &j.pairs[y]
+		if y == from || jp.chains == nil || jp.other != end || j.classOf(y) != ClassUndecided {
+			continue
+		}
+		switch {
+		case from == noSlot:
+			jp.class, jp.part, jp.decided = ClassPeer, partQuiet, jp.own.time
+			if jp.wk.origin == 0 {
+				j.counts[ClassUndecided]--
+				j.counts[ClassPeer]++
+			}
+		case j.pairs[from].wk.origin != 0:
+			j.repool(y, j.pairs[from].wk, jp.own.time)
+		default:
+			c := j.classOf(from)
+			if c == ClassUndecided {
+				continue
+			}
+			if jp.wk.origin == 0 {
+				j.counts[jp.class]--
+				j.counts[c]++
+			}
+			jp.class, jp.part, jp.decided = c, partQuiet, jp.own.time
+		}
+		j.stats.Continued++
+		j.scan = true
+		return
+	}
+}
+
+// noSlot names the elected chain where a pair slot is expected.
+const noSlot = ^uint32(0)
+
+// repool moves the chain of pair slot i to the pooled writer wk, which
+// decides it from now on.
+func (j *judge) repool(i uint32, wk writerKey, t uint64) {
+	jp := &j.pairs[i]
+	w, ok := j.writers[wk]
+	if !ok || jp.wk == wk {
+		return
+	}
+	if jp.wk.origin == 0 {
+		j.counts[jp.class]-- // a writer of its own (newChain)
+	} else if old, ok := j.writers[jp.wk]; ok {
+		if old.streams > 0 {
+			old.streams--
+		}
+		if old.streams == 0 && old.class == ClassUndecided {
+			j.counts[old.class]--
+			delete(j.writers, jp.wk)
+		} else {
+			j.writers[jp.wk] = old
+		}
+	}
+	w.streams++
+	j.writers[wk] = w
+	jp.wk = wk
+	jp.SetClass(w.class, t)
+}
+
 // deltaElected feeds a point of the elected chain to the pairs of the
 // stream, rebasing those judged against another elected chain.
 func (j *judge) deltaElected(s *stream, p Point) {
@@ -345,6 +436,7 @@ func (j *judge) deltaElected(s *stream, p Point) {
 	if !ok {
 		return
 	}
+	j.continued(s.id, noSlot, p.Time)
 	for i := head; i != 0; i = j.pairs[i-1].next {
 		jp := &j.pairs[i-1]
 		if jp.chains == nil || jp.class == ClassPeer {

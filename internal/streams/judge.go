@@ -49,6 +49,10 @@ type JudgeStats struct {
 	Refused uint64 // pairs or writers not judged: MaxJudged reached
 	Expired uint64 // pairs forgotten: their writer sent nothing for MaxStale
 	Quiet   uint64 // pairs decided peers by the quiet rule
+	// Continued counts delta chains found to be another chain's next
+	// points, arrived before the point they follow (delta_auto.go,
+	// continued).
+	Continued uint64
 	// Shared starts (shared.go): streams split since start, points that
 	// could not be split, and streams split now.
 	SharedSplit, SharedUnsplit uint64

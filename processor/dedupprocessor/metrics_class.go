@@ -65,15 +65,18 @@ func classifyShared(e *metricEvent, tracker *streams.Tracker, id streams.ID, d s
 // otelcol_processor_dedup_writer_rules names them: quiet (a peer that went
 // quiet while the elected writer went on), shared_start_split (streams
 // whose writers shared a start, split) and shared_start_unsplit (points of
-// a shared start that could not be split).
+// a shared start that could not be split) and continued (delta chains
+// whose first point arrived before the point it follows, decided with
+// that point's writer).
 const (
 	ruleQuiet = iota
 	ruleSharedSplit
 	ruleSharedUnsplit
+	ruleContinued
 	numRules
 )
 
-var ruleNames = [numRules]string{"quiet", "shared_start_split", "shared_start_unsplit"}
+var ruleNames = [numRules]string{"quiet", "shared_start_split", "shared_start_unsplit", "continued"}
 
 // observeWriters reports the writers under judgement by class, the
 // writers refused at metrics.max_judged_writers and what became of the
@@ -121,6 +124,7 @@ func observeWriters(tb *metadata.TelemetryBuilder, auto bool, stats func() strea
 			o.Observe(int64(s.Quiet), byRule[ruleQuiet])
 			o.Observe(int64(s.SharedSplit), byRule[ruleSharedSplit])
 			o.Observe(int64(s.SharedUnsplit), byRule[ruleSharedUnsplit])
+			o.Observe(int64(s.Continued), byRule[ruleContinued])
 			return nil
 		}),
 		tb.RegisterProcessorDedupWritersRefusedCallback(func(_ context.Context, o metric.Int64Observer) error {

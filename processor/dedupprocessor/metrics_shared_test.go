@@ -82,20 +82,20 @@ func TestSharedStartSplit(t *testing.T) {
 	if !warned {
 		t.Error("no warning naming the shared start")
 	}
-	if got := writerRules(t, h); got != [3]int64{0, 1, 0} {
+	if got := writerRules(t, h); got != [numRules]int64{0, 1, 0, 0} {
 		t.Errorf("otelcol_processor_dedup_writer_rules quiet, split, unsplit: %v, want [0 1 0]", got)
 	}
 }
 
 // writerRules reads otelcol_processor_dedup_writer_rules by rule: quiet,
-// shared_start_split, shared_start_unsplit.
-func writerRules(t *testing.T, h *metricsHarness) [3]int64 {
+// shared_start_split, shared_start_unsplit, continued.
+func writerRules(t *testing.T, h *metricsHarness) [numRules]int64 {
 	t.Helper()
 	m, err := h.tel.GetMetric("otelcol_processor_dedup_writer_rules")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out [3]int64
+	var out [numRules]int64
 	for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
 		r, _ := dp.Attributes.Value("rule")
 		for k, name := range ruleNames {
@@ -134,7 +134,7 @@ func TestSharedStartUnsplitNamed(t *testing.T) {
 	if s.WriterRules == nil || s.WriterRules.SharedUnsplit != 5 || s.WriterRules.SharedSplit != 0 {
 		t.Errorf("writer rules %+v", s.WriterRules)
 	}
-	if got := writerRules(t, h); got != [3]int64{0, 0, 5} {
+	if got := writerRules(t, h); got != [numRules]int64{0, 0, 5, 0} {
 		t.Errorf("otelcol_processor_dedup_writer_rules quiet, split, unsplit: %v, want [0 0 5]", got)
 	}
 }
