@@ -320,7 +320,6 @@ func (j *judge) deltaOther(t *Tracker, s *stream, i uint32, p Point, d Decision)
 	}
 	old := jp.own
 	jp.own.time, jp.own.fp, jp.own.sum = p.Time, p.Fingerprint, math.Float64frombits(p.Start)
-	j.continued(s.id, i, p.Time)
 	if t.journal != nil {
 		t.journal.entries = append(t.journal.entries, journalEntry{pair: true, key: pairKey{s.id, jp.other}, pairBefore: old, pairAfter: jp.own})
 	}
@@ -340,6 +339,7 @@ func (j *judge) deltaOther(t *Tracker, s *stream, i uint32, p Point, d Decision)
 		}
 	}
 	j.chainDecided(jp, before, p.Time)
+	j.continued(s.id, i, p.Time) // after this point's decision, which the chain it continues takes
 	d.Class = jp.class
 	switch jp.class {
 	case ClassPeer:
@@ -379,6 +379,7 @@ func (j *judge) continued(id ID, from uint32, end uint64) {
 			if jp.wk.origin == 0 {
 				j.counts[ClassUndecided]--
 				j.counts[ClassPeer]++
+				j.stats.Decided[ClassPeer]++
 			}
 		case j.pairs[from].wk.origin != 0:
 			j.repool(y, j.pairs[from].wk, jp.own.time)
@@ -390,6 +391,7 @@ func (j *judge) continued(id ID, from uint32, end uint64) {
 			if jp.wk.origin == 0 {
 				j.counts[jp.class]--
 				j.counts[c]++
+				j.stats.Decided[c]++
 			}
 			jp.class, jp.part, jp.decided = c, partQuiet, jp.own.time
 		}
