@@ -414,16 +414,8 @@ func (j *judge) repool(i uint32, wk writerKey, t uint64) {
 	}
 	if jp.wk.origin == 0 {
 		j.counts[jp.class]-- // a writer of its own (newChain)
-	} else if old, ok := j.writers[jp.wk]; ok {
-		if old.streams > 0 {
-			old.streams--
-		}
-		if old.streams == 0 && old.class == ClassUndecided {
-			j.counts[old.class]--
-			delete(j.writers, jp.wk)
-		} else {
-			j.writers[jp.wk] = old
-		}
+	} else {
+		j.unpool(jp.wk) // another writer than wk: w stays as read
 	}
 	w.streams++
 	j.writers[wk] = w

@@ -56,6 +56,17 @@ func (s *deltaSim) feed(shape Shape, p Point) Decision {
 	return d
 }
 
+// deltaChain is a delta chain from start: one interval of step seconds
+// per value.
+func deltaChain(start, step float64, values ...float64) []Point {
+	pts := make([]Point, len(values))
+	for k, v := range values {
+		from := start + step*float64(k)
+		pts[k] = pt{start: from, time: from + step, value: v}.point()
+	}
+	return pts
+}
+
 func (s *deltaSim) stillHeld() (n float64) {
 	for _, v := range s.held {
 		n += v
@@ -265,12 +276,7 @@ func TestDeltaAutoTruth(t *testing.T) {
 func TestDeltaAutoLateFirstInterval(t *testing.T) {
 	a := func(k float64) Point { return pt{start: 100 + 10*k, time: 110 + 10*k, value: 10}.point() }
 	first := pt{start: 113, time: 118, value: 5}.point()
-	b := []Point{
-		pt{start: 118, time: 128, value: 30}.point(),
-		pt{start: 128, time: 138, value: 1}.point(),
-		pt{start: 138, time: 148, value: 30}.point(),
-		pt{start: 148, time: 158, value: 30}.point(),
-	}
+	b := deltaChain(118, 10, 30, 1, 30, 30)
 	for _, late := range []int{1, 4} { // b's points before its first interval arrives
 		s := newDeltaSim(t)
 		truth := first.Value
@@ -447,27 +453,17 @@ func TestDeltaAutoResentOld(t *testing.T) {
 // interval it follows arrives, nothing goes on from it (the process has
 // ended), and its counts were lost at the gateway's shutdown (599 of 600
 // in a CI run of TestDefaultDeltaWriters/go/4_workers; every such
-// reordering of 10 kept runs' last exports, replayed, lost 1 to 25). It
+// reordering of 14 kept runs' last exports, replayed, lost 1 to 25). It
 // is the writer's own chain: decided with the chain it continues, its
 // counts delivered; a copy's continuation is a copy's (dropped).
 func TestDeltaAutoNextBeforeItsPredecessor(t *testing.T) {
 	a := func(k float64) Point { return pt{start: 100 + 10*k, time: 110 + 10*k, value: 10}.point() }
 	aFinal := pt{start: 140, time: 140.5, value: 1}.point()
-	peer := []Point{
-		pt{start: 105, time: 115, value: 30}.point(),
-		pt{start: 115, time: 125, value: 1}.point(),
-		pt{start: 125, time: 135, value: 30}.point(),
-		pt{start: 135, time: 145, value: 30}.point(),
-	}
+	peer := deltaChain(105, 10, 30, 1, 30, 30)
 	peerFinal := pt{start: 145, time: 145.5, value: 2}.point()
 	// A copy: a second reader of a's process, its intervals covered by
 	// a's, counting a's measurements (10 per 10 s, evenly).
-	cp := []Point{
-		pt{start: 105, time: 115, value: 10}.point(),
-		pt{start: 115, time: 125, value: 10}.point(),
-		pt{start: 125, time: 135, value: 10}.point(),
-		pt{start: 135, time: 139, value: 4}.point(),
-	}
+	cp := append(deltaChain(105, 10, 10, 10, 10), pt{start: 135, time: 139, value: 4}.point())
 	cpFinal := pt{start: 139, time: 140.2, value: 1}.point()
 	for _, tc := range []struct {
 		name  string

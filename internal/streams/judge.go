@@ -489,20 +489,27 @@ func (j *judge) unlink(i uint32, o HeldOutcome) {
 	if jp.chains != nil && jp.wk.origin == 0 {
 		j.counts[jp.class]-- // a delta chain that is its own writer (newChain)
 	}
-	wk := jp.wk
-	if w, ok := j.writers[wk]; ok && wk.origin != 0 {
-		if w.streams > 0 {
-			w.streams--
-		}
-		if w.streams == 0 && w.class == ClassUndecided {
-			j.counts[w.class]--
-			delete(j.writers, wk)
-		} else {
-			j.writers[wk] = w
-		}
-	}
+	j.unpool(jp.wk)
 	*jp = judged{}
 	j.free = append(j.free, i)
+}
+
+// unpool takes one stream from pooled writer wk (origin 0: none),
+// forgetting the writer when it has none left and is undecided.
+func (j *judge) unpool(wk writerKey) {
+	w, ok := j.writers[wk]
+	if !ok || wk.origin == 0 {
+		return
+	}
+	if w.streams > 0 {
+		w.streams--
+	}
+	if w.streams == 0 && w.class == ClassUndecided {
+		j.counts[w.class]--
+		delete(j.writers, wk)
+	} else {
+		j.writers[wk] = w
+	}
 }
 
 // dropStream forgets every pair of a stream.
