@@ -30,11 +30,16 @@ func (t *Tracker) deltaAuto(s *stream, p Point, d Decision) (Decision, bool) {
 			// p ends where the run elected as a restart began, which has
 			// sent one point: that point was this chain's next interval,
 			// arrived before p (a process's final export overtaking its
-			// cancelled periodic one: continued). One run: p passes as
-			// the elected writer's, the run keeps the old chain's name.
+			// cancelled periodic one: continued). One run, which keeps
+			// the old chain's name. p's counts are the elected writer's,
+			// but it is older than the point passed (the stream's times
+			// would step back, and a backend that turns deltas into
+			// running totals drops it): labelled as its own series, by
+			// its run start. No second writer: no reason, no class (it
+			// is counted as continued).
 			s.flags &^= flagWasElected
 			s.cur.start, s.cur.interval = a.start, a.interval
-			d.Writer, d.Elected = a.start, a.start
+			d.Writer, d.Elected, d.Verdict = p.Start, a.start, Label
 			j.stats.Continued++
 			j.deltaElected(s, p) // evidence for the stream's pairs
 			return d, true

@@ -17,6 +17,10 @@ type deltaSim struct {
 	delivered float64
 	held      map[uint64]float64
 	labels    map[uint64]bool
+	// passed is the newest time passed unlabelled; stepBack counts the
+	// points passed unlabelled at or before it (the output's times
+	// stepping back).
+	passed, stepBack uint64
 }
 
 func newDeltaSim(t testing.TB) *deltaSim {
@@ -34,6 +38,10 @@ func (s *deltaSim) feed(shape Shape, p Point) Decision {
 	switch d.Verdict {
 	case Pass:
 		s.delivered += p.Value
+		if p.Time <= s.passed {
+			s.stepBack++
+		}
+		s.passed = max(s.passed, p.Time)
 	case Label:
 		s.delivered += p.Value
 		s.labels[d.Writer] = true
@@ -491,6 +499,11 @@ func TestDeltaAutoNextBeforeItsPredecessor(t *testing.T) {
 				}
 			} else if s.delivered != tc.truth || s.stillHeld() != 0 {
 				t.Errorf("delivered %g, held %g, want the truth %g and nothing held", s.delivered, s.stillHeld(), tc.truth)
+			}
+			if s.stepBack != 0 {
+				// The overtaken interval goes out labelled, as its own
+				// series: the stream's own times never step back.
+				t.Errorf("%d points passed unlabelled older than one passed before", s.stepBack)
 			}
 			if c := s.tr.JudgeStats().Continued; c != 1 {
 				t.Errorf("continued %d, want 1", c)
