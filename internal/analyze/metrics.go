@@ -125,6 +125,9 @@ func (a *Analyzer) AddMetrics(at Arrival, md pmetric.Metrics) {
 		s := x.streams[si]
 		s.points++
 		p := v.Point
+		if at.Peer != "" {
+			p.Conn = uint64(a.reqs[ri].peer) + 1 // writers sharing a start: their connections (streams.Point.Conn)
+		}
 		s.promAdd(p)
 		if v.NewScope {
 			x.tracker.NewScope()

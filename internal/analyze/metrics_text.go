@@ -124,7 +124,7 @@ func (w *WriterRules) String() string {
 			plural(w.DeltaCopies, "copy", "copies"), plural(w.DeltaPeers, "peer", "peers"), w.DeltaUndecided))
 	}
 	if w.SharedSplit+w.SharedNotSplit > 0 || w.SharedUnsplit > 0 {
-		parts = append(parts, fmt.Sprintf("writers sharing one start: %s split by export phase (%d writers), %d not split, %s not placed",
+		parts = append(parts, fmt.Sprintf("writers sharing one start: %s split by connection or export phase (%d writers), %d not split, %s not placed",
 			plural(w.SharedSplit, "stream", "streams"), w.SharedWriters, w.SharedNotSplit, plural(int(w.SharedUnsplit), "point", "points")))
 	}
 	if w.QuietPeers > 0 {

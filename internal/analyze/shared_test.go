@@ -52,7 +52,7 @@ func TestMetricsSharedStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"writer rules: writers sharing one start: 1 stream split by export phase (2 writers), 0 not split, 0 points not placed\n",
+		"writer rules: writers sharing one start: 1 stream split by connection or export phase (2 writers), 0 not split, 0 points not placed\n",
 		"    writers sharing one start: split by export phase (every 1s) into 2 writers",
 	} {
 		if !strings.Contains(b.String(), want) {
@@ -86,7 +86,7 @@ func TestMetricsSharedStartNotSplit(t *testing.T) {
 	if err := WriteText(&b, r); err != nil {
 		t.Fatal(err)
 	}
-	if want := "writer rules: writers sharing one start: 0 streams split by export phase (0 writers), 0 not split, 40 points not placed\n"; !strings.Contains(b.String(), want) {
+	if want := "writer rules: writers sharing one start: 0 streams split by connection or export phase (0 writers), 0 not split, 40 points not placed\n"; !strings.Contains(b.String(), want) {
 		t.Errorf("text report lacks %q:\n%s", want, b.String())
 	}
 }

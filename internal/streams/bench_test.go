@@ -218,30 +218,45 @@ func BenchmarkPairAdd(b *testing.B) {
 
 // BenchmarkSharedStart: the cost per point of a stream whose start is
 // shared by 4 writers, split (shared.go): each point placed by its export
-// phase.
+// phase (phase: no connections known), or with each writer on its own
+// connection (conn: split by the connections, trusted).
 func BenchmarkSharedStart(b *testing.B) {
-	tr := autoTracker(b, nil)
-	const n = 4
-	var v [n]float64
-	tm := func(k, w int) uint64 { return secs(110 + float64(k) + 0.23*float64(w)) }
-	k := 0
-	for ; k < 20; k++ {
-		for w := range n {
-			v[w] += float64(w + 1)
-			tr.Observe(ID{1}, monoSum, Point{Start: secs(100), Time: tm(k, w), Value: v[w], Fingerprint: uint64(k*n + w)}, 1)
+	for _, conns := range []bool{false, true} {
+		name := "phase"
+		if conns {
+			name = "conn" // each writer its own connection
 		}
-	}
-	if e, ok := tr.Shared(ID{1}); !ok || e.Writers != n {
-		b.Fatalf("not split: %+v", e)
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		w := i % n
-		if w == 0 {
-			k++
-		}
-		v[w] += float64(w + 1)
-		tr.Observe(ID{1}, monoSum, Point{Start: secs(100), Time: tm(k, w), Value: v[w], Fingerprint: uint64(k*n + w)}, 1)
+		b.Run(name, func(b *testing.B) {
+			tr := autoTracker(b, nil)
+			const n = 4
+			var v [n]float64
+			tm := func(k, w int) uint64 { return secs(110 + float64(k) + 0.23*float64(w)) }
+			conn := func(w int) uint64 {
+				if conns {
+					return uint64(w) + 1
+				}
+				return 0
+			}
+			k := 0
+			for ; k < 20; k++ {
+				for w := range n {
+					v[w] += float64(w + 1)
+					tr.Observe(ID{1}, monoSum, Point{Start: secs(100), Time: tm(k, w), Value: v[w], Fingerprint: uint64(k*n + w), Conn: conn(w)}, 1)
+				}
+			}
+			if e, ok := tr.Shared(ID{1}); !ok || e.Writers != n || e.Conn != conns {
+				b.Fatalf("not split as meant: %+v", e)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				w := i % n
+				if w == 0 {
+					k++
+				}
+				v[w] += float64(w + 1)
+				tr.Observe(ID{1}, monoSum, Point{Start: secs(100), Time: tm(k, w), Value: v[w], Fingerprint: uint64(k*n + w), Conn: conn(w)}, 1)
+			}
+		})
 	}
 }

@@ -23,8 +23,8 @@ import (
 //   - a held restart's points, sent as the stream's own, keep those
 //     orders with the points passed (they go out before the request's).
 //
-// The first byte picks the policy; every op is 4 bytes: stream and shape,
-// start, time step, value.
+// The first byte picks the policy; every op is 4 bytes: stream, shape and
+// connection, start, time step, value.
 func FuzzTracker(f *testing.F) {
 	f.Add([]byte{0, 0, 1, 10, 10, 0, 1, 10, 20, 0, 2, 3, 5, 0, 1, 10, 30})
 	f.Add([]byte{1, 0, 1, 10, 10, 0, 2, 2, 40, 0, 2, 10, 50, 0, 1, 9, 20})
@@ -78,7 +78,9 @@ func FuzzTracker(f *testing.F) {
 			shape := shapes[int(ops[i]>>2)%len(shapes)]
 			start := starts[ops[i+1]&3]
 			clock += uint64(ops[i+2]) * sec / 4
-			pt := Point{Start: start, Time: clock - uint64(ops[i+1]>>2)*sec, Value: float64(ops[i+3]), Fingerprint: uint64(ops[i+3])}
+			// The top two bits of the first byte: the connection it came on
+			// (0: none known).
+			pt := Point{Start: start, Time: clock - uint64(ops[i+1]>>2)*sec, Value: float64(ops[i+3]), Fingerprint: uint64(ops[i+3]), Conn: uint64(ops[i] >> 6)}
 			if pt.Time < pt.Start {
 				pt.Start = 0
 			}

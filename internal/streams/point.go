@@ -144,6 +144,10 @@ type Point struct {
 	// classifier compares them (classify.go).
 	Min, Max  float64
 	HasMinMax bool
+	// Conn names the connection the point arrived on (a keyed digest of
+	// the sender's address; 0: not known, as in verify and audit): a
+	// shared start's writers each export on their own (shared_conn.go).
+	Conn uint64
 }
 
 // Fingerprint constants: odd 64-bit numbers with well mixed bits.

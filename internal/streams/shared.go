@@ -53,11 +53,15 @@ type sharer struct {
 	value, sum float64 // sum: NaN when none
 	fp         uint64
 	points     uint64
+	conn       uint64 // the connection its newest point came on; 0: none known
 }
 
 func (c *sharer) accept(p Point) {
 	c.time, c.fp = p.Time, p.Fingerprint
 	c.points++
+	if p.Conn != 0 {
+		c.conn = p.Conn
+	}
 	if p.NoValue {
 		return
 	}
@@ -86,7 +90,7 @@ func (c *sharer) contradicts(p Point) bool {
 }
 
 func sharerOf(p Point) sharer {
-	q := sharer{time: p.Time, value: p.Value, sum: math.NaN(), fp: p.Fingerprint, points: 1}
+	q := sharer{time: p.Time, value: p.Value, sum: math.NaN(), fp: p.Fingerprint, points: 1, conn: p.Conn}
 	if p.HasSum {
 		q.sum = p.Sum
 	}
@@ -117,6 +121,7 @@ type sharedStart struct {
 	// whose value they continue (flushOf: a final flush off its
 	// writer's timer).
 	byValue uint64
+	conns   connEvidence // shared_conn.go
 }
 
 // sharedWriter begins learning a stream's shared start at a point of its

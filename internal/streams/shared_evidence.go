@@ -20,7 +20,13 @@ type SharedEvidence struct {
 	// ByValue: points on one writer's phase that continue another's
 	// value (a final flush off its writer's timer), given to that one.
 	ByValue uint64
-	Split   uint64 // point time of the split
+	// ByConn: points placed by the connection they came on where their
+	// phase placed them elsewhere or nowhere (shared_conn.go).
+	ByConn uint64
+	// Conn: split by the connections its writers' points came on (each
+	// its own), not by their export phase.
+	Conn  bool
+	Split uint64 // point time of the split
 	// Interval is the export interval the writers' times repeat.
 	Interval uint64
 }
@@ -31,13 +37,20 @@ func (e SharedEvidence) String() string {
 	if e.Writers < 2 {
 		return fmt.Sprintf("writers sharing one start: could not be split (a value fell without a new start, but their times repeat no export interval by which two writers' phases are told apart); %d falls dropped", e.Unsplit)
 	}
-	s := fmt.Sprintf("writers sharing one start: split by export phase (every %s) into %d writers, each its own series (a value fell without a new start; %d points placed by phase)",
-		time.Duration(e.Interval), e.Writers, e.Phase)
+	by := "by export phase"
+	if e.Conn {
+		by = "by the connection each writer's points came on"
+	}
+	s := fmt.Sprintf("writers sharing one start: split %s (every %s) into %d writers, each its own series (a value fell without a new start; %d points placed by phase)",
+		by, time.Duration(e.Interval), e.Writers, e.Phase)
 	if e.Ambiguous > 0 {
 		s += fmt.Sprintf("; %d points fit two writers' phases, placed by value", e.Ambiguous)
 	}
 	if e.ByValue > 0 {
 		s += fmt.Sprintf("; %d points early for their writer (a flush at shutdown) on another's phase, placed by the value they continue", e.ByValue)
+	}
+	if e.ByConn > 0 {
+		s += fmt.Sprintf("; %d points placed by the connection they came on, where their phase placed them elsewhere or nowhere", e.ByConn)
 	}
 	if e.Unsplit > 0 {
 		s += fmt.Sprintf("; %d points off every writer's phase could not be placed", e.Unsplit)
@@ -58,7 +71,7 @@ func (t *Tracker) Shared(id ID) (SharedEvidence, bool) {
 	if sh.iv == 0 && !sh.gaveUp {
 		return SharedEvidence{}, false // learning
 	}
-	return SharedEvidence{Start: sh.start, Writers: int(sh.n), Unsplit: sh.unsplit, Phase: sh.phase, Split: sh.split, Interval: sh.iv, Ambiguous: sh.ambiguous, ByValue: sh.byValue}, true
+	return SharedEvidence{Start: sh.start, Writers: int(sh.n), Unsplit: sh.unsplit, Phase: sh.phase, Split: sh.split, Interval: sh.iv, Ambiguous: sh.ambiguous, ByValue: sh.byValue, ByConn: sh.conns.placed, Conn: sh.conns.split}, true
 }
 
 // sharedUndo is what a shared point changed, for Journal/Undo.

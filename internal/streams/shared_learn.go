@@ -60,7 +60,22 @@ func (t *Tracker) learn(s *stream, sh *sharedStart, p Point, r Reason) bool {
 		return false
 	}
 	n := min(int(sh.kept), sharedRing)
-	if n+1 >= sharedLearn && (n+1)%2 == 0 {
+	// The connections first, while the points name theirs and none has
+	// carried two writers' (shared_conn.go): each writer's points are its
+	// own from its second on. The export phase once the ring is full, or
+	// without them.
+	conns := p.Conn != 0 && !sh.conns.broken
+	if conns && n >= connLearn {
+		var ts [sharedRing]sharer
+		copy(ts[:], sh.ring[:n])
+		if iv, ok := sh.chainsByConn(ts[:n], s); ok {
+			sh.iv, sh.split, sh.ring = iv, p.Time, nil
+			t.judge.stats.SharedSplit++
+			t.judge.scan = true
+			return true
+		}
+	}
+	if n+1 >= sharedLearn && (n+1)%2 == 0 && (!conns || sh.kept+1 >= sharedRing) {
 		var ts [sharedRing + 1]sharer
 		copy(ts[:], sh.ring[:n])
 		ts[n] = sharerOf(p)
@@ -75,7 +90,10 @@ func (t *Tracker) learn(s *stream, sh *sharedStart, p Point, r Reason) bool {
 		}
 	}
 	sh.keep(sharerOf(p))
-	if sh.kept >= sharedRing { // a full ring, and no interval with two chains
+	if sh.kept >= sharedRing && !conns || sh.kept >= connRing {
+		// No interval with two chains in a full ring; with connections,
+		// the newest connRing points (the ring slides) told no writers
+		// apart either.
 		sh.gaveUp, sh.ring = true, nil
 	}
 	return false // while learning, a fall is not counted unsplit: it may be split yet
@@ -165,10 +183,14 @@ func (sh *sharedStart) chains(pts []sharer, iv uint64, s *stream) bool {
 	sorted := ts[:len(pts)]
 	slices.SortFunc(sorted, func(a, b sharer) int { return cmpUint(a.time, b.time) })
 	var ch [MaxSharers]sharer
+	var conns connEvidence
 	n, breaks := 0, 0
 	for _, q := range sorted {
-		p := Point{Time: q.time, Value: q.value, Sum: q.sum, HasSum: !math.IsNaN(q.sum), Fingerprint: q.fp}
-		if k, ok, _ := phaseFit(ch[:n], p, iv); ok {
+		p := Point{Time: q.time, Value: q.value, Sum: q.sum, HasSum: !math.IsNaN(q.sum), Fingerprint: q.fp, Conn: q.conn}
+		if k, ok, ambiguous := phaseFit(ch[:n], p, iv); ok {
+			if !ambiguous {
+				conns.noteConn(ch[:n], k, p)
+			}
 			ch[k].accept(p)
 			continue
 		}
@@ -210,7 +232,7 @@ func (sh *sharedStart) chains(pts []sharer, iv uint64, s *stream) bool {
 		// writer's, below the values passed.
 		return false
 	}
-	sh.ch, sh.n = ch, uint8(m)
+	sh.ch, sh.n, sh.conns = ch, uint8(m), conns
 	return true
 }
 

@@ -54,9 +54,10 @@ func phaseFit(ch []sharer, p Point, iv uint64) (int, bool, bool) {
 	return best, best >= 0, false
 }
 
-// assign returns the chain p continues by its export phase (phaseFit),
-// or by its value when it came early to another chain (flushOf). dup: p
-// repeats chain k's newest.
+// assign returns the chain p continues by the connection it came on once
+// the connections are trusted (connChain), else by its export phase
+// (phaseFit), or by its value when it came early to another chain
+// (flushOf). dup: p repeats chain k's newest.
 func (sh *sharedStart) assign(p Point) (k int, dup, ok bool) {
 	for i := range int(sh.n) {
 		if c := &sh.ch[i]; p.Time == c.time && p.Fingerprint == c.fp {
@@ -64,6 +65,22 @@ func (sh *sharedStart) assign(p Point) (k int, dup, ok bool) {
 		}
 	}
 	k, ok, ambiguous := phaseFit(sh.ch[:sh.n], p, sh.iv)
+	if c := sh.connChain(p); c >= 0 {
+		// The connection it came on (shared_conn.go), unless that breaks
+		// the trust in the connections.
+		switch {
+		case ok && !ambiguous && c == k:
+			sh.conns.agree++
+			sh.phase++
+			return c, false, true
+		case ok && !ambiguous:
+			sh.conns.disagreed()
+		}
+		if !sh.conns.broken {
+			sh.conns.placed++
+			return c, false, true
+		}
+	}
 	if ok {
 		if j := sh.flushOf(p, k); j >= 0 {
 			// On chain k's phase, but continuing chain j's value, to
@@ -77,6 +94,7 @@ func (sh *sharedStart) assign(p Point) (k int, dup, ok bool) {
 		sh.ambiguous++
 	case ok:
 		sh.phase++
+		sh.conns.noteConn(sh.ch[:sh.n], k, p)
 	}
 	return k, false, ok
 }
@@ -107,7 +125,7 @@ func orphanGoesOn(o *sharer, p Point, iv uint64) bool {
 func (sh *sharedStart) overdue(o *sharer) int {
 	best := -1
 	tol := phaseTolerance(sh.iv)
-	p := Point{Time: o.time, Value: o.value, Sum: o.sum, HasSum: !math.IsNaN(o.sum), Fingerprint: o.fp}
+	p := Point{Time: o.time, Value: o.value, Sum: o.sum, HasSum: !math.IsNaN(o.sum), Fingerprint: o.fp, Conn: o.conn}
 	for k := range int(sh.n) {
 		c := &sh.ch[k]
 		if c.continues(p) && o.time > c.time+sh.iv+tol && (best < 0 || c.value > sh.ch[best].value) {

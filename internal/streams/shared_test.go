@@ -205,16 +205,14 @@ type sharedRun struct {
 	decided   uint64  // time after the first export at which n chains were open; 0: never
 	unsplit   uint64  // points counted unsplit or ambiguous
 	byValue   uint64  // points placed by the value they continue (flushOf)
+	byConn    uint64  // points placed by their connection against or without their phase
 }
 
-func simulateShared(t testing.TB, rng *rand.Rand, n int, iv, dur uint64, flush bool) sharedRun {
-	return simulateSharedWith(t, rng, n, iv, dur, flush, true)
-}
-
-// simulateSharedWith is simulateShared with Policy.Auto (the default) or
-// keep_one (auto false: the rules before writers sharing a start were
-// split, for comparison).
-func simulateSharedWith(t testing.TB, rng *rand.Rand, n int, iv, dur uint64, flush, auto bool) sharedRun {
+// simulateSharedWith simulates a sharedRun with Policy.Auto (the default)
+// or keep_one (auto false: the rules before writers sharing a start were
+// split, for comparison), each export of process w carrying the
+// connection conn(w) (nil: none known).
+func simulateSharedWith(t testing.TB, rng *rand.Rand, n int, iv, dur uint64, flush, auto bool, conn func(w int) uint64) sharedRun {
 	const start = 1000 * sec
 	type export struct {
 		at uint64
@@ -230,8 +228,11 @@ func simulateSharedWith(t testing.TB, rng *rand.Rand, n int, iv, dur uint64, flu
 		emit := func(tm uint64) {
 			stamp := tm + uint64(rng.Int64N(int64(5*time.Millisecond)))
 			v += float64(rng.IntN(2*rate + 1)) // its own measurements since its previous export
-			all = append(all, export{at: stamp + uint64(rng.Int64N(int64(150*time.Millisecond))), w: w,
-				p: Point{Start: start, Time: stamp, Value: v, Fingerprint: math.Float64bits(v) ^ stamp}})
+			p := Point{Start: start, Time: stamp, Value: v, Fingerprint: math.Float64bits(v) ^ stamp}
+			if conn != nil {
+				p.Conn = conn(w)
+			}
+			all = append(all, export{at: stamp + uint64(rng.Int64N(int64(150*time.Millisecond))), w: w, p: p})
 			truth[w] = v
 		}
 		tm := start + phase
@@ -270,7 +271,7 @@ func simulateSharedWith(t testing.TB, rng *rand.Rand, n int, iv, dur uint64, flu
 		r.regular += regular[w]
 	}
 	s, _ := tr.Shared(ID{1})
-	r.writers, r.unsplit, r.byValue = s.Writers, tr.JudgeStats().SharedUnsplit+s.Ambiguous, s.ByValue
+	r.writers, r.unsplit, r.byValue, r.byConn = s.Writers, tr.JudgeStats().SharedUnsplit+s.Ambiguous, s.ByValue, s.ByConn
 	return r
 }
 
@@ -286,63 +287,85 @@ func simulateSharedWith(t testing.TB, rng *rand.Rand, n int, iv, dur uint64, flu
 func TestSharedStartSimulation(t *testing.T) {
 	for _, n := range []int{2, 4, 8} {
 		for _, flush := range []bool{false, true} {
-			const runs = 500
-			var times []time.Duration
-			exact, exactTruth, twice, byValue, split, silent, lost, lostKeepOne := 0, 0, 0, uint64(0), 0, 0, 0.0, 0.0
-			for run := range runs {
-				r := simulateShared(t, rand.New(rand.NewPCG(uint64(n), uint64(run))), n, uint64(time.Second), 30*sec, flush)
-				if r.writers == n {
-					split++
-					times = append(times, time.Duration(r.decided))
-				}
-				// The truth, or the processes' regular exports' (a flush
-				// given to no chain and counted).
-				want := r.regular
-				if r.delivered == r.truth {
-					want = r.truth
-					exactTruth++
-				}
-				if r.delivered == want {
-					exact++
-				}
-				if r.delivered > r.truth {
-					twice++
-				}
-				byValue += r.byValue
-				lost += (r.truth - r.delivered) / r.truth
-				k1 := simulateSharedWith(t, rand.New(rand.NewPCG(uint64(n), uint64(run))), n, uint64(time.Second), 30*sec, flush, false)
-				lostKeepOne += (k1.truth - k1.delivered) / k1.truth
-				switch {
-				case r.writers == n && r.unsplit == 0 && r.delivered != want:
-					t.Errorf("%d writers split, none ambiguous: delivered %g, want %g", n, r.delivered, want)
-				case r.delivered != want && r.writers > 0 && r.unsplit == 0:
-					t.Errorf("%d writers split into %d, silently: delivered %g, want %g", n, r.writers, r.delivered, want)
-				case r.delivered != want && r.writers == 0 && r.unsplit == 0:
-					silent++ // never split, nothing counted
-				}
+			truthBy := [2]int{}
+			for ci, conn := range []bool{false, true} {
+				truthBy[ci] = sharedSimulationRow(t, n, flush, conn)
 			}
-			sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
-			med, worst := time.Duration(0), time.Duration(0)
-			if len(times) > 0 {
-				med, worst = times[len(times)/2], times[len(times)-1]
-			}
-			t.Logf("%d processes (flush at shutdown %v): split into %d in %d of %d runs (median %s, worst %s after the first export); totals exact in %d (the truth in %d); over the truth in %d; never split and wrong in %d; counts lost %.2f%% (keep_one: %.2f%%); %d points placed by value",
-				n, flush, n, split, runs, med.Round(time.Millisecond), worst.Round(time.Millisecond), exact, exactTruth, twice, silent, 100*lost/runs, 100*lostKeepOne/runs, byValue)
-			if silent > 0 {
-				t.Errorf("%d processes: %d runs wrong and never split, nothing counted", n, silent)
-			}
-			if n <= 4 && split < runs*4/5 {
-				t.Errorf("%d processes: split in %d of %d runs", n, split, runs)
+			// The connections place what the phase cannot: never fewer
+			// runs exactly the truth than the phase alone.
+			if truthBy[1] < truthBy[0] {
+				t.Errorf("%d processes (flush %v): the truth in %d runs with connections, %d without", n, flush, truthBy[1], truthBy[0])
 			}
 		}
 	}
+}
+
+// sharedSimulationRow runs and logs one row of TestSharedStartSimulation
+// and returns how many runs delivered exactly the truth.
+func sharedSimulationRow(t *testing.T, n int, flush, conn bool) int {
+	t.Helper()
+	const runs = 500
+	var times []time.Duration
+	exact, exactTruth, twice, byValue, byConn, split, silent, lost, lostKeepOne := 0, 0, 0, uint64(0), uint64(0), 0, 0, 0.0, 0.0
+	var own func(int) uint64 // each process its own connection
+	if conn {
+		own = func(w int) uint64 { return uint64(w) + 1 }
+	}
+	for run := range runs {
+		r := simulateSharedWith(t, rand.New(rand.NewPCG(uint64(n), uint64(run))), n, uint64(time.Second), 30*sec, flush, true, own)
+		if r.writers == n {
+			split++
+			times = append(times, time.Duration(r.decided))
+		}
+		// The truth, or the processes' regular exports' (a flush
+		// given to no chain and counted).
+		want := r.regular
+		if r.delivered == r.truth {
+			want = r.truth
+			exactTruth++
+		}
+		if r.delivered == want {
+			exact++
+		}
+		if r.delivered > r.truth {
+			twice++
+		}
+		byValue += r.byValue
+		byConn += r.byConn
+		lost += (r.truth - r.delivered) / r.truth
+		k1 := simulateSharedWith(t, rand.New(rand.NewPCG(uint64(n), uint64(run))), n, uint64(time.Second), 30*sec, flush, false, own)
+		lostKeepOne += (k1.truth - k1.delivered) / k1.truth
+		switch {
+		case r.writers == n && r.unsplit == 0 && r.delivered != want:
+			t.Errorf("%d writers split, none ambiguous: delivered %g, want %g", n, r.delivered, want)
+		case r.delivered != want && r.writers > 0 && r.unsplit == 0:
+			t.Errorf("%d writers split into %d, silently: delivered %g, want %g", n, r.writers, r.delivered, want)
+		case r.delivered != want && r.writers == 0 && r.unsplit == 0:
+			silent++ // never split, nothing counted
+		}
+	}
+	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+	med, worst := time.Duration(0), time.Duration(0)
+	if len(times) > 0 {
+		med, worst = times[len(times)/2], times[len(times)-1]
+	}
+	t.Logf("%d processes (flush at shutdown %v, connections %v): split into %d in %d of %d runs (median %s, worst %s after the first export); totals exact in %d (the truth in %d); over the truth in %d; never split and wrong in %d; counts lost %.2f%% (keep_one: %.2f%%); %d points placed by value, %d by connection",
+		n, flush, conn, n, split, runs, med.Round(time.Millisecond), worst.Round(time.Millisecond), exact, exactTruth, twice, silent, 100*lost/runs, 100*lostKeepOne/runs, byValue, byConn)
+	if silent > 0 {
+		t.Errorf("%d processes: %d runs wrong and never split, nothing counted", n, silent)
+	}
+	if n <= 4 && split < runs*4/5 {
+		t.Errorf("%d processes: split in %d of %d runs", n, split, runs)
+	}
+	return exactTruth
 }
 
 // sharedCopy: two readers of one process that registered together (one
 // start), each exporting the same aggregation on its own timer (ops[0],
 // ops[1]: 1 to 8 s; ops[2]: the second's phase; both the same when ops[0]
 // is odd), each read taken up to 40 ms after its stamp (ops[4:]), the
-// exports arriving in any order within a quarter interval. A Tracker
+// exports arriving in any order within a quarter interval, each reader's
+// on its own connection (its own exporter). A Tracker
 // never splits them: no point is labelled. (A read taken so late that
 // the other reader's later stamp shows less is a fall closer than
 // TimeSlack: counted unsplit, not split.)
@@ -364,12 +387,12 @@ func sharedCopy(t *testing.T, vals []float64, ops []byte) {
 	}
 	var all []export
 	k := 0
-	emit := func(first, iv uint64) {
+	emit := func(first, iv, conn uint64) {
 		for tm := first; tm <= base+uint64(n)*sec; tm += iv {
 			b := jitter[k%len(jitter)]
 			k++
 			read := tm + uint64(b%41)*uint64(time.Millisecond)
-			p := Point{Start: base, Time: tm}
+			p := Point{Start: base, Time: tm, Conn: conn}
 			for i := 0; i < n && base+uint64(i)*sec+sec/4 <= read; i++ {
 				p.Value += math.Abs(vals[i])
 			}
@@ -377,8 +400,8 @@ func sharedCopy(t *testing.T, vals []float64, ops []byte) {
 			all = append(all, export{at: tm + uint64(b>>2)*min(ivA, ivB)/4/64, p: p})
 		}
 	}
-	emit(base+ivA, ivA)
-	emit(base+ivB+phase, ivB)
+	emit(base+ivA, ivA, 1)
+	emit(base+ivB+phase, ivB, 2) // each reader's exporter its own connection
 	slices.SortStableFunc(all, func(a, b export) int { return cmp.Compare(a.at, b.at) })
 	tr := newSimTracker(t).tr
 	for _, e := range all {
@@ -396,11 +419,11 @@ func sharedCopy(t *testing.T, vals []float64, ops []byte) {
 // TestSharedStartSize: what a shared start holds, for docs/metrics.md:
 // its chains, and its ring of kept points while learning.
 func TestSharedStartSize(t *testing.T) {
-	if got := unsafe.Sizeof(sharedStart{}); got > 512 {
-		t.Errorf("sharedStart is %d bytes, docs/metrics.md says at most 512", got)
+	if got := unsafe.Sizeof(sharedStart{}); got > 576 {
+		t.Errorf("sharedStart is %d bytes, docs/metrics.md says at most 576", got)
 	}
-	if got := unsafe.Sizeof([sharedRing]sharer{}); got != 32*40 {
-		t.Errorf("the ring is %d bytes, docs/metrics.md says 1,280", got)
+	if got := unsafe.Sizeof([sharedRing]sharer{}); got != 32*48 {
+		t.Errorf("the ring is %d bytes, docs/metrics.md says 1,536", got)
 	}
 	t.Logf("sharedStart %d bytes, ring %d", unsafe.Sizeof(sharedStart{}), unsafe.Sizeof([sharedRing]sharer{}))
 }

@@ -3,6 +3,7 @@ package dedupprocessor
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 
 	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/pdata/pmetric"
@@ -32,6 +33,8 @@ func newMetricUnit(cfg *Config, seed window.Seed, svcs *services) (*metricUnit, 
 		rec:    metricRecorder{svcs: svcs, maxStreams: cfg.Metrics.MaxStreams},
 		auto:   cfg.Metrics.Overlap == OverlapAuto,
 		copies: metricFlights{flights: flights{maxWaiters: cfg.Copies.MaxWaitersPerOriginal}, waitOpts: newWaitOpts("metrics")},
+		// Per process: a sender cannot aim its connection's name at another's.
+		connSeed: maphash.MakeSeed(),
 	}
 	u.scratch.New = func() any { return &metricScratch{u: u} }
 	u.bufs.New = newSegmentBuf
@@ -52,13 +55,13 @@ func (u *metricUnit) begin() *metricScratch {
 
 func (u *metricUnit) end(sc *metricScratch) { u.scratch.Put(sc) }
 
-// judge judges every point of md under one lock, recording what it
-// changes in sc.journal, and, with drop, removes what is to be dropped
+// judge judges every point of md, which came on connection conn (connOf),
+// under one lock, recording what it changes in sc.journal, and, with drop, removes what is to be dropped
 // (and the metrics, scopes and resources left empty). It says whether
 // anything is left to forward.
-func (u *metricUnit) judge(md pmetric.Metrics, sc *metricScratch, drop bool, splitAttr string) bool {
+func (u *metricUnit) judge(md pmetric.Metrics, sc *metricScratch, drop bool, splitAttr string, conn uint64) bool {
 	j := &sc.j
-	*j = judging{tracker: u.tracker, now: u.now(), mutate: drop, splitAttr: splitAttr, auto: u.auto, releases: u.svcs.releases, park: &sc.park, copies: &u.copies}
+	*j = judging{tracker: u.tracker, now: u.now(), mutate: drop, splitAttr: splitAttr, auto: u.auto, releases: u.svcs.releases, park: &sc.park, copies: &u.copies, conn: conn}
 	points := md.DataPointCount()
 	rms := md.ResourceMetrics()
 	u.mu.Lock()

@@ -39,6 +39,7 @@ func shift(dp pmetric.NumberDataPoint, sh streams.Shift) {
 // split it labels the point of a writer that was not elected.
 func (j *judging) remove(attrs pcommon.Map, pt streams.Point) bool {
 	id := j.hasher.Point(attrs)
+	pt.Conn = j.conn
 	n := j.park.journal.Len()
 	d := j.tracker.ObserveFrom(id, j.origin, j.shape, pt, j.now)
 	j.id, j.d = id, d

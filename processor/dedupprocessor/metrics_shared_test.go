@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/maphash"
+	"net"
 	"strings"
 	"testing"
 
+	"go.opentelemetry.io/collector/client"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/doubletake/doubletake/internal/streams"
@@ -67,7 +70,7 @@ func TestSharedStartSplit(t *testing.T) {
 		t.Errorf("writer rules %+v", s.WriterRules)
 	}
 	_, _, page := getStatus(t, st.status.Handler(), "/")
-	if !strings.Contains(page, "writers sharing one start: 1 streams split by export phase") {
+	if !strings.Contains(page, "writers sharing one start: 1 streams split by their writers' connections or export phases") {
 		t.Errorf("writer rules not on the page:\n%.3000s", page)
 	}
 	// The warning (one per stream) came at the first fall, while the
@@ -136,5 +139,119 @@ func TestSharedStartUnsplitNamed(t *testing.T) {
 	}
 	if got := writerRules(t, h); got != [numRules]int64{0, 0, 5, 0} {
 		t.Errorf("otelcol_processor_dedup_writer_rules quiet, split, unsplit: %v, want [0 0 5]", got)
+	}
+}
+
+// TestSharedStartSplitByConnection: two processes sharing one identity and
+// one start, each exporting on its own gRPC connection (client.Info's
+// address, as the OTLP gRPC receiver sets it), one of whose exports a
+// late timer stamps on the other's phase above its value (round 10). The
+// connections split the start and place that export on its own writer's
+// series: the newest points of the two series add up to the truth, and
+// the status page says how the start was split. The same requests with
+// the HTTP receiver's addresses (the host's IP alone, one for both): split
+// by phase, the late export on the wrong series, as before.
+func TestSharedStartSplitByConnection(t *testing.T) {
+	const res = "resource service.name=checkout\nscope app\nmetric http_requests sum cumulative monotonic\n"
+	const rounds, moved = 14, 10
+	truth := float64(10+2*(rounds-1)) + float64(100+10*(rounds-1))
+	type export struct {
+		tm, v float64
+		w     int
+	}
+	var exports []export
+	for k := range rounds {
+		a := export{110 + float64(k), 10 + 2*float64(k), 0}
+		b := export{110.4 + float64(k), 100 + 10*float64(k), 1}
+		if k == moved {
+			b.tm = 110.95 + float64(k)
+			exports = append(exports, b, a)
+			continue
+		}
+		exports = append(exports, a, b)
+	}
+	for _, tc := range []struct {
+		name    string
+		addr    func(w int) net.Addr
+		byConn  bool
+		correct bool
+	}{
+		{"grpc", func(w int) net.Addr { return &net.TCPAddr{IP: net.IPv4(10, 0, 0, 7), Port: 40001 + w} }, true, true},
+		{"http", func(int) net.Addr { return &net.IPAddr{IP: net.IPv4(10, 0, 0, 7)} }, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := createDefaultConfig()
+			statusOn(cfg)
+			h := newMetricsHarness(t, cfg)
+			for _, e := range exports {
+				ctx := client.NewContext(context.Background(), client.Info{Addr: tc.addr(e.w)})
+				if err := h.p.ConsumeMetrics(ctx, parseMetricsText(t, res+fmt.Sprintf("point 100 %g i=%g\n", e.tm, e.v))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			newest := map[string]float64{}
+			for _, md := range h.sw.got {
+				if md.DataPointCount() == 0 {
+					continue
+				}
+				dps := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Sum().DataPoints()
+				for i := range dps.Len() {
+					name := ""
+					if v, ok := dps.At(i).Attributes().Get(cfg.Metrics.SplitAttribute); ok {
+						name = v.Str()
+					}
+					newest[name] = float64(dps.At(i).IntValue())
+				}
+			}
+			sum := 0.0
+			for _, v := range newest {
+				sum += v
+			}
+			if (sum == truth) != tc.correct {
+				t.Errorf("series %v add up to %g; the truth %g (want it: %v)", newest, sum, truth, tc.correct)
+			}
+			_, _, body := getStatus(t, h.p.(*metricsProcessor).st.status.Handler(), "/status.json")
+			var s statuspage.Status
+			if err := json.Unmarshal([]byte(body), &s); err != nil {
+				t.Fatal(err)
+			}
+			want := "writers sharing one start: split by export phase"
+			if tc.byConn {
+				want = "writers sharing one start: split by the connection each writer's points came on (every 1s) into 2 writers"
+			}
+			if len(s.Streams) != 1 || !strings.HasPrefix(s.Streams[0].Evidence, want) {
+				t.Errorf("status streams %+v, want evidence %q", s.Streams, want)
+			}
+		})
+	}
+}
+
+// TestConnOf: a request's connection as the receivers name it: the gRPC
+// receiver's peer address (IP and port: one per connection, the same IP
+// written in 4 or 16 bytes the same connection), the HTTP receiver's IP
+// alone; none without client.Info, keyed by the seed.
+func TestConnOf(t *testing.T) {
+	seed := maphash.MakeSeed()
+	of := func(a net.Addr) uint64 {
+		return connOf(client.NewContext(context.Background(), client.Info{Addr: a}), seed)
+	}
+	a := of(&net.TCPAddr{IP: net.IPv4(10, 0, 0, 7), Port: 40001})
+	if a == 0 || a != of(&net.TCPAddr{IP: net.IPv4(10, 0, 0, 7).To4(), Port: 40001}) {
+		t.Errorf("one connection named %x and %x", a, of(&net.TCPAddr{IP: net.IPv4(10, 0, 0, 7).To4(), Port: 40001}))
+	}
+	if b := of(&net.TCPAddr{IP: net.IPv4(10, 0, 0, 7), Port: 40002}); b == a || b == 0 {
+		t.Errorf("two connections named %x and %x", a, b)
+	}
+	if c := of(&net.IPAddr{IP: net.IPv4(10, 0, 0, 7)}); c == 0 || c == a || c != of(&net.IPAddr{IP: net.IPv4(10, 0, 0, 7)}) {
+		t.Errorf("an HTTP sender's address named %x", c)
+	}
+	if got := connOf(context.Background(), seed); got != 0 {
+		t.Errorf("no client.Info named %x", got)
+	}
+	if got := connOf(context.Background(), maphash.MakeSeed()); got != 0 {
+		t.Errorf("no client.Info named %x", got)
+	}
+	if other := connOf(client.NewContext(context.Background(), client.Info{Addr: &net.TCPAddr{IP: net.IPv4(10, 0, 0, 7), Port: 40001}}), maphash.MakeSeed()); other == a {
+		t.Errorf("another seed named the connection alike: %x", other)
 	}
 }

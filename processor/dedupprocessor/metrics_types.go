@@ -1,6 +1,7 @@
 package dedupprocessor
 
 import (
+	"hash/maphash"
 	"sync"
 
 	"go.opentelemetry.io/collector/extension/xextension/storage"
@@ -28,6 +29,8 @@ type metricUnit struct {
 	rec     metricRecorder   // enters requests in svcs' ledgers and the stream book (metrics_telemetry.go)
 	auto    bool             // metrics.overlap auto
 	copies  metricFlights    // the requests in flight, that copies wait for (copies_metrics.go)
+	// connSeed keys the names of the connections requests come on (connOf).
+	connSeed maphash.Seed
 
 	scratch sync.Pool // *metricScratch
 	bufs    sync.Pool // *[]byte, snapshots
@@ -91,6 +94,8 @@ type judging struct {
 	// next consumer is parked (copies_metrics.go).
 	park   *metricPark
 	copies *metricFlights
+	// conn names the connection the request came on (connOf; 0: not known).
+	conn uint64
 }
 
 // metricFlights is the metric unit's requests in flight with changes.

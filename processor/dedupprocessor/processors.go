@@ -127,8 +127,8 @@ func (p *metricsProcessor) copyWaits() (copyWaits, *flights, *waitOpts) {
 	return p.st.waits(), &p.st.metrics.copies.flights, &p.st.metrics.copies.waitOpts
 }
 
-func (p *metricsProcessor) judge(_ context.Context, md pmetric.Metrics, sc *metricScratch) bool {
-	return p.st.metrics.judge(md, sc, p.drop, p.splitAttr)
+func (p *metricsProcessor) judge(ctx context.Context, md pmetric.Metrics, sc *metricScratch) bool {
+	return p.st.metrics.judge(md, sc, p.drop, p.splitAttr, connOf(ctx, p.st.metrics.connSeed))
 }
 
 // forward sends what is left of a judged request on and settles it.
