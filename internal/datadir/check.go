@@ -3,6 +3,7 @@ package datadir
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -37,7 +38,8 @@ func kindOf(path string) kind {
 	return kind{}
 }
 
-// CheckFile opens path with bbolt, read-only, checks its pages
+// CheckFile opens path with bbolt, read-only, checks that the file holds
+// every page its meta page counts, whole, checks its pages
 // (bbolt's own consistency check), reads every key and value of its
 // bucket and checks what doubletake knows of them: every queue entry the
 // metadata names is there and decodes; every journal segment is there
@@ -50,8 +52,19 @@ func CheckFile(path string, journal recovered.JournalSalvager) error {
 		return err
 	}
 	defer db.Close()
+	st, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
 	kv := map[string][]byte{}
 	err = db.View(func(tx *bolt.Tx) error {
+		// A file that ends before the pages its meta page counts was cut:
+		// bbolt reads the rest of a cut page as zeros (its mapping of the
+		// file's last page), the salvage as missing; neither is the data
+		// written.
+		if st.Size() < tx.Size() {
+			return fmt.Errorf("truncated: %d bytes, its pages reach %d", st.Size(), tx.Size())
+		}
 		var errs []error
 		for e := range tx.Check() {
 			if len(errs) < 5 {

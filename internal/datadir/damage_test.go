@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/filestorage"
+	bolt "go.etcd.io/bbolt"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/extension/extensiontest"
@@ -256,5 +257,62 @@ func TestRandomDamage(t *testing.T) {
 		if _, err := os.Stat(f.MovedTo); err != nil {
 			t.Errorf("seed %d: damaged file not kept: %v", seed, err)
 		}
+	}
+}
+
+// TestCutWithinItsPages: a queue file cut inside the pages its meta page
+// counts, in the middle of its last page. bbolt reads the rest of that
+// page as zeros and its check passed, so the file was trusted as it was,
+// while the salvage's reader (and anything reading the page as written)
+// lacks the page: one entry of 60 went missing without a word (a CI run
+// of TestRandomDamage, 1 file layout in about 130). The check now finds
+// the file shorter than its pages: it is salvaged, and what the salvage
+// cannot read is counted lost.
+func TestCutWithinItsPages(t *testing.T) {
+	queue := writeQueue(t, t.TempDir())
+	b, err := os.ReadFile(queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(queue, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var high int64
+	_ = db.View(func(tx *bolt.Tx) error { high = tx.Size(); return nil })
+	ps := int64(db.Info().PageSize)
+	_ = db.Close()
+	check := childCheck(t)
+	for _, cut := range []int64{high - ps/2, high - ps - ps/2, high - 1} {
+		dir := t.TempDir()
+		path := filepath.Join(dir, filepath.Base(queue))
+		if err := os.WriteFile(path, b[:cut], 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := check(context.Background(), path); err == nil || !strings.Contains(err.Error(), "truncated") {
+			t.Errorf("cut to %d of %d: the check says %v, want truncated", cut, high, err)
+		}
+		var got []recovered.File
+		if err := Recover(context.Background(), dir, check, dedupprocessor.SalvageJournal, func(_ string, f recovered.File) { got = append(got, f) }); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 {
+			t.Fatalf("cut to %d of %d: %d reports, want the file salvaged and reported", cut, high, len(got))
+		}
+		f := got[0]
+		if spans := countQueue(t, path); int64(spans) != f.Salvaged || !f.LostUncounted && f.Salvaged+f.Lost != queueEntries*entrySpans {
+			t.Errorf("cut to %d of %d: %d spans left, report: salvaged %d, lost %d (%s)", cut, high, spans, f.Salvaged, f.Lost, f.Line)
+		}
+		t.Logf("cut to %d of %d bytes: %s", cut, high, f.Line)
+	}
+	// A file longer than its pages (bbolt grows it ahead), cut there,
+	// holds every page whole: trusted as it is.
+	dir := t.TempDir()
+	path := filepath.Join(dir, filepath.Base(queue))
+	if err := os.WriteFile(path, b[:high+ps/2], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := check(context.Background(), path); err != nil {
+		t.Errorf("cut past its pages: %v", err)
 	}
 }
