@@ -1,8 +1,11 @@
 package streams
 
 import (
+	"cmp"
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -147,5 +150,55 @@ func TestSharedStartConnPools(t *testing.T) {
 	}
 	if truthPool < truthNone {
 		t.Errorf("a pool of two: exact in %d runs, %d without connections", truthPool, truthNone)
+	}
+}
+
+// TestSharedStartConnsWithACopy: two processes sharing a start, each on
+// its own connection, and a second reader of the first (its own exporter,
+// its own connection, reading the same aggregation on its own timer). The
+// copy's values never fall against its original's, so the connections are
+// never told apart and never split the start (its connection never a
+// peer's series); the export phase still does, once learning by the
+// connections has waited for a full ring (then at every second point).
+func TestSharedStartConnsWithACopy(t *testing.T) {
+	split := 0
+	for run := range 50 {
+		rng := rand.New(rand.NewPCG(7, uint64(run)))
+		type export struct {
+			at uint64
+			p  Point
+		}
+		var all []export
+		const start = 1000 * sec
+		iv := uint64(time.Second)
+		rates := [2]float64{1 + float64(rng.IntN(10)), 20 + float64(rng.IntN(10))}
+		phases := [3]uint64{uint64(rng.Int64N(int64(iv))), uint64(rng.Int64N(int64(iv))), uint64(rng.Int64N(int64(iv)))}
+		value := func(w int, tm uint64) float64 { return math.Floor(rates[w] * float64(tm-start) / 1e9) }
+		for w, conn := range []uint64{1, 2, 3} {
+			src := min(w, 1)
+			if w == 2 {
+				src = 0 // the copy reads the first process's aggregation
+			}
+			for tm := start + phases[w]; tm <= start+40*sec; tm += iv {
+				v := value(src, tm)
+				all = append(all, export{at: tm + uint64(rng.Int64N(int64(100*time.Millisecond))),
+					p: Point{Start: start, Time: tm, Value: v, Fingerprint: math.Float64bits(v) ^ tm, Conn: conn}})
+			}
+		}
+		slices.SortStableFunc(all, func(a, b export) int { return cmp.Compare(a.at, b.at) })
+		tr := autoTracker(t, nil)
+		for _, e := range all {
+			tr.ObserveFrom(ID{1}, 9, monoSum, e.p, 0)
+		}
+		if e, ok := tr.Shared(ID{1}); ok && e.Writers >= 2 {
+			split++
+			if e.Conn {
+				t.Errorf("run %d: split by connections with a copy among them: %s", run, e)
+			}
+		}
+	}
+	t.Logf("split in %d of 50 runs", split)
+	if split < 45 {
+		t.Errorf("split in %d of 50 runs", split)
 	}
 }

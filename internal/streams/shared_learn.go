@@ -75,7 +75,13 @@ func (t *Tracker) learn(s *stream, sh *sharedStart, p Point, r Reason) bool {
 			return true
 		}
 	}
-	if n+1 >= sharedLearn && (n+1)%2 == 0 && (!conns || sh.kept+1 >= sharedRing) {
+	// Every second point: while the ring fills, at its odd sizes; once
+	// full (it slides, with connections), at every second point kept.
+	attempt := n+1 >= sharedLearn && (n+1)%2 == 0
+	if n == sharedRing {
+		attempt = sh.kept%2 == 0
+	}
+	if attempt && (!conns || sh.kept+1 >= sharedRing) {
 		var ts [sharedRing + 1]sharer
 		copy(ts[:], sh.ring[:n])
 		ts[n] = sharerOf(p)
