@@ -32,6 +32,9 @@ func connOf(ctx context.Context, seed maphash.Seed) uint64 {
 		binary.LittleEndian.PutUint16(port[:], uint16(a.Port))
 		_, _ = h.Write(port[:])
 		_, _ = h.WriteString(a.Zone)
+	case *net.IPAddr: // the HTTP receiver's: no port
+		_, _ = h.Write(a.IP.To16())
+		_, _ = h.WriteString(a.Zone)
 	default:
 		_, _ = h.WriteString(addr.Network())
 		_, _ = h.WriteString(addr.String())

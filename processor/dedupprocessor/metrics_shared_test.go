@@ -37,21 +37,7 @@ func TestSharedStartSplit(t *testing.T) {
 		}
 	}
 	// The newest point of each series: A's 28 labelled, B's 76 not.
-	newest := map[string]float64{}
-	for _, md := range h.sw.got {
-		if md.DataPointCount() == 0 {
-			continue
-		}
-		dps := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Sum().DataPoints()
-		for i := range dps.Len() {
-			dp := dps.At(i)
-			name := ""
-			if v, ok := dp.Attributes().Get(cfg.Metrics.SplitAttribute); ok {
-				name = v.Str()
-			}
-			newest[name] = float64(dp.IntValue())
-		}
-	}
+	newest := newestBySeries(h, cfg.Metrics.SplitAttribute)
 	sharer := streams.SharerName(100e9, 1)
 	if len(newest) != 2 || newest[""] != 76 || newest[sharer] != 28 {
 		t.Fatalf("series %v, want B's 76 unlabelled and A's 28 as %s", newest, sharer)
@@ -88,6 +74,27 @@ func TestSharedStartSplit(t *testing.T) {
 	if got := writerRules(t, h); got != [numRules]int64{0, 1, 0, 0} {
 		t.Errorf("otelcol_processor_dedup_writer_rules quiet, split, unsplit: %v, want [0 1 0]", got)
 	}
+}
+
+// newestBySeries returns the newest value the next consumer received of
+// each series of the one Sum the requests carry, by its split attribute
+// ("" unlabelled).
+func newestBySeries(h *metricsHarness, splitAttr string) map[string]float64 {
+	newest := map[string]float64{}
+	for _, md := range h.sw.got {
+		if md.DataPointCount() == 0 {
+			continue
+		}
+		dps := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Sum().DataPoints()
+		for i := range dps.Len() {
+			name := ""
+			if v, ok := dps.At(i).Attributes().Get(splitAttr); ok {
+				name = v.Str()
+			}
+			newest[name] = float64(dps.At(i).IntValue())
+		}
+	}
+	return newest
 }
 
 // writerRules reads otelcol_processor_dedup_writer_rules by rule: quiet,
@@ -189,20 +196,7 @@ func TestSharedStartSplitByConnection(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			newest := map[string]float64{}
-			for _, md := range h.sw.got {
-				if md.DataPointCount() == 0 {
-					continue
-				}
-				dps := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Sum().DataPoints()
-				for i := range dps.Len() {
-					name := ""
-					if v, ok := dps.At(i).Attributes().Get(cfg.Metrics.SplitAttribute); ok {
-						name = v.Str()
-					}
-					newest[name] = float64(dps.At(i).IntValue())
-				}
-			}
+			newest := newestBySeries(h, cfg.Metrics.SplitAttribute)
 			sum := 0.0
 			for _, v := range newest {
 				sum += v
