@@ -26,6 +26,15 @@ const DefaultGroupCommitMaxItems = 8192
 // waiting for it.
 const DefaultDirectSlowAfter = time.Second
 
+// DefaultKeptBytes bounds the encoded queue entries whose requests are
+// kept in memory until the queue's consumer takes them (kept.go): a
+// lone sender's entries are taken within milliseconds, and a backlog
+// decodes what this does not hold.
+const DefaultKeptBytes = 4 << 20
+
+// maxKeptBytes is the largest kept_bytes.
+const maxKeptBytes = 1 << 30
+
 // Config is the inner exporter's config plus what the wrapper adds.
 type Config struct {
 	// Exporter is the otlp_grpc or otlp_http config, as written.
@@ -40,6 +49,12 @@ type Config struct {
 	// Direct sends requests straight to the upstream while the sending
 	// queue is empty.
 	Direct DirectConfig `mapstructure:"direct"`
+	// KeptBytes bounds the persistent queue's entries (encoded bytes)
+	// whose requests are kept in memory from their write until the
+	// queue's consumer takes them, so that it takes the request instead
+	// of decoding the entry (kept.go); the oldest are pushed out first
+	// and decoded when taken. 0: every entry is decoded.
+	KeptBytes int64 `mapstructure:"kept_bytes"`
 }
 
 // DirectConfig sends each request at least as large as the queue's batch
@@ -92,7 +107,7 @@ func (c *Config) Unmarshal(conf *confmap.Conf) error {
 	own, rest := map[string]any{}, map[string]any{}
 	for k, v := range conf.ToStringMap() {
 		switch k {
-		case "dedup", "max_request_bytes", "group_commit", "direct":
+		case "dedup", "max_request_bytes", "group_commit", "direct", "kept_bytes":
 			own[k] = v
 		default:
 			rest[k] = v
@@ -103,11 +118,12 @@ func (c *Config) Unmarshal(conf *confmap.Conf) error {
 		MaxRequestBytes int               `mapstructure:"max_request_bytes"`
 		GroupCommit     GroupCommitConfig `mapstructure:"group_commit"`
 		Direct          DirectConfig      `mapstructure:"direct"`
-	}{c.Dedup, c.MaxRequestBytes, c.GroupCommit, c.Direct}
+		KeptBytes       int64             `mapstructure:"kept_bytes"`
+	}{c.Dedup, c.MaxRequestBytes, c.GroupCommit, c.Direct, c.KeptBytes}
 	if err := confmap.NewFromStringMap(own).Unmarshal(&keys); err != nil {
 		return err
 	}
-	c.Dedup, c.MaxRequestBytes, c.GroupCommit, c.Direct = keys.Dedup, keys.MaxRequestBytes, keys.GroupCommit, keys.Direct
+	c.Dedup, c.MaxRequestBytes, c.GroupCommit, c.Direct, c.KeptBytes = keys.Dedup, keys.MaxRequestBytes, keys.GroupCommit, keys.Direct, keys.KeptBytes
 	return confmap.NewFromStringMap(rest).Unmarshal(c.Exporter)
 }
 
@@ -122,6 +138,9 @@ func (c *Config) Validate() error {
 	}
 	if c.GroupCommit.MaxDelay < 0 || c.GroupCommit.MaxDelay > time.Minute {
 		return fmt.Errorf("group_commit::max_delay must be between 0 and 1m, got %s", c.GroupCommit.MaxDelay)
+	}
+	if c.KeptBytes < 0 || c.KeptBytes > maxKeptBytes {
+		return fmt.Errorf("kept_bytes must be between 0 (off) and %d, got %d", maxKeptBytes, c.KeptBytes)
 	}
 	q, _ := queueAndRetry(c.Exporter)
 	if c.Direct.Enabled {

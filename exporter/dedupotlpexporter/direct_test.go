@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/exporter/exportertest"
+	"go.opentelemetry.io/collector/extension"
 	"go.opentelemetry.io/collector/extension/extensiontest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -27,6 +28,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/doubletake/doubletake/extension/logstorageextension"
 	"github.com/doubletake/doubletake/processor/dedupprocessor"
 )
 
@@ -113,6 +115,13 @@ type directRig struct {
 
 func startDirect(t *testing.T, extra map[string]any) *directRig {
 	t.Helper()
+	return startRig(t, filestorage.NewFactory(), extra)
+}
+
+// startRig is startDirect with the queue in the storage sf makes (its
+// default config in a temporary directory).
+func startRig(t *testing.T, sf extension.Factory, extra map[string]any) *directRig {
+	t.Helper()
 	up := &directUpstream{spans: map[string]int{}, entered: make(chan struct{}, 1024)}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -131,9 +140,15 @@ func startDirect(t *testing.T, extra map[string]any) *directRig {
 		srv.Stop()
 	})
 
-	sf := filestorage.NewFactory()
-	scfg := sf.CreateDefaultConfig().(*filestorage.Config)
-	scfg.Directory = t.TempDir()
+	scfg := sf.CreateDefaultConfig()
+	switch c := scfg.(type) {
+	case *filestorage.Config:
+		c.Directory = t.TempDir()
+	case *logstorageextension.Config:
+		c.Directory = t.TempDir()
+	default:
+		t.Fatalf("no directory for a %T", scfg)
+	}
 	ext, err := sf.Create(context.Background(), extensiontest.NewNopSettings(sf.Type()), scfg)
 	if err != nil {
 		t.Fatal(err)
@@ -150,7 +165,7 @@ func startDirect(t *testing.T, extra map[string]any) *directRig {
 	raw := map[string]any{
 		"endpoint": ln.Addr().String(), "tls": map[string]any{"insecure": true}, "dedup": "dedup",
 		"retry_on_failure": map[string]any{"enabled": true, "initial_interval": "10ms", "max_interval": "50ms", "max_elapsed_time": 0},
-		"sending_queue":    map[string]any{"enabled": true, "storage": "file_storage", "num_consumers": 1, "sizer": "bytes", "queue_size": 64 << 20},
+		"sending_queue":    map[string]any{"enabled": true, "storage": sf.Type().String(), "num_consumers": 1, "sizer": "bytes", "queue_size": 64 << 20},
 		"direct":           map[string]any{"enabled": true},
 	}
 	for k, v := range extra {

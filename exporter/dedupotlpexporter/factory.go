@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
+	"go.opentelemetry.io/collector/exporter/exporterhelper/xexporterhelper"
 	"go.opentelemetry.io/collector/exporter/otlpexporter"
 	"go.opentelemetry.io/collector/exporter/otlphttpexporter"
 	"go.uber.org/zap"
@@ -54,6 +55,7 @@ func Wrap(typ component.Type, inner exporter.Factory, tb dedupcontract.TakeBack)
 				MaxRequestBytes: DefaultMaxRequestBytes,
 				GroupCommit:     GroupCommitConfig{MaxItems: DefaultGroupCommitMaxItems},
 				Direct:          DirectConfig{SlowAfter: DefaultDirectSlowAfter},
+				KeptBytes:       DefaultKeptBytes,
 			}
 		},
 		exporter.WithTraces(f.createTraces, metadata.TracesStability),
@@ -131,7 +133,7 @@ func (c quietWhileDown) With(fields []zapcore.Field) zapcore.Core {
 // prepare returns the wrapper's shared part, the settings of the
 // exporterhelper around the inner exporter (its queue read by up.queue)
 // and of the inner exporter, and the exporterhelper's options.
-func (f *factory) prepare(set exporter.Settings, cfg component.Config) (*upstream, exporter.Settings, exporter.Settings, []exporterhelper.Option) {
+func (f *factory) prepare(set exporter.Settings, cfg component.Config, queueSettings func() xexporterhelper.QueueBatchSettings) (*upstream, exporter.Settings, exporter.Settings, []exporterhelper.Option) {
 	c := cfg.(*Config)
 	q, r := queueAndRetry(c.Exporter)
 	innerSet := set
@@ -157,8 +159,13 @@ func (f *factory) prepare(set exporter.Settings, cfg component.Config) (*upstrea
 	outerSet.MeterProvider = up.queue.meterProvider(set.MeterProvider)
 	outerSet.Logger = withUndecodable(set.Logger) // undecodable.go
 	outerSet.Logger = outerSet.Logger.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return quietWhileDown{c, up.health} }))
+	qs := queueSettings()
+	if q.HasValue() && up.storageID != nil && c.KeptBytes > 0 {
+		up.kept = newKeptEntries(c.KeptBytes, qs.ReferenceCounter)
+		qs.Encoding = keptEncoding{inner: qs.Encoding, kept: up.kept}
+	}
 	opts := []exporterhelper.Option{
-		exporterhelper.WithQueue(q),
+		xexporterhelper.WithQueueBatch(q, qs),
 		exporterhelper.WithRetry(r),
 		exporterhelper.WithTimeout(exporterhelper.TimeoutConfig{}), // the inner exporter times each send
 		// Grouping moves the data of merged requests into the first one.
@@ -168,7 +175,7 @@ func (f *factory) prepare(set exporter.Settings, cfg component.Config) (*upstrea
 }
 
 func (f *factory) createTraces(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Traces, error) {
-	up, outerSet, innerSet, opts := f.prepare(set, cfg)
+	up, outerSet, innerSet, opts := f.prepare(set, cfg, xexporterhelper.NewTracesQueueBatchSettings)
 	inner, err := f.inner.CreateTraces(ctx, innerSet, innerConfig(up.cfg.Exporter))
 	if err != nil {
 		return nil, err
@@ -182,7 +189,7 @@ func (f *factory) createTraces(ctx context.Context, set exporter.Settings, cfg c
 }
 
 func (f *factory) createLogs(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Logs, error) {
-	up, outerSet, innerSet, opts := f.prepare(set, cfg)
+	up, outerSet, innerSet, opts := f.prepare(set, cfg, xexporterhelper.NewLogsQueueBatchSettings)
 	inner, err := f.inner.CreateLogs(ctx, innerSet, innerConfig(up.cfg.Exporter))
 	if err != nil {
 		return nil, err
@@ -196,7 +203,7 @@ func (f *factory) createLogs(ctx context.Context, set exporter.Settings, cfg com
 }
 
 func (f *factory) createMetrics(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Metrics, error) {
-	up, outerSet, innerSet, opts := f.prepare(set, cfg)
+	up, outerSet, innerSet, opts := f.prepare(set, cfg, xexporterhelper.NewMetricsQueueBatchSettings)
 	inner, err := f.inner.CreateMetrics(ctx, innerSet, innerConfig(up.cfg.Exporter))
 	if err != nil {
 		return nil, err

@@ -85,7 +85,11 @@ func (s missingStorage) GetClient(ctx context.Context, kind component.Kind, id c
 	if err != nil {
 		return nil, err
 	}
-	return &missingEntries{Client: c, logger: s.logger.With(zap.String("storage_client", name)), up: s.up}, nil
+	var kept *keptEntries
+	if s.up != nil {
+		kept = s.up.kept
+	}
+	return &missingEntries{Client: c, logger: s.logger.With(zap.String("storage_client", name)), up: s.up, kept: kept}, nil
 }
 
 // missingEntries reports each queue entry read and not found, except the
@@ -111,6 +115,9 @@ type missingEntries struct {
 	// pendingMark is the queue's metadata from the last entry it took,
 	// not yet written: its next write carries it, or newer.
 	pendingMark []byte
+	// kept is told of the entries written and read (kept.go); nil: none
+	// kept.
+	kept *keptEntries
 }
 
 // maxNeverStored bounds the entry keys remembered as never stored: a
@@ -128,10 +135,20 @@ func (c *missingEntries) Get(ctx context.Context, key string) ([]byte, error) {
 		}
 	}
 	v, err := c.Client.Get(ctx, key)
-	if err == nil && v == nil && isEntryKey(key) && !c.wasRefused(key) {
-		c.missing(key)
+	if err == nil && isEntryKey(key) {
+		c.readBack(key, v)
+		if v == nil && !c.wasRefused(key) {
+			c.missing(key)
+		}
 	}
 	return v, err
+}
+
+// readBack tells kept of an entry read.
+func (c *missingEntries) readBack(key string, v []byte) {
+	if c.kept != nil {
+		c.kept.read(key, v)
+	}
 }
 
 // wasRefused says whether key's write had failed (and forgets it: the
@@ -176,13 +193,18 @@ func (c *missingEntries) Batch(ctx context.Context, ops ...*storage.Operation) e
 			return err
 		}
 		if taken {
+			c.readBack(get.Key, get.Value)
 			if get.Value == nil && !c.wasRefused(get.Key) {
 				c.missing(get.Key)
 			}
 			return nil
 		}
 	}
-	if err := c.Client.Batch(ctx, c.withPendingMark(ops)...); err != nil {
+	err := c.Client.Batch(ctx, c.withPendingMark(ops)...)
+	if c.kept != nil {
+		c.kept.wrote(ops, err)
+	}
+	if err != nil {
 		c.failed(ops, err)
 		return err
 	}
@@ -195,7 +217,14 @@ func (c *missingEntries) Batch(ctx context.Context, ops ...*storage.Operation) e
 				written = map[string]bool{}
 			}
 			written[op.Key] = true
-		case op.Value == nil && isEntryKey(op.Key) && !written[op.Key] && !c.wasRefused(op.Key):
+		case !isEntryKey(op.Key) || written[op.Key]:
+		case op.Value != nil:
+			c.readBack(op.Key, op.Value)
+		default:
+			c.readBack(op.Key, nil)
+			if c.wasRefused(op.Key) {
+				continue
+			}
 			// Not deleted by this batch: missing.
 			c.missing(op.Key)
 		}

@@ -121,5 +121,8 @@ func (c *missingEntries) Close(ctx context.Context) error {
 	if mark != nil {
 		err = c.Client.Batch(ctx, storage.SetOperation(queueMetadataKey, mark))
 	}
+	if c.kept != nil {
+		c.kept.close()
+	}
 	return errors.Join(err, c.Client.Close(ctx))
 }

@@ -18,9 +18,10 @@ var upstreamStates = []upstreamhealth.State{
 }
 
 // observeUpstream registers otelcol_exporter_dedup_upstream_state of
-// exporter id's signal, read from health at collection time; stop
-// unregisters it.
-func observeUpstream(set component.TelemetrySettings, id component.ID, signal string, health *upstreamhealth.Tracker) (stop func(), err error) {
+// exporter id's signal, read from health at collection time, and
+// otelcol_exporter_dedup_queue_kept_entries from kept (when not nil);
+// stop unregisters them.
+func observeUpstream(set component.TelemetrySettings, id component.ID, signal string, health *upstreamhealth.Tracker, kept *keptEntries) (stop func(), err error) {
 	tb, err := metadata.NewTelemetryBuilder(set)
 	if err != nil {
 		return nil, err
@@ -41,6 +42,17 @@ func observeUpstream(set component.TelemetrySettings, id component.ID, signal st
 		}
 		return nil
 	})
+	if err == nil && kept != nil {
+		taken := metric.WithAttributeSet(attribute.NewSet(attribute.String("exporter", id.String()),
+			attribute.String("data_type", signal), attribute.String("outcome", "taken")))
+		out := metric.WithAttributeSet(attribute.NewSet(attribute.String("exporter", id.String()),
+			attribute.String("data_type", signal), attribute.String("outcome", "pushed_out")))
+		err = tb.RegisterExporterDedupQueueKeptEntriesCallback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(kept.takenCount.Load(), taken)
+			o.Observe(kept.evicted.Load(), out)
+			return nil
+		})
+	}
 	if err != nil {
 		tb.Shutdown()
 		return nil, err

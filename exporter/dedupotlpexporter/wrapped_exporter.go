@@ -61,6 +61,9 @@ type upstream struct {
 	// storageID is the persistent queue's storage extension, nil without
 	// one: its clients are wrapped to report missing entries (missing.go).
 	storageID *component.ID
+	// kept holds the requests the queue stored until its consumer takes
+	// them (kept.go); nil without a persistent queue or kept_bytes.
+	kept *keptEntries
 }
 
 // signal is what the wrapper knows of one signal's data.
@@ -274,7 +277,7 @@ func (up *upstream) lifecycle(c component.Component, signal string) []exporterhe
 				return err
 			}
 			var err error
-			if unobserve, err = observeUpstream(up.telemetry, up.id, signal, up.health); err != nil {
+			if unobserve, err = observeUpstream(up.telemetry, up.id, signal, up.health, up.kept); err != nil {
 				return errors.Join(err, c.Shutdown(ctx))
 			}
 			if up.sizer != "" && up.queue.readable() {

@@ -25,10 +25,11 @@ func Tracer(settings component.TelemetrySettings) trace.Tracer {
 // TelemetryBuilder provides an interface for components to report telemetry
 // as defined in metadata and user config.
 type TelemetryBuilder struct {
-	meter                      metric.Meter
-	mu                         sync.Mutex
-	registrations              []metric.Registration
-	ExporterDedupUpstreamState metric.Int64ObservableGauge
+	meter                         metric.Meter
+	mu                            sync.Mutex
+	registrations                 []metric.Registration
+	ExporterDedupQueueKeptEntries metric.Int64ObservableCounter
+	ExporterDedupUpstreamState    metric.Int64ObservableGauge
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -40,6 +41,21 @@ type telemetryBuilderOptionFunc func(mb *TelemetryBuilder)
 
 func (tbof telemetryBuilderOptionFunc) apply(mb *TelemetryBuilder) {
 	tbof(mb)
+}
+
+// RegisterExporterDedupQueueKeptEntriesCallback sets callback for observable ExporterDedupQueueKeptEntries metric.
+func (builder *TelemetryBuilder) RegisterExporterDedupQueueKeptEntriesCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ExporterDedupQueueKeptEntries, obs: o})
+		return nil
+	}, builder.ExporterDedupQueueKeptEntries)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
 }
 
 // RegisterExporterDedupUpstreamStateCallback sets callback for observable ExporterDedupUpstreamState metric.
@@ -85,6 +101,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	}
 	builder.meter = Meter(settings)
 	var err, errs error
+	builder.ExporterDedupQueueKeptEntries, err = builder.meter.Int64ObservableCounter(
+		"otelcol_exporter_dedup_queue_kept_entries",
+		metric.WithDescription("The sending queue's entries whose request was kept in memory from their write (kept_bytes) - taken by the queue's consumer without a decode, or pushed out and decoded from storage when taken. Observed while the exporter runs. [Alpha]"),
+		metric.WithUnit("{entry}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ExporterDedupUpstreamState, err = builder.meter.Int64ObservableGauge(
 		"otelcol_exporter_dedup_upstream_state",
 		metric.WithDescription("The state of the exporter's upstream as its last send found it - 1 for the state it is in, 0 for the others. Observed while the exporter runs; it changes only when a send is tried (the sending queue retries while it holds data). [Alpha]"),
