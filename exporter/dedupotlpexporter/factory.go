@@ -160,7 +160,12 @@ func (f *factory) prepare(set exporter.Settings, cfg component.Config, queueSett
 	outerSet.Logger = withUndecodable(set.Logger) // undecodable.go
 	outerSet.Logger = outerSet.Logger.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return quietWhileDown{c, up.health} }))
 	qs := queueSettings()
-	if q.HasValue() && up.storageID != nil && c.KeptBytes > 0 {
+	// Only an exporter that declares it changes what it is handed (its
+	// batcher, group commit or direct sends do) owns it: the collector
+	// then gives it a copy of data other consumers also read, and the
+	// request kept for the queue's consumer is its own (kept.go).
+	owns := up.grouped || up.direct || up.splits
+	if q.HasValue() && up.storageID != nil && c.KeptBytes > 0 && owns {
 		up.kept = newKeptEntries(c.KeptBytes, qs.ReferenceCounter)
 		qs.Encoding = keptEncoding{inner: qs.Encoding, kept: up.kept}
 	}

@@ -328,3 +328,38 @@ func requestOf(t *testing.T, td ptrace.Traces) xexporterhelper.Request {
 	}
 	return req
 }
+
+// TestKeptOnlyWhenOwned: an exporter that does not declare that it changes
+// what it is handed (no batcher, no group commit, no direct sends) may be
+// handed data other consumers read too: it keeps no request, and every
+// entry is decoded. With any of the three it declares so, and keeps them.
+func TestKeptOnlyWhenOwned(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		extra map[string]any
+		owns  bool
+	}{
+		{"none", map[string]any{"direct": map[string]any{"enabled": false}, "group_commit": map[string]any{"max_items": 0}}, false},
+		{"group commit", map[string]any{"direct": map[string]any{"enabled": false}}, true},
+		{"direct", map[string]any{"group_commit": map[string]any{"max_items": 0}}, true},
+		{"batcher", map[string]any{"direct": map[string]any{"enabled": false}, "group_commit": map[string]any{"max_items": 0},
+			"sending_queue": map[string]any{"enabled": true, "storage": "log_storage", "num_consumers": 1, "sizer": "bytes", "queue_size": 64 << 20,
+				"batch": map[string]any{"sizer": "bytes", "min_size": 1, "max_size": 1 << 20, "flush_timeout": "10ms"}}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := startRig(t, logstorageextension.NewFactory(), tc.extra)
+			if mutates := r.exp.Capabilities().MutatesData; mutates != tc.owns {
+				t.Fatalf("the exporter declares MutatesData %v, want %v", mutates, tc.owns)
+			}
+			if kept := r.exp.up.kept != nil; kept != tc.owns {
+				t.Fatalf("requests kept: %v, want %v", kept, tc.owns)
+			}
+			td := r.request("o", 3)
+			want := cloneTraces(td)
+			if err := r.proc.ConsumeTraces(context.Background(), td); err != nil {
+				t.Fatal(err)
+			}
+			waitUntil(t, "the request delivered", func() bool { ok, _ := r.up.has(want); return ok })
+		})
+	}
+}
