@@ -31,17 +31,23 @@ import (
 // restart, or an entry the bound pushed out, is decoded from storage.
 //
 // The kept request is the one the exporter was handed, which is what the
-// collector's in-memory queue keeps too: the exporter declares that it
-// mutates what it is given, so nobody upstream reads it after handing it
-// over. It is referenced (pdata's reference count, for pooled pdata) while
+// collector's in-memory queue keeps too. Requests are kept only by an
+// exporter that declares that it changes what it is given (batcher, group
+// commit or direct sends: factory.go), so that the collector hands it data
+// nobody else reads. It is referenced (pdata's reference count, for pooled pdata) while
 // kept, as the in-memory queue does, and released when it is pushed out
 // unread, deleted unread or the client closes; one taken is released by
 // the queue's consumer once sent, as for a decoded one.
 //
 // The bound: kept_bytes of encoded entries (the request in memory takes a
-// few times that), the oldest pushed out first, counted in
-// otelcol_exporter_dedup_queue_kept_evicted; the entries taken without a
-// decode are counted in otelcol_exporter_dedup_queue_kept_taken.
+// few times that), the oldest pushed out first. Both outcomes are counted
+// in otelcol_exporter_dedup_queue_kept_entries (outcome taken or
+// pushed_out).
+//
+// This relies on the queue passing the slice its encoding returned to the
+// storage's Set, and decoding the very slice its read returned;
+// TestKeptTakenWithoutDecode fails (no entry taken) when a collector bump
+// changes either.
 
 // refCounter is the queue's reference count of a request (its
 // QueueBatchSettings' ReferenceCounter).
