@@ -266,17 +266,19 @@ func restoredContext(ctx context.Context) context.Context {
 		out = trace.ContextWithSpanContext(out, sc)
 	}
 	info := client.FromContext(ctx)
-	md := map[string][]string{}
-	for key := range info.Metadata.Keys() {
-		md[key] = info.Metadata.Get(key)
+	hasMetadata := false
+	for range info.Metadata.Keys() {
+		hasMetadata = true
+		break
 	}
 	var addr net.Addr
 	switch info.Addr.(type) {
 	case *net.IPAddr, *net.TCPAddr, *net.UDPAddr, *net.UnixAddr:
 		addr = info.Addr
 	}
-	if len(md) > 0 || addr != nil {
-		out = client.NewContext(out, client.Info{Metadata: client.NewMetadata(md), Addr: addr})
+	if hasMetadata || addr != nil {
+		// Metadata is immutable: shared, not copied.
+		out = client.NewContext(out, client.Info{Metadata: info.Metadata, Addr: addr})
 	}
 	return out
 }
