@@ -260,3 +260,40 @@ func BenchmarkSharedStart(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDeltaAuto: the cost per point of judging delta chains under
+// Policy.Auto, the elected chain and a second writer's, exporting every
+// second in their own phases: dense (a point every interval) and sparse
+// (no point for an interval without measurements: every other interval
+// skipped, each chain going on across the gap).
+func BenchmarkDeltaAuto(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		skip bool
+	}{{"dense", false}, {"sparse", true}} {
+		b.Run(tc.name, func(b *testing.B) {
+			p := DefaultPolicy()
+			p.Auto, p.MaxHeldBytes = true, 0
+			tr, err := NewTracker(p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			const base = 1000 * sec
+			gap := uint64(0)
+			if tc.skip {
+				gap = sec
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				w, j := uint64(i%2), uint64(i/2)
+				start := base + w*(sec/3) + j*(sec+gap)
+				if j > 0 {
+					start += gap // an interval without measurements before this one
+				}
+				pt := Point{Start: start, Time: start + sec, Value: float64(1 + j%3)}
+				tr.ObserveFrom(ID{1}, 9, deltaSum, pt, 0)
+			}
+		})
+	}
+}

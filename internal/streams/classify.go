@@ -100,6 +100,7 @@ type Pair struct {
 	pooled  bool  // class set by SetClass, not by this pair's evidence
 	noMM    bool  // a writer's min or max moved back: not cumulative, not compared
 	negSum  bool  // a writer measured a negative value: its sum may fall, not compared
+	noFloor bool  // the earlier writer's chain went on across a gap: c may be below 0 (gapped)
 	part    uint8 // peer: the value whose bounds crossed
 	tests   uint32
 	moves   uint32
@@ -404,6 +405,9 @@ func (p *Pair) bound(x, y *sample) {
 		if p.bounded&bit == 0 {
 			p.bounded |= bit
 			p.lo[k], p.hi[k] = 0, math.Inf(1) // c ≥ 0: the later writer counts a suffix
+			if p.noFloor {
+				p.lo[k] = math.Inf(-1)
+			}
 		}
 		if lower {
 			p.lo[k] = max(p.lo[k], d)

@@ -23,10 +23,12 @@ func (t *Tracker) deltaAuto(s *stream, p Point, d Decision) (Decision, bool) {
 		if dup {
 			return dropped(d, ReasonDuplicate), true
 		}
-		return j.deltaOther(t, s, i, p, d), true
+		return j.deltaOther(t, s, i, p, d, 0), true
 	}
-	if s.flags&(flagAlt|flagWasElected) == flagAlt|flagWasElected && p.Start == a.time && p.Time > a.time {
-		if p.Time == c.start && c.deltaStart() == c.start {
+	wasElected := s.flags&(flagAlt|flagWasElected) == flagAlt|flagWasElected && p.Time > a.time
+	altGap := wasElected && p.Start > a.time && p.Time > c.start && j.altGap(s, p) // across intervals it sent nothing for (delta_gap.go)
+	if wasElected && (p.Start == a.time || altGap) {
+		if !altGap && p.Time == c.start && c.deltaStart() == c.start {
 			// p ends where the run elected as a restart began, which has
 			// sent one point: that point was this chain's next interval,
 			// arrived before p (a process's final export overtaking its
@@ -41,7 +43,7 @@ func (t *Tracker) deltaAuto(s *stream, p Point, d Decision) (Decision, bool) {
 			s.cur.start, s.cur.interval = a.start, a.interval
 			d.Writer, d.Elected, d.Verdict = p.Start, a.start, Label
 			j.stats.Continued++
-			j.deltaElected(s, p) // evidence for the stream's pairs
+			j.deltaElected(s, p, 0) // evidence for the stream's pairs
 			return d, true
 		}
 		// The chain elected before a restart goes on: two chains are live,
@@ -50,22 +52,57 @@ func (t *Tracker) deltaAuto(s *stream, p Point, d Decision) (Decision, bool) {
 		// point is not newer than the other's newest (the output's times
 		// would step back): then the old chain is the pair.
 		s.flags &^= flagWasElected
+		gapEnd := uint64(0)
+		if altGap {
+			gapEnd = a.time
+			j.stats.AcrossGap++
+			s.flags |= flagSparse
+		}
 		if p.Time <= c.time {
 			i, ok := j.newChain(s, a.start, Point{Start: a.deltaStart(), Time: a.time, Fingerprint: a.fp}, t.now, t.origin, writerKey{})
 			if !ok {
 				return d, false
 			}
+			if altGap {
+				j.pairs[i].chains.gap = [2]uint64{a.time, p.Start}
+			}
 			d.Writer = a.start
-			return j.deltaOther(t, s, i, p, d), true
+			return j.deltaOther(t, s, i, p, d, gapEnd), true
 		}
 		old := s.cur
 		s.cur = s.alt
+		if altGap {
+			s.setDeltaGap(a.time, p.Start)
+			s.cur.time = p.Start // its timer went on: the skipped intervals are not its interval
+		}
 		s.cur.acceptDelta(p)
 		s.alt = old
 		s.flags |= flagRunSince
 		d.Writer, d.Election = s.cur.start, ElectionEarlierStart
 		j.newChain(s, old.start, Point{Start: old.deltaStart(), Time: old.time, Fingerprint: old.fp}, t.now, t.origin, writerKey{})
 		return d, true
+	}
+	if dd, ok := j.deltaFiller(t, s, p, d); ok {
+		return dd, true
+	}
+	if i, ok := j.gapOf(s, p); ok {
+		// A chain's next point after intervals its writer sent nothing
+		// for (delta_gap.go): the same writer, its series and its
+		// evidence.
+		j.stats.AcrossGap++
+		s.flags |= flagSparse
+		if i == noSlot {
+			end := c.time
+			s.setDeltaGap(end, p.Start)
+			c.time = p.Start // its timer went on: the skipped intervals are not its interval
+			c.acceptDelta(p)
+			j.deltaElected(s, p, end)
+			return d, true
+		}
+		jp := &j.pairs[i]
+		jp.chains.gap = [2]uint64{jp.own.time, p.Start}
+		d.Writer = jp.other
+		return j.deltaOther(t, s, i, p, d, jp.own.time), true
 	}
 	// A chain whose first interval arrives after its second (an export
 	// that waited, for a connection or a busy process, while the next
@@ -154,7 +191,7 @@ func (t *Tracker) deltaAuto(s *stream, p Point, d Decision) (Decision, bool) {
 		j.pairs[i].origin = t.origin
 	}
 	d.Writer = run
-	return j.deltaOther(t, s, i, p, d), true
+	return j.deltaOther(t, s, i, p, d, 0), true
 }
 
 // sameRun is the name of a second chain whose run start is the elected
@@ -176,7 +213,7 @@ func (t *Tracker) deltaCollide(s *stream, p Point, d Decision) (Decision, bool) 
 		return d, false
 	}
 	d.Writer = j.pairs[i].other
-	return j.deltaOther(t, s, i, p, d), true
+	return j.deltaOther(t, s, i, p, d, 0), true
 }
 
 // chainOf finds the pair of stream id whose chain p continues, or whose
@@ -293,8 +330,10 @@ func (j *judge) poolChain(jp *judged, origin, run, last uint64, now int64, join 
 	}
 }
 
-// deltaOther judges the point p of the second chain in pair slot i.
-func (j *judge) deltaOther(t *Tracker, s *stream, i uint32, p Point, d Decision) Decision {
+// deltaOther judges the point p of the second chain in pair slot i;
+// gapEnd, when set, is the chain's newest point's time, p going on from it
+// across intervals it sent nothing for (gapOf).
+func (j *judge) deltaOther(t *Tracker, s *stream, i uint32, p Point, d Decision, gapEnd uint64) Decision {
 	jp := &j.pairs[i]
 	if t.now > jp.seen {
 		jp.seen = t.now
@@ -330,15 +369,41 @@ func (j *judge) deltaOther(t *Tracker, s *stream, i uint32, p Point, d Decision)
 	}
 	before := jp.class
 	if jp.class != ClassPeer {
-		jp.chains.add(&jp.Pair, s.shape, p)
-		if jp.class == ClassUndecided && t.quiet(&s.cur, p.Time) && s.cur.time > 0 && !j.chainSince(s.id, s.cur.time, jp) {
+		dc := jp.chains
+		dc.add(&jp.Pair, s.shape, p, gapEnd)
+		if p.Start >= s.cur.time && p.Value > 0 {
+			if dc.since == 0 {
+				dc.since = p.Time
+			}
+			dc.counted++
+		}
+		iv := s.cur.interval
+		if iv == 0 {
+			iv = s.cur.time - s.cur.deltaStart() // one point sent: its own interval
+		}
+		if jp.class == ClassUndecided && dc.since != 0 && (s.flags&flagSparse == 0 || dc.counted >= QuietSparsePoints) &&
+			t.quiet(&writer{time: dc.since + iv, interval: iv}, p.Time) &&
+			s.cur.time > 0 && !j.chainSince(s.id, s.cur.time, jp) {
 			// The elected chain stopped, this one goes on, and no chain
 			// began since (the elected writer going on under another run
 			// start, its chain broken by a lost or late export): not a
 			// copy (a copy cannot outlive its process's first reader).
+			// Stopped: it sent nothing for the failover time after it
+			// was due to send the measurements of this chain's first
+			// point that counted some and started after the elected
+			// chain's newest point (since, plus the elected chain's
+			// interval): a copy's process's first reader would have. A
+			// writer that sends no point for an interval without
+			// measurements (the Python and Go SDKs) is quiet whenever it
+			// has nothing to count, not stopped: once a chain of the
+			// stream went on across such intervals (flagSparse), one lost
+			// export would make it look stopped, so this chain must have
+			// counted measurements in QuietSparsePoints points since,
+			// each of which the first reader of a copy's process would
+			// have sent: as many of its exports lost.
 			jp.class, jp.part, jp.decided = ClassPeer, partQuiet, p.Time
 			jp.crossLo = float64(p.Time-s.cur.time) / 1e9
-			fo, _ := t.failoverAfter(s.cur.interval)
+			fo, _ := t.failoverAfter(iv)
 			jp.crossHi = float64(fo) / 1e9
 			j.stats.Quiet++
 		}
@@ -429,8 +494,9 @@ func (j *judge) repool(i uint32, wk writerKey, t uint64) {
 }
 
 // deltaElected feeds a point of the elected chain to the pairs of the
-// stream, rebasing those judged against another elected chain.
-func (j *judge) deltaElected(s *stream, p Point) {
+// stream, rebasing those judged against another elected chain; gapEnd as
+// for deltaOther.
+func (j *judge) deltaElected(s *stream, p Point, gapEnd uint64) {
 	head, ok := j.byStream[s.id]
 	if !ok {
 		return
@@ -447,7 +513,8 @@ func (j *judge) deltaElected(s *stream, p Point) {
 			jp.class, jp.decided, jp.ref = cls, decided, s.cur.start
 		}
 		before := jp.class
-		jp.chains.add(&jp.Pair, s.shape, p)
+		jp.chains.add(&jp.Pair, s.shape, p, gapEnd)
+		jp.chains.since, jp.chains.counted = 0, 0 // the elected chain went on
 		j.chainDecided(jp, before, p.Time)
 	}
 }

@@ -32,7 +32,20 @@ type DeltaPair struct {
 // deltaChains are a DeltaPair's two chains, fed to a Pair.
 type deltaChains struct {
 	chains [2]chain
-	n      uint8 // chains known
+	n      uint8  // chains known
+	mmFrom uint64 // extremes only of intervals that start at or after it (gapped)
+	// gap is the judged chain's newest gap (from, to], for a filler
+	// (delta_gap.go); to 0: none.
+	gap [2]uint64
+	// before is what the newest gap dropped, restored when one interval
+	// fills it (filled).
+	before gapState
+	// since is the time of the judged chain's first point that counted
+	// measurements and started after the elected chain's newest point,
+	// 0 when the elected chain went on since (the quiet rule, deltaOther);
+	// counted, its points that counted measurements since.
+	since   uint64
+	counted uint32
 }
 
 // chain is one writer's chain: its run start, its newest point's time and
@@ -77,6 +90,35 @@ func (d *deltaChains) chainOf(pt Point) int {
 	return -1
 }
 
+// extremesFrom says whether pt's min and max count in chain w's since the
+// earlier writer's gap (mmFrom): the later writer's measurements, every
+// one of them the earlier writer's too were it a copy, only from its
+// intervals that start after the gap; the earlier writer's from every
+// interval that ends after it (the chain of the least run start known is
+// the earlier writer's).
+func (d *deltaChains) extremesFrom(w int, pt Point) bool {
+	for k := range int(d.n) {
+		if k != w && d.chains[k].run < d.chains[w].run {
+			return pt.Start >= d.mmFrom
+		}
+	}
+	return pt.Time > d.mmFrom
+}
+
+// chainAfter returns the chain whose newest point ended at gapEnd, before
+// pt starts, or -1.
+func (d *deltaChains) chainAfter(pt Point, gapEnd uint64) int {
+	if gapEnd == 0 || pt.Start <= gapEnd {
+		return -1
+	}
+	for w := range int(d.n) {
+		if d.chains[w].end == gapEnd {
+			return w
+		}
+	}
+	return -1
+}
+
 // Runs returns the two chains' run starts (0: not seen).
 func (d *deltaChains) Runs() (a, b uint64) { return d.chains[0].run, d.chains[1].run }
 
@@ -84,20 +126,48 @@ func (d *deltaChains) Runs() (a, b uint64) { return d.chains[0].run, d.chains[1]
 // neither chain, a point flagged "no recorded value", or a stream that is
 // not JudgedDelta adds nothing (false).
 func (d *DeltaPair) Add(shape Shape, pt Point) (moves int, ok bool) {
-	return d.add(&d.Pair, shape, pt)
+	return d.add(&d.Pair, shape, pt, 0)
 }
 
-// add feeds pt to its chain and the chain's running totals to p.
-func (d *deltaChains) add(p *Pair, shape Shape, pt Point) (moves int, ok bool) {
+// AddAfterGap feeds a point that goes on, across intervals its writer sent
+// nothing for, from the chain whose newest point ended at end (the caller
+// found it on that chain's timer): the chain goes on, and the bounds the
+// gap may have broken are dropped (Pair.gapped).
+func (d *DeltaPair) AddAfterGap(shape Shape, pt Point, end uint64) (moves int, ok bool) {
+	return d.add(&d.Pair, shape, pt, end)
+}
+
+// Fill feeds an interval that arrives after the point that went on across
+// it (AddAfterGap), filling that gap exactly: an export that was late, not
+// lost. False: it fills no gap (it adds nothing).
+func (d *DeltaPair) Fill(shape Shape, pt Point) bool { return d.filled(&d.Pair, shape, pt) }
+
+// add feeds pt to its chain and the chain's running totals to p; gapEnd,
+// when set, is the end of the chain pt goes on from across a gap.
+func (d *deltaChains) add(p *Pair, shape Shape, pt Point, gapEnd uint64) (moves int, ok bool) {
 	if !JudgedDelta(shape) || pt.Start == 0 || pt.Time <= pt.Start || pt.NoValue ||
 		math.IsNaN(pt.Value) || pt.Value < 0 || math.IsInf(pt.Value, 0) {
 		return 0, false
 	}
-	w := d.chainOf(pt)
+	w := d.chainAfter(pt, gapEnd)
+	if w < 0 {
+		w = d.chainOf(pt)
+	}
 	if w < 0 {
 		return 0, false
 	}
 	c := &d.chains[w]
+	if gapEnd != 0 && c.end == gapEnd && w < int(d.n) {
+		d.keep(p, c.run, gapEnd, pt.Start)
+		if p.gapped(c.run) {
+			// The earlier writer's gap: extremes from its end on, both
+			// chains'.
+			d.mmFrom = pt.Start
+			for k := range int(d.n) {
+				d.chains[k].mn, d.chains[k].mx, d.chains[k].mm = math.Inf(1), math.Inf(-1), false
+			}
+		}
+	}
 	if w == int(d.n) {
 		d.n++
 		*c = chain{run: pt.Start, mn: math.Inf(1), mx: math.Inf(-1), hasSum: pt.HasSum}
@@ -109,7 +179,7 @@ func (d *deltaChains) add(p *Pair, shape Shape, pt Point) (moves int, ok bool) {
 	} else {
 		c.hasSum = false
 	}
-	if pt.HasMinMax && pt.Value > 0 {
+	if pt.HasMinMax && pt.Value > 0 && d.extremesFrom(w, pt) {
 		c.mn, c.mx, c.mm = min(c.mn, pt.Min), max(c.mx, pt.Max), true
 	}
 	cp := Point{Start: c.run, Time: pt.Time, Value: c.count, Fingerprint: pt.Fingerprint}

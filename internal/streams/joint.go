@@ -42,7 +42,7 @@ type joint struct {
 // y of the later, and sets the pair's class to peer when no join count is
 // left.
 func (p *Pair) jointTest(x, y *sample) {
-	if p.class == ClassPeer || p.noMM || !x.mm || !y.mm || x.n < 2 || y.n < 2 ||
+	if p.class == ClassPeer || p.noMM || p.noFloor || !x.mm || !y.mm || x.n < 2 || y.n < 2 ||
 		p.shape.Kind() == KindSum || p.bounded&1 == 0 || math.IsInf(p.hi[0], 1) {
 		return
 	}

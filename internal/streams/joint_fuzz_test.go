@@ -153,8 +153,11 @@ func quietCopy(t *testing.T, vals []float64, join int, ops []byte) {
 // deltaCopy: the same reads as delta chains, each writer's points in its
 // own order (a read at or before its previous one is skipped), the two
 // writers' in any order: each point counts the measurements since the
-// writer's previous read, with that interval's min and max. A DeltaPair
-// never calls the later chain a peer.
+// writer's previous read, with that interval's min and max. An export may
+// be lost (ops bit 1): its measurements are in no point and the writer's
+// next one goes on across the gap (AddAfterGap), as after intervals
+// without measurements; or late (bits 1 and 2): it comes right after that
+// next one (Fill). A DeltaPair never calls the later chain a peer.
 func deltaCopy(t *testing.T, vals []float64, join int, ops []byte) {
 	n := len(vals)
 	const ms = uint64(time.Millisecond)
@@ -162,6 +165,8 @@ func deltaCopy(t *testing.T, vals []float64, join int, ops []byte) {
 	at := func(upto int) uint64 { return base + uint64(upto)*10*ms + 5*ms }
 	prev := [2]int{0, join}
 	start := [2]uint64{base, base + uint64(join)*10*ms + ms}
+	var end [2]uint64 // the newest point fed
+	var late [2][]Point
 	var p DeltaPair
 	for i := 0; i+1 < len(ops); i += 2 {
 		w, upto := int(ops[i]&1), int(ops[i+1])%(n+1)
@@ -177,7 +182,22 @@ func deltaCopy(t *testing.T, vals []float64, join int, ops []byte) {
 		}
 		pt.HasMinMax = pt.Value > 0
 		prev[w], start[w] = upto, pt.Time
-		p.Add(deltaHistogram, pt)
+		if ops[i]&2 != 0 && end[w] != 0 {
+			if ops[i]&4 != 0 {
+				late[w] = append(late[w][:0], pt) // late: it comes after the next
+			}
+			continue // lost, or late
+		}
+		if end[w] != 0 && pt.Start != end[w] {
+			p.AddAfterGap(deltaHistogram, pt, end[w])
+		} else {
+			p.Add(deltaHistogram, pt)
+		}
+		end[w] = pt.Time
+		if len(late[w]) == 1 && late[w][0].Time == pt.Start {
+			p.Fill(deltaHistogram, late[w][0])
+		}
+		late[w] = late[w][:0]
 		if p.Class() == ClassPeer {
 			t.Fatalf("a delta copy (join after %d of %v) called a peer at point %d: %v", join, vals, i/2, p.Evidence())
 		}

@@ -53,6 +53,9 @@ type JudgeStats struct {
 	// points, arrived before the point they follow (delta_auto.go,
 	// continued).
 	Continued uint64
+	// AcrossGap counts delta points that went on from their chain after
+	// intervals it sent nothing for (delta_gap.go).
+	AcrossGap uint64
 	// Shared starts (shared.go): streams split since start, points that
 	// could not be split, and streams split now.
 	SharedSplit, SharedUnsplit uint64

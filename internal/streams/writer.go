@@ -113,4 +113,9 @@ const (
 	// point before cur's run start may be an earlier run's, passed then
 	// (deltaAuto).
 	flagRunSince
+	// flagSparse: a delta chain of the stream went on across intervals
+	// its writer sent nothing for (delta_gap.go): its writers export no
+	// point for an interval without measurements, so a quiet elected
+	// chain is no evidence that it stopped (the quiet rule is off).
+	flagSparse
 )

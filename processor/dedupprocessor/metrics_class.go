@@ -65,18 +65,21 @@ func classifyShared(e *metricEvent, tracker *streams.Tracker, id streams.ID, d s
 // otelcol_processor_dedup_writer_rules names them: quiet (a peer that went
 // quiet while the elected writer went on), shared_start_split (streams
 // whose writers shared a start, split) and shared_start_unsplit (points of
-// a shared start that could not be split) and continued (delta chains
-// whose first point arrived before the point it follows, decided with
-// that point's writer).
+// a shared start that could not be split), continued (delta chains whose
+// first point arrived before the point it follows, decided with that
+// point's writer; intervals that arrived after the point that went on
+// across them) and across_gap (delta points that went on from their chain
+// after intervals it sent nothing for).
 const (
 	ruleQuiet = iota
 	ruleSharedSplit
 	ruleSharedUnsplit
 	ruleContinued
+	ruleAcrossGap
 	numRules
 )
 
-var ruleNames = [numRules]string{"quiet", "shared_start_split", "shared_start_unsplit", "continued"}
+var ruleNames = [numRules]string{"quiet", "shared_start_split", "shared_start_unsplit", "continued", "across_gap"}
 
 // observeWriters reports the writers under judgement by class, the
 // writers refused at metrics.max_judged_writers and what became of the
@@ -125,6 +128,7 @@ func observeWriters(tb *metadata.TelemetryBuilder, auto bool, stats func() strea
 			o.Observe(int64(s.SharedSplit), byRule[ruleSharedSplit])
 			o.Observe(int64(s.SharedUnsplit), byRule[ruleSharedUnsplit])
 			o.Observe(int64(s.Continued), byRule[ruleContinued])
+			o.Observe(int64(s.AcrossGap), byRule[ruleAcrossGap])
 			return nil
 		}),
 		tb.RegisterProcessorDedupWritersRefusedCallback(func(_ context.Context, o metric.Int64Observer) error {

@@ -28,17 +28,19 @@ func overwriteNumber(c, dp pmetric.NumberDataPoint) bool {
 	return same
 }
 
-// The merge functions add a newer delta point of a held point's chain to
-// it: a delta writer's held point is every interval it was held for, from
-// the first one's start to the newest one's time (a chain's intervals are
-// contiguous), so a peer found later loses none of its counts.
+// The merge functions add a delta point of a held point's chain to it: a
+// delta writer's held point is every interval it was held for, from the
+// first one's start to the newest one's time (a chain's intervals follow
+// each other, across intervals it sent nothing for; one that arrives late
+// lies within them: the span only ever widens), so a peer found later
+// loses none of its counts.
 
 // mergeNumber adds dp to the held delta point c. An integer held point
 // that meets a double one becomes a double. It says whether the encoded
 // size is the same.
 func mergeNumber(c, dp pmetric.NumberDataPoint) bool {
 	same := c.ValueType() == dp.ValueType() && c.Exemplars().Len() == 0
-	c.SetTimestamp(dp.Timestamp())
+	widen(c.StartTimestamp, c.SetStartTimestamp, c.Timestamp, c.SetTimestamp, dp.StartTimestamp(), dp.Timestamp())
 	c.Exemplars().RemoveIf(func(pmetric.Exemplar) bool { return true })
 	switch {
 	case c.ValueType() == pmetric.NumberDataPointValueTypeInt && dp.ValueType() == pmetric.NumberDataPointValueTypeInt:
@@ -47,6 +49,16 @@ func mergeNumber(c, dp pmetric.NumberDataPoint) bool {
 		c.SetDoubleValue(numberOf(c) + numberOf(dp))
 	}
 	return same
+}
+
+// widen makes a held point's span (start, time] cover (start, t] too.
+func widen(start func() pcommon.Timestamp, setStart func(pcommon.Timestamp), time func() pcommon.Timestamp, setTime func(pcommon.Timestamp), s, t pcommon.Timestamp) {
+	if s < start() {
+		setStart(s)
+	}
+	if t > time() {
+		setTime(t)
+	}
 }
 
 func numberOf(dp pmetric.NumberDataPoint) float64 {
@@ -63,7 +75,7 @@ func mergeHistogram(c, dp pmetric.HistogramDataPoint) bool {
 	if !c.ExplicitBounds().Equal(dp.ExplicitBounds()) || c.BucketCounts().Len() != dp.BucketCounts().Len() || c.HasSum() != dp.HasSum() {
 		return false
 	}
-	c.SetTimestamp(dp.Timestamp())
+	widen(c.StartTimestamp, c.SetStartTimestamp, c.Timestamp, c.SetTimestamp, dp.StartTimestamp(), dp.Timestamp())
 	c.Exemplars().RemoveIf(func(pmetric.Exemplar) bool { return true })
 	if dp.Count() > 0 {
 		if dp.HasMin() && (!c.HasMin() || c.Count() == 0 || dp.Min() < c.Min()) {
