@@ -99,10 +99,11 @@ func (t *Tracker) deltaAuto(s *stream, p Point, d Decision) (Decision, bool) {
 			j.deltaElected(s, p, end)
 			return d, true
 		}
-		jp := &j.pairs[i]
-		jp.chains.gap = [2]uint64{jp.own.time, p.Start}
-		d.Writer = jp.other
-		return j.deltaOther(t, s, i, p, d, jp.own.time), true
+		end := j.pairs[i].own.time
+		d.Writer = j.pairs[i].other
+		d = j.deltaOther(t, s, i, p, d, end)
+		j.pairs[i].chains.gap = [2]uint64{end, p.Start} // after deltaOther, which may begin the chains again
+		return d, true
 	}
 	// A chain whose first interval arrives after its second (an export
 	// that waited, for a connection or a busy process, while the next
