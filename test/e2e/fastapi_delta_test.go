@@ -170,8 +170,8 @@ func TestFastAPISeedDelta(t *testing.T) {
 // an interval without measurements; a chain goes on across such intervals
 // with half its evidence (a lost export leaves the same gap), and workers
 // as sparse as the elected one, counting alike, can stay undecided when
-// every worker stops (docs/metrics.md, "Delta writers": the truth in 6 of
-// 12 kept runs replayed, 2,535 of 2,640 counts).
+// every worker stops (docs/metrics.md, "Delta writers": the truth in 9 of
+// 20 kept runs replayed, 3,856 of 4,400 counts).
 func TestFastAPIWorkersDelta(t *testing.T) {
 	if os.Getenv("DOUBLETAKE_E2E_PY_DELTA") != "1" {
 		t.Skip("the Python SDK's delta workers are not the truth in every run: DOUBLETAKE_E2E_PY_DELTA=1 runs them (docs/metrics.md, \"Delta writers\")")
