@@ -40,7 +40,7 @@ func overwriteNumber(c, dp pmetric.NumberDataPoint) bool {
 // size is the same.
 func mergeNumber(c, dp pmetric.NumberDataPoint) bool {
 	same := c.ValueType() == dp.ValueType() && c.Exemplars().Len() == 0
-	widen(c.StartTimestamp, c.SetStartTimestamp, c.Timestamp, c.SetTimestamp, dp.StartTimestamp(), dp.Timestamp())
+	widen(c, dp)
 	c.Exemplars().RemoveIf(func(pmetric.Exemplar) bool { return true })
 	switch {
 	case c.ValueType() == pmetric.NumberDataPointValueTypeInt && dp.ValueType() == pmetric.NumberDataPointValueTypeInt:
@@ -51,13 +51,21 @@ func mergeNumber(c, dp pmetric.NumberDataPoint) bool {
 	return same
 }
 
-// widen makes a held point's span (start, time] cover (start, t] too.
-func widen(start func() pcommon.Timestamp, setStart func(pcommon.Timestamp), time func() pcommon.Timestamp, setTime func(pcommon.Timestamp), s, t pcommon.Timestamp) {
-	if s < start() {
-		setStart(s)
+// spanned is a data point with a delta interval (start, time].
+type spanned interface {
+	StartTimestamp() pcommon.Timestamp
+	SetStartTimestamp(pcommon.Timestamp)
+	Timestamp() pcommon.Timestamp
+	SetTimestamp(pcommon.Timestamp)
+}
+
+// widen makes the held point c's span cover dp's too.
+func widen[P spanned](c, dp P) {
+	if s := dp.StartTimestamp(); s < c.StartTimestamp() {
+		c.SetStartTimestamp(s)
 	}
-	if t > time() {
-		setTime(t)
+	if t := dp.Timestamp(); t > c.Timestamp() {
+		c.SetTimestamp(t)
 	}
 }
 
@@ -75,7 +83,7 @@ func mergeHistogram(c, dp pmetric.HistogramDataPoint) bool {
 	if !c.ExplicitBounds().Equal(dp.ExplicitBounds()) || c.BucketCounts().Len() != dp.BucketCounts().Len() || c.HasSum() != dp.HasSum() {
 		return false
 	}
-	widen(c.StartTimestamp, c.SetStartTimestamp, c.Timestamp, c.SetTimestamp, dp.StartTimestamp(), dp.Timestamp())
+	widen(c, dp)
 	c.Exemplars().RemoveIf(func(pmetric.Exemplar) bool { return true })
 	if dp.Count() > 0 {
 		if dp.HasMin() && (!c.HasMin() || c.Count() == 0 || dp.Min() < c.Min()) {
