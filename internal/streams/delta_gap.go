@@ -329,8 +329,8 @@ func (d *deltaChains) filled(p *Pair, shape Shape, pt Point) bool {
 	if c.hasSum && pt.HasSum {
 		f[1] = pt.Sum
 		c.sum += pt.Sum
-	} else if c.hasSum {
-		return true // the sum is no longer the chain's: leave the evidence as it is
+	} else {
+		c.hasSum = false // no longer the chain's sum: not compared from now on (add)
 	}
 	if wi == 0 {
 		d.mmFrom = b.mmFrom
@@ -358,6 +358,9 @@ func (d *deltaChains) filled(p *Pair, shape Shape, pt Point) bool {
 		}
 	}
 	for k := range 2 {
+		if k == 1 && !c.hasSum {
+			break // the sum's bounds stay as the gap left them
+		}
 		for i := range History {
 			if q := &p.pts[wi][i]; q.time != 0 && k < int(q.n) {
 				q.v[k] += f[k]

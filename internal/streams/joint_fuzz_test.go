@@ -157,7 +157,8 @@ func quietCopy(t *testing.T, vals []float64, join int, ops []byte) {
 // be lost (ops bit 1): its measurements are in no point and the writer's
 // next one goes on across the gap (AddAfterGap), as after intervals
 // without measurements; or late (bits 1 and 2): it comes right after that
-// next one (Fill). A DeltaPair never calls the later chain a peer.
+// next one (Fill), without its sum with bit 3. A DeltaPair never calls the
+// later chain a peer.
 func deltaCopy(t *testing.T, vals []float64, join int, ops []byte) {
 	n := len(vals)
 	const ms = uint64(time.Millisecond)
@@ -184,6 +185,9 @@ func deltaCopy(t *testing.T, vals []float64, join int, ops []byte) {
 		prev[w], start[w] = upto, pt.Time
 		if ops[i]&2 != 0 && end[w] != 0 {
 			if ops[i]&4 != 0 {
+				if ops[i]&8 != 0 {
+					pt.Sum, pt.HasSum = 0, false // a late point without its sum
+				}
 				late[w] = append(late[w][:0], pt) // late: it comes after the next
 			}
 			continue // lost, or late
