@@ -359,7 +359,13 @@ func (d *deltaChains) filled(p *Pair, shape Shape, pt Point) bool {
 	}
 	for k := range 2 {
 		if k == 1 && !c.hasSum {
-			break // the sum's bounds stay as the gap left them
+			// The chain's sum lacks the filler's from the gap on, for
+			// good: compared no more (as a sum that may fall), its
+			// bounds forgotten; the floor that comes back below is the
+			// count's.
+			p.negSum = true
+			p.bounded &^= 1 << 1
+			break
 		}
 		for i := range History {
 			if q := &p.pts[wi][i]; q.time != 0 && k < int(q.n) {
