@@ -229,6 +229,18 @@ func TestDeltaAuto(t *testing.T) {
 			{start: 130, time: 140, value: 10, want: "pass"},
 			{start: 144, time: 154, value: 9, want: "drop overlap", writer: 104},
 		}},
+		{name: "a second chain's first interval shorter than its timer's: the stream's interval places its gap", steps: []pt{
+			{start: 100, time: 110, value: 10, want: "pass"},
+			{start: 104.5, time: 114, value: 20, want: "drop overlap", writer: 104.5}, // from its first measurement, not a tick
+			{start: 110, time: 120, value: 10, want: "pass"},
+			{start: 124, time: 134, value: 3, want: "drop overlap", writer: 104.5}, // 114 + 10, not 114 + 9.5
+		}},
+		{name: "the elected chain's first interval shorter than its timer's: a second chain's interval places its gap", steps: []pt{
+			{start: 100.5, time: 110, value: 10, want: "pass"},
+			{start: 104, time: 114, value: 20, want: "drop overlap", writer: 104},
+			{start: 114, time: 124, value: 20, want: "drop overlap", writer: 104},
+			{start: 120, time: 130, value: 10, want: "pass"}, // 110 + 10: the elected chain goes on, no restart
+		}},
 		{name: "a start on two chains' timers goes on from neither", steps: []pt{
 			{start: 100, time: 110, value: 10, want: "pass"},
 			{start: 100.01, time: 110.01, value: 20, want: "drop overlap", writer: 100.01},

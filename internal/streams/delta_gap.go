@@ -37,20 +37,18 @@ const (
 )
 
 // onGrid says whether a point starting at start lies on the timer of a
-// chain whose newest interval is (from, end]: whole intervals after end,
-// within GridSlack and the drift of the intervals skipped, for an
-// interval that tolerance is a small share of.
-func onGrid(from, end, start uint64) bool {
-	return start > end && onTimer(from, end, start-end)
+// chain of interval iv whose newest point ends at end: whole intervals
+// after end, within GridSlack and the drift of the intervals skipped, for
+// an interval that tolerance is a small share of.
+func onGrid(iv, end, start uint64) bool {
+	return start > end && onTimer(iv, start-end)
 }
 
-// onTimer says whether a distance g from the end of a chain's newest
-// interval (from, end] is whole intervals, as onGrid says.
-func onTimer(from, end, g uint64) bool {
-	if from == 0 || end <= from {
+// onTimer says whether a distance g is whole intervals iv, as onGrid says.
+func onTimer(iv, g uint64) bool {
+	if iv == 0 {
 		return false
 	}
-	iv := end - from
 	k := (g + iv/2) / iv
 	if k == 0 || k > GridMaxSkip {
 		return false
@@ -61,6 +59,46 @@ func onTimer(from, end, g uint64) bool {
 	}
 	tol := GridSlack + k*iv/GridDrift
 	return off <= tol && tol*GridShare < iv
+}
+
+// timerOf is the interval of the timer of a chain of run start run whose
+// newest interval is (from, end]: that interval, one tick of the timer to
+// the next, unless it is the chain's first (from is the run start) and
+// shorter than the stream's interval, cycle. A first interval may start
+// when its writer first measured, not at a tick (the Python SDK starts an
+// instrument's first delta there): a share of an interval short, which,
+// whole intervals on, puts the writer's next point off its timer. The
+// stream's interval stands for it then: writers sharing an identity share
+// their export interval (and a writer whose interval is shorter than the
+// others' has its first gap judged by theirs: across a whole number of
+// them it goes on, else it is a new chain, as before it sent a second
+// point).
+func timerOf(run, from, end, cycle uint64) uint64 {
+	if end <= from || from == 0 {
+		return 0
+	}
+	if from == run && cycle > end-from {
+		return cycle
+	}
+	return end - from
+}
+
+// cycle is stream s's export interval as its chains show it: the newest
+// interval of the elected chain, or else of a second chain, that is not
+// the chain's first; 0: none yet.
+func (j *judge) cycle(s *stream) uint64 {
+	if c := &s.cur; c.deltaStart() != c.start && c.time > c.deltaStart() {
+		return c.time - c.deltaStart()
+	}
+	if head, ok := j.byStream[s.id]; ok {
+		for i := head; i != 0; i = j.pairs[i-1].next {
+			jp := &j.pairs[i-1]
+			if from := math.Float64bits(jp.own.sum); jp.chains != nil && from != jp.other && jp.own.time > from {
+				return jp.own.time - from
+			}
+		}
+	}
+	return 0
 }
 
 // Where p may go on from across a gap (timers): the runs and chains of
@@ -80,22 +118,26 @@ const (
 // judged second chain (its newest point is the pair's).
 func (j *judge) timers(s *stream, p Point) (runs uint8, chains int, slot uint32) {
 	c := &s.cur
+	cy := j.cycle(s)
+	civ := timerOf(c.start, c.deltaStart(), c.time, cy)
 	switch {
-	case onGrid(c.deltaStart(), c.time, p.Start):
+	case onGrid(civ, c.time, p.Start):
 		runs |= onCur
-	case p.Time <= c.deltaStart() && onTimer(c.deltaStart(), c.time, c.time-p.Start):
+	case p.Time <= c.deltaStart() && onTimer(civ, c.time-p.Start):
 		runs |= onOld
 	}
-	if a := &s.alt; s.flags&flagAlt != 0 && a.start != c.start && onGrid(a.deltaStart(), a.time, p.Start) &&
-		(runs&onCur == 0 || !onGrid(a.deltaStart(), a.time, c.deltaStart())) {
-		if _, judged := j.byKey[pairKey{s.id, a.start}]; !judged {
-			runs |= onAlt // a judged run is a second chain: below, as it goes on
+	if a := &s.alt; s.flags&flagAlt != 0 && a.start != c.start {
+		aiv := timerOf(a.start, a.deltaStart(), a.time, cy)
+		if onGrid(aiv, a.time, p.Start) && (runs&onCur == 0 || !onGrid(aiv, a.time, c.deltaStart())) {
+			if _, judged := j.byKey[pairKey{s.id, a.start}]; !judged {
+				runs |= onAlt // a judged run is a second chain: below, as it goes on
+			}
 		}
 	}
 	if head, ok := j.byStream[s.id]; ok {
 		for i := head; i != 0; i = j.pairs[i-1].next {
 			jp := &j.pairs[i-1]
-			if jp.chains != nil && onGrid(math.Float64bits(jp.own.sum), jp.own.time, p.Start) {
+			if jp.chains != nil && onGrid(timerOf(jp.other, math.Float64bits(jp.own.sum), jp.own.time, cy), jp.own.time, p.Start) {
 				chains++
 				slot = i - 1
 				if jp.late {
