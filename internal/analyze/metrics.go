@@ -130,7 +130,7 @@ func (a *Analyzer) AddMetrics(at Arrival, md pmetric.Metrics) {
 		}
 		s.promAdd(p)
 		if v.NewScope {
-			x.tracker.NewScope()
+			x.tracker.NewScope(v.Identity)
 		}
 		d := x.tracker.ObserveFrom(v.ID, v.Origin, v.Shape, p, now)
 		if d.Reason == streams.ReasonUnjudged {

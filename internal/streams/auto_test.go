@@ -264,7 +264,7 @@ func TestAutoPooledByScope(t *testing.T) {
 		tr.ObserveFrom(counter, 7, monoSum, pt{start: 100, time: 120, value: 20}.point(), 1)
 		tr.ObserveFrom(hist, 7, histogram, Point{Start: secs(100), Time: secs(120), Value: 20, Sum: 40, HasSum: true}, 1)
 		if scoped {
-			tr.NewScope()
+			tr.NewScope(0)
 		}
 		d := tr.ObserveFrom(counter, 7, monoSum, pt{start: 100.002, time: 115, value: 12}.point(), 1)
 		if d.String() != "drop overlap" || d.Class != ClassUndecided {

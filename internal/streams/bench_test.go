@@ -265,18 +265,26 @@ func BenchmarkSharedStart(b *testing.B) {
 // Policy.Auto, the elected chain and a second writer's, exporting every
 // second in their own phases: dense (a point every interval) and sparse
 // (no point for an interval without measurements: every other interval
-// skipped, each chain going on across the gap).
+// skipped, each chain going on across the gap). /exports: the points'
+// resource is known (Tracker.NewScope), so each point's export is
+// recorded, one export a point (the most the record costs: exports.go),
+// and each gap is one interval whose export the other stream's point,
+// fed before it, shows empty.
 func BenchmarkDeltaAuto(b *testing.B) {
 	for _, tc := range []struct {
-		name string
-		skip bool
-	}{{"dense", false}, {"sparse", true}} {
+		name    string
+		skip    bool
+		exports bool
+	}{{"dense", false, false}, {"sparse", true, false}, {"dense/exports", false, true}, {"sparse/exports", true, true}} {
 		b.Run(tc.name, func(b *testing.B) {
 			p := DefaultPolicy()
 			p.Auto, p.MaxHeldBytes = true, 0
 			tr, err := NewTracker(p)
 			if err != nil {
 				b.Fatal(err)
+			}
+			if tc.exports {
+				tr.NewScope(7)
 			}
 			const base = 1000 * sec
 			gap := uint64(0)
@@ -292,6 +300,9 @@ func BenchmarkDeltaAuto(b *testing.B) {
 					start += gap // an interval without measurements before this one
 				}
 				pt := Point{Start: start, Time: start + sec, Value: float64(1 + j%3)}
+				if tc.exports && tc.skip && j > 0 {
+					tr.judge.exports.add(7, start) // the empty interval's export, seen
+				}
 				tr.ObserveFrom(ID{1}, 9, deltaSum, pt, 0)
 			}
 		})

@@ -23,7 +23,7 @@ func (t *Tracker) deltaAuto(s *stream, p Point, d Decision) (Decision, bool) {
 		if dup {
 			return dropped(d, ReasonDuplicate), true
 		}
-		return j.deltaOther(t, s, i, p, d, 0), true
+		return j.deltaOther(t, s, i, p, d, across{}), true
 	}
 	wasElected := s.flags&(flagAlt|flagWasElected) == flagAlt|flagWasElected && p.Time > a.time
 	altGap := wasElected && p.Start > a.time && p.Time > c.start && j.altGap(s, p) // across intervals it sent nothing for (delta_gap.go)
@@ -43,7 +43,7 @@ func (t *Tracker) deltaAuto(s *stream, p Point, d Decision) (Decision, bool) {
 			s.cur.start, s.cur.interval = a.start, a.interval
 			d.Writer, d.Elected, d.Verdict = p.Start, a.start, Label
 			j.stats.Continued++
-			j.deltaElected(s, p, 0) // evidence for the stream's pairs
+			j.deltaElected(s, p, across{}) // evidence for the stream's pairs
 			return d, true
 		}
 		// The chain elected before a restart goes on: two chains are live,
@@ -67,7 +67,7 @@ func (t *Tracker) deltaAuto(s *stream, p Point, d Decision) (Decision, bool) {
 				j.pairs[i].chains.gap = [2]uint64{a.time, p.Start}
 			}
 			d.Writer = a.start
-			return j.deltaOther(t, s, i, p, d, gapEnd), true
+			return j.deltaOther(t, s, i, p, d, across{end: gapEnd}), true
 		}
 		old := s.cur
 		s.cur = s.alt
@@ -89,20 +89,32 @@ func (t *Tracker) deltaAuto(s *stream, p Point, d Decision) (Decision, bool) {
 		// A chain's next point after intervals its writer sent nothing
 		// for (delta_gap.go): the same writer, its series and its
 		// evidence.
+		// One interval whose export arrived without a point of this
+		// stream was empty: the chain goes on whole, and no interval can
+		// fill it (exports.go).
 		j.stats.AcrossGap++
 		s.flags |= flagSparse
 		if i == noSlot {
-			end := c.time
-			s.setDeltaGap(end, p.Start)
+			g := across{end: c.time, empty: j.emptyGap(s, c.start, c.deltaStart(), c.time, p)}
+			if g.empty {
+				j.stats.EmptyIntervals++
+			} else {
+				s.setDeltaGap(g.end, p.Start)
+			}
 			c.time = p.Start // its timer went on: the skipped intervals are not its interval
 			c.acceptDelta(p)
-			j.deltaElected(s, p, end)
+			j.deltaElected(s, p, g)
 			return d, true
 		}
-		end := j.pairs[i].own.time
-		d.Writer = j.pairs[i].other
-		d = j.deltaOther(t, s, i, p, d, end)
-		j.pairs[i].chains.gap = [2]uint64{end, p.Start} // after deltaOther, which may begin the chains again
+		jp := &j.pairs[i]
+		g := across{end: jp.own.time, empty: j.emptyGap(s, jp.other, math.Float64bits(jp.own.sum), jp.own.time, p)}
+		d.Writer = jp.other
+		d = j.deltaOther(t, s, i, p, d, g)
+		if g.empty {
+			j.stats.EmptyIntervals++
+		} else {
+			j.pairs[i].chains.gap = [2]uint64{g.end, p.Start} // after deltaOther, which may begin the chains again
+		}
 		return d, true
 	}
 	// A chain whose first interval arrives after its second (an export
@@ -192,7 +204,7 @@ func (t *Tracker) deltaAuto(s *stream, p Point, d Decision) (Decision, bool) {
 		j.pairs[i].origin = t.origin
 	}
 	d.Writer = run
-	return j.deltaOther(t, s, i, p, d, 0), true
+	return j.deltaOther(t, s, i, p, d, across{}), true
 }
 
 // sameRun is the name of a second chain whose run start is the elected
@@ -214,7 +226,7 @@ func (t *Tracker) deltaCollide(s *stream, p Point, d Decision) (Decision, bool) 
 		return d, false
 	}
 	d.Writer = j.pairs[i].other
-	return j.deltaOther(t, s, i, p, d, 0), true
+	return j.deltaOther(t, s, i, p, d, across{}), true
 }
 
 // chainOf finds the pair of stream id whose chain p continues, or whose
@@ -331,10 +343,18 @@ func (j *judge) poolChain(jp *judged, origin, run, last uint64, now int64, join 
 	}
 }
 
-// deltaOther judges the point p of the second chain in pair slot i;
-// gapEnd, when set, is the chain's newest point's time, p going on from it
-// across intervals it sent nothing for (gapOf).
-func (j *judge) deltaOther(t *Tracker, s *stream, i uint32, p Point, d Decision, gapEnd uint64) Decision {
+// across is how a point goes on from its chain: end, when set, is the
+// chain's newest point's time, the point going on from it across
+// intervals its writer sent nothing for (gapOf); empty, that it was one
+// interval, known to have been empty (exports.go).
+type across struct {
+	end   uint64
+	empty bool
+}
+
+// deltaOther judges the point p of the second chain in pair slot i; g, how
+// it goes on from the chain.
+func (j *judge) deltaOther(t *Tracker, s *stream, i uint32, p Point, d Decision, g across) Decision {
 	jp := &j.pairs[i]
 	if t.now > jp.seen {
 		jp.seen = t.now
@@ -371,7 +391,7 @@ func (j *judge) deltaOther(t *Tracker, s *stream, i uint32, p Point, d Decision,
 	before := jp.class
 	if jp.class != ClassPeer {
 		dc := jp.chains
-		dc.add(&jp.Pair, s.shape, p, gapEnd)
+		dc.add(&jp.Pair, s.shape, p, g)
 		if p.Start >= s.cur.time && p.Value > 0 {
 			if dc.since == 0 {
 				dc.since = p.Time
@@ -495,9 +515,9 @@ func (j *judge) repool(i uint32, wk writerKey, t uint64) {
 }
 
 // deltaElected feeds a point of the elected chain to the pairs of the
-// stream, rebasing those judged against another elected chain; gapEnd as
-// for deltaOther.
-func (j *judge) deltaElected(s *stream, p Point, gapEnd uint64) {
+// stream, rebasing those judged against another elected chain; g as for
+// deltaOther.
+func (j *judge) deltaElected(s *stream, p Point, g across) {
 	head, ok := j.byStream[s.id]
 	if !ok {
 		return
@@ -514,7 +534,7 @@ func (j *judge) deltaElected(s *stream, p Point, gapEnd uint64) {
 			jp.class, jp.decided, jp.ref = cls, decided, s.cur.start
 		}
 		before := jp.class
-		jp.chains.add(&jp.Pair, s.shape, p, gapEnd)
+		jp.chains.add(&jp.Pair, s.shape, p, g)
 		jp.chains.since, jp.chains.counted = 0, 0 // the elected chain went on
 		j.chainDecided(jp, before, p.Time)
 	}

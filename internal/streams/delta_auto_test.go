@@ -2,6 +2,7 @@ package streams
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -410,7 +411,7 @@ func TestDeltaAutoAnchorContinued(t *testing.T) {
 		y := func(v float64) Point {
 			return pt{start: 100 + 10*k, time: 110 + 10*k, value: v}.point()
 		}
-		tr.NewScope()
+		tr.NewScope(0)
 		feed(counter, y(10), false)
 		feed(hist, y(10), false)
 		release()
@@ -418,7 +419,7 @@ func TestDeltaAutoAnchorContinued(t *testing.T) {
 		if k == 0 {
 			xStart = 101 // the counter's first interval; the histogram's starts at 100, the elected chain's start
 		}
-		tr.NewScope()
+		tr.NewScope(0)
 		feed(counter, pt{start: xStart, time: 115 + 10*k, value: 10}.point(), true)
 		if k == 0 {
 			xStart = 100
@@ -595,6 +596,11 @@ func TestDeltaAutoSparseWriters(t *testing.T) {
 		copy    bool
 		lose    float64 // the share of exports lost
 		until   float64
+		// exports: each export also carries a point of another stream
+		// (an up-down counter's, which every export has): an interval
+		// without measurements is known empty when its export arrived
+		// (exports.go); a lost export loses both.
+		exports bool
 	}{
 		{name: "4 workers, 1.5 events/s each, 20 s", workers: 4, rate: 1.5, until: 20},
 		{name: "4 workers, 0.5 events/s each, 20 s", workers: 4, rate: 0.5, until: 20},
@@ -602,6 +608,13 @@ func TestDeltaAutoSparseWriters(t *testing.T) {
 		{name: "a sparse reader and a copy, 1.5 events/s, 20 s", workers: 1, rate: 1.5, copy: true, until: 20},
 		{name: "a sparse reader and a copy, 1.5 events/s, a fifth of the exports lost (never two in a row)", workers: 1, rate: 1.5, copy: true, lose: 0.2, until: 20},
 		{name: "a sparse reader and a copy, 0.5 events/s, 30 s, 3 in 10 exports lost (never two in a row)", workers: 1, rate: 0.5, copy: true, lose: 0.3, until: 30},
+		{name: "4 workers, 1.5 events/s each, 20 s, exports seen", workers: 4, rate: 1.5, until: 20, exports: true},
+		{name: "4 workers, 0.5 events/s each, 20 s, exports seen", workers: 4, rate: 0.5, until: 20, exports: true},
+		{name: "2 workers, 1.5 events/s each, 20 s, exports seen", workers: 2, rate: 1.5, until: 20, exports: true},
+		{name: "4 workers, 1.5 events/s each, 20 s, exports seen, a tenth lost", workers: 4, rate: 1.5, until: 20, exports: true, lose: 0.1},
+		{name: "a sparse reader and a copy, 1.5 events/s, 20 s, exports seen", workers: 1, rate: 1.5, copy: true, until: 20, exports: true},
+		{name: "a sparse reader and a copy, 1.5 events/s, a fifth of the exports lost (never two in a row), exports seen", workers: 1, rate: 1.5, copy: true, lose: 0.2, until: 20, exports: true},
+		{name: "a sparse reader and a copy, 0.5 events/s, 30 s, 3 in 10 exports lost (never two in a row), exports seen", workers: 1, rate: 0.5, copy: true, lose: 0.3, until: 30, exports: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			truthRuns, restartRuns := 0, 0
@@ -620,27 +633,47 @@ func TestDeltaAutoSparseWriters(t *testing.T) {
 					return m
 				}
 				copies := map[[2]uint64]bool{}
+				// companions: an export's point of another stream (its
+				// writer's up-down counter: Value is the writer, +1),
+				// sent with it, empty or not.
+				companions := func(w int, all []simPoint) []simPoint {
+					if !tc.exports {
+						return nil
+					}
+					out := make([]simPoint, len(all))
+					for k, x := range all {
+						out[k] = simPoint{at: x.at, p: Point{Start: secs(1), Time: x.p.Time, Value: float64(w + 1), NoValue: true}}
+					}
+					return out
+				}
 				for w := range tc.workers {
 					join := 0.011 * float64(w)
 					src := poisson(r, tc.rate, join, tc.until)
 					e := reader{src: src, join: join, first: join + r.Float64(), iv: 1, drop: lost()}
-					ds := sparse(e.deltas(tc.until, false))
+					all := e.deltas(tc.until, false)
+					ds := sparse(slices.Clone(all))
 					for _, d := range ds {
 						truth += d.p.Value
 					}
-					pts = merge(pts, ds)
+					pts = merge(merge(pts, companions(2*w, all)), ds)
 					if tc.copy {
 						c := reader{src: src, join: 2.5, first: 2.5 + r.Float64(), iv: 1, drop: lost()}
-						cs := sparse(c.deltas(tc.until, false))
+						all := c.deltas(tc.until, false)
+						cs := sparse(slices.Clone(all))
 						for _, x := range cs {
 							copies[[2]uint64{x.p.Start, x.p.Time}] = true
 						}
-						pts = merge(pts, cs)
+						pts = merge(merge(pts, companions(2*w+1, all)), cs)
 					}
 				}
 				s := newDeltaSim(t)
+				s.tr.NewScope(7) // one identity
 				copyPassed := 0.0
 				for _, x := range pts {
+					if x.p.NoValue {
+						s.tr.ObserveFrom(ID{2, byte(x.p.Value)}, 9, gauge, Point{Start: x.p.Start, Time: x.p.Time, Value: 1}, 0)
+						continue
+					}
 					d := s.feed(deltaSum, x.p)
 					if copies[[2]uint64{x.p.Start, x.p.Time}] {
 						switch d.Verdict {

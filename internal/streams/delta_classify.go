@@ -126,7 +126,7 @@ func (d *deltaChains) Runs() (a, b uint64) { return d.chains[0].run, d.chains[1]
 // neither chain, a point flagged "no recorded value", or a stream that is
 // not JudgedDelta adds nothing (false).
 func (d *DeltaPair) Add(shape Shape, pt Point) (moves int, ok bool) {
-	return d.add(&d.Pair, shape, pt, 0)
+	return d.add(&d.Pair, shape, pt, across{})
 }
 
 // AddAfterGap feeds a point that goes on, across intervals its writer sent
@@ -134,7 +134,15 @@ func (d *DeltaPair) Add(shape Shape, pt Point) (moves int, ok bool) {
 // found it on that chain's timer): the chain goes on, and the bounds the
 // gap may have broken are dropped (Pair.gapped).
 func (d *DeltaPair) AddAfterGap(shape Shape, pt Point, end uint64) (moves int, ok bool) {
-	return d.add(&d.Pair, shape, pt, end)
+	return d.add(&d.Pair, shape, pt, across{end: end})
+}
+
+// AddAfterEmpty feeds a point that goes on from the chain whose newest
+// point ended at end across one interval known to have been empty (its
+// writer's export of that interval arrived without a point of this
+// stream: exports.go): the chain goes on, its bounds whole.
+func (d *DeltaPair) AddAfterEmpty(shape Shape, pt Point, end uint64) (moves int, ok bool) {
+	return d.add(&d.Pair, shape, pt, across{end: end, empty: true})
 }
 
 // Fill feeds an interval that arrives after the point that went on across
@@ -142,13 +150,15 @@ func (d *DeltaPair) AddAfterGap(shape Shape, pt Point, end uint64) (moves int, o
 // lost. False: it fills no gap (it adds nothing).
 func (d *DeltaPair) Fill(shape Shape, pt Point) bool { return d.filled(&d.Pair, shape, pt) }
 
-// add feeds pt to its chain and the chain's running totals to p; gapEnd,
-// when set, is the end of the chain pt goes on from across a gap.
-func (d *deltaChains) add(p *Pair, shape Shape, pt Point, gapEnd uint64) (moves int, ok bool) {
+// add feeds pt to its chain and the chain's running totals to p; g.end,
+// when set, is the end of the chain pt goes on from across a gap, whose
+// bounds are dropped unless the gap was one empty interval (g.empty).
+func (d *deltaChains) add(p *Pair, shape Shape, pt Point, g across) (moves int, ok bool) {
 	if !JudgedDelta(shape) || pt.Start == 0 || pt.Time <= pt.Start || pt.NoValue ||
 		math.IsNaN(pt.Value) || pt.Value < 0 || math.IsInf(pt.Value, 0) {
 		return 0, false
 	}
+	gapEnd := g.end
 	w := d.chainAfter(pt, gapEnd)
 	if w < 0 {
 		w = d.chainOf(pt)
@@ -157,7 +167,7 @@ func (d *deltaChains) add(p *Pair, shape Shape, pt Point, gapEnd uint64) (moves 
 		return 0, false
 	}
 	c := &d.chains[w]
-	if gapEnd != 0 && c.end == gapEnd && w < int(d.n) {
+	if gapEnd != 0 && c.end == gapEnd && w < int(d.n) && !g.empty {
 		d.keep(p, c.run, gapEnd, pt.Start)
 		if p.gapped(c.run) {
 			// The earlier writer's gap: extremes from its end on, both

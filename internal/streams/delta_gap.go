@@ -83,6 +83,21 @@ func timerOf(run, from, end, cycle uint64) uint64 {
 	return end - from
 }
 
+// emptyGap says whether p, going on across one interval from the chain
+// of run start run whose newest interval is (from, end], skipped an empty
+// one: its writer's export at p's start arrived (exports.go).
+func (j *judge) emptyGap(s *stream, run, from, end uint64, p Point) bool {
+	if j.exports.set == nil {
+		return false
+	}
+	iv := timerOf(run, from, end, j.cycle(s))
+	first := uint64(0)
+	if iv != end-from {
+		first = end - from // the stream's interval stands in for a first one
+	}
+	return j.exports.emptyGap(j.identity, iv, first, end, p.Start)
+}
+
 // cycle is stream s's export interval as its chains show it: the newest
 // interval of the elected chain, or else of a second chain, that is not
 // the chain's first; 0: none yet.

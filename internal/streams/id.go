@@ -108,6 +108,12 @@ func (h *Hasher) Origin() uint64 {
 	return binary.LittleEndian.Uint64(h.scope[:8]) | 1
 }
 
+// Identity is the current resource's hash, for Tracker.NewScope: the
+// identity whose points at one time are one export.
+func (h *Hasher) Identity() uint64 {
+	return binary.LittleEndian.Uint64(h.res[:8]) | 1
+}
+
 // Point returns the ID of the stream that a point with attrs belongs to,
 // under the current metric.
 func (h *Hasher) Point(attrs pcommon.Map) ID {

@@ -157,8 +157,12 @@ func quietCopy(t *testing.T, vals []float64, join int, ops []byte) {
 // be lost (ops bit 1): its measurements are in no point and the writer's
 // next one goes on across the gap (AddAfterGap), as after intervals
 // without measurements; or late (bits 1 and 2): it comes right after that
-// next one (Fill), without its sum with bit 3. A DeltaPair never calls the
-// later chain a peer.
+// next one (Fill), without its sum with bit 3. A read that finds no
+// measurements sends nothing (bit 4, right after a point sent): the next
+// point starts at it and goes on across that one empty interval
+// (AddAfterEmpty, as when its export was seen). Measurement i is taken
+// 3 ms after read i (at i·10 ms + 5 ms), so an empty read 2 ms after a
+// read finds none. A DeltaPair never calls the later chain a peer.
 func deltaCopy(t *testing.T, vals []float64, join int, ops []byte) {
 	n := len(vals)
 	const ms = uint64(time.Millisecond)
@@ -166,12 +170,17 @@ func deltaCopy(t *testing.T, vals []float64, join int, ops []byte) {
 	at := func(upto int) uint64 { return base + uint64(upto)*10*ms + 5*ms }
 	prev := [2]int{0, join}
 	start := [2]uint64{base, base + uint64(join)*10*ms + ms}
-	var end [2]uint64 // the newest point fed
+	var end [2]uint64   // the newest point fed
+	var empty [2]uint64 // an empty read's time since it (0: none)
 	var late [2][]Point
 	var p DeltaPair
 	for i := 0; i+1 < len(ops); i += 2 {
 		w, upto := int(ops[i]&1), int(ops[i+1])%(n+1)
 		if upto <= prev[w] {
+			if upto == prev[w] && ops[i]&16 != 0 && end[w] != 0 && start[w] == end[w] {
+				empty[w] = end[w] + 2*ms
+				start[w] = empty[w]
+			}
 			continue
 		}
 		pt := Point{Start: start[w], Time: at(upto), HasSum: true, Min: math.Inf(1), Max: math.Inf(-1)}
@@ -190,13 +199,18 @@ func deltaCopy(t *testing.T, vals []float64, join int, ops []byte) {
 				}
 				late[w] = append(late[w][:0], pt) // late: it comes after the next
 			}
+			empty[w] = 0
 			continue // lost, or late
 		}
-		if end[w] != 0 && pt.Start != end[w] {
+		switch {
+		case end[w] != 0 && empty[w] != 0 && pt.Start == empty[w]:
+			p.AddAfterEmpty(deltaHistogram, pt, end[w])
+		case end[w] != 0 && pt.Start != end[w]:
 			p.AddAfterGap(deltaHistogram, pt, end[w])
-		} else {
+		default:
 			p.Add(deltaHistogram, pt)
 		}
+		empty[w] = 0
 		end[w] = pt.Time
 		if len(late[w]) == 1 && late[w][0].Time == pt.Start {
 			p.Fill(deltaHistogram, late[w][0])

@@ -14,8 +14,10 @@ type journalEntry struct {
 	before  stream
 	// A labelled writer's own newest point (a pair's), instead of a
 	// stream: what it was before, and the point that replaced it.
-	pair       bool
-	key        pairKey
+	pair bool
+	key  pairKey
+	// An export recorded (exports.go), instead of a stream: its key.
+	export     uint64
 	pairBefore ownPoint
 	pairAfter  ownPoint
 	// A shared start's chain (shared.go), instead of a stream.
@@ -39,6 +41,10 @@ func (t *Tracker) Undo(j *Journal) int {
 	n := 0
 	for k := len(j.entries) - 1; k >= 0; k-- {
 		e := &j.entries[k]
+		if e.export != 0 {
+			t.judge.exports.forget(e.export)
+			continue
+		}
 		if e.shared != nil {
 			if t.judge.undoShared(e.shared) {
 				n++

@@ -40,6 +40,11 @@ type judge struct {
 	// to send as their streams' own.
 	restarts []uint32
 	out      []outPoint
+
+	// The exports seen (exports.go), and the identity of the points
+	// observed now (Tracker.NewScope).
+	exports  exportTimes
+	identity uint64
 }
 
 // JudgeStats counts what the classifier did.
@@ -54,8 +59,15 @@ type JudgeStats struct {
 	// continued).
 	Continued uint64
 	// AcrossGap counts delta points that went on from their chain after
-	// intervals it sent nothing for (delta_gap.go).
-	AcrossGap uint64
+	// intervals it sent nothing for (delta_gap.go); EmptyIntervals, those
+	// of them whose one interval is known to have been empty, its export
+	// seen (exports.go).
+	AcrossGap, EmptyIntervals uint64
+	// ExportTimes is how many exports are remembered now (at most
+	// MaxExportTimes); ExportTimesForgotten, how many were forgotten for
+	// newer ones.
+	ExportTimes          int
+	ExportTimesForgotten uint64
 	// Shared starts (shared.go): streams split since start, points that
 	// could not be split, and streams split now.
 	SharedSplit, SharedUnsplit uint64
@@ -165,10 +177,10 @@ type judged struct {
 	chains *deltaChains
 }
 
-func newJudge(max, maxHeld int) *judge {
+func newJudge(max, maxHeld, maxExports int) *judge {
 	return &judge{
 		max: max, maxHeld: maxHeld, byKey: map[pairKey]uint32{}, byStream: map[ID]uint32{}, writers: map[writerKey]pooled{},
-		shared: map[ID]*sharedStart{},
+		shared: map[ID]*sharedStart{}, exports: exportTimes{max: maxExports},
 	}
 }
 

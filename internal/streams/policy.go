@@ -46,6 +46,11 @@ type Policy struct {
 	// held until they are decided (held.go), as the caller sizes them.
 	// Zero holds none.
 	MaxHeldBytes int
+	// MaxExportTimes bounds the exports remembered (exports.go): the
+	// newest (resource, time) pairs seen, by which an interval a delta
+	// writer sent nothing for is known to have been empty. Zero remembers
+	// none.
+	MaxExportTimes int
 }
 
 // Defaults and limits.
@@ -60,6 +65,9 @@ const (
 	MaxStreamsLimit = 1 << 26
 	// DefaultMaxJudged is the default MaxJudged.
 	DefaultMaxJudged = 10_000
+	// DefaultMaxExportTimes is the default MaxExportTimes: about a
+	// megabyte and a half.
+	DefaultMaxExportTimes = 1 << 15
 	// MaxHeldBytesLimit is the largest MaxHeldBytes accepted (1 TiB).
 	MaxHeldBytesLimit = 1 << 40
 )
@@ -67,7 +75,7 @@ const (
 // DefaultPolicy returns the defaults: keep one writer per stream, and
 // interpolate change-overs.
 func DefaultPolicy() Policy {
-	return Policy{MaxStreams: DefaultMaxStreams, MaxStale: DefaultMaxStale, FailoverFloor: DefaultFailoverFloor, Interpolate: true}
+	return Policy{MaxStreams: DefaultMaxStreams, MaxStale: DefaultMaxStale, FailoverFloor: DefaultFailoverFloor, Interpolate: true, MaxExportTimes: DefaultMaxExportTimes}
 }
 
 var (
@@ -78,6 +86,7 @@ var (
 	errMaxJudged  = fmt.Errorf("max_judged_writers must be between 0 and %d", MaxStreamsLimit)
 	errAutoSplit  = errors.New("auto and split exclude each other")
 	errMaxHeld    = fmt.Errorf("max_held_bytes must be between 0 and %d", MaxHeldBytesLimit)
+	errMaxExports = fmt.Errorf("max_export_times must be between 0 and %d", MaxStreamsLimit)
 )
 
 // Validate checks a Policy.
@@ -100,6 +109,9 @@ func (p Policy) Validate() error {
 	}
 	if p.MaxHeldBytes < 0 || p.MaxHeldBytes > MaxHeldBytesLimit {
 		errs = append(errs, fmt.Errorf("%w, got %d", errMaxHeld, p.MaxHeldBytes))
+	}
+	if p.MaxExportTimes < 0 || p.MaxExportTimes > MaxStreamsLimit {
+		errs = append(errs, fmt.Errorf("%w, got %d", errMaxExports, p.MaxExportTimes))
 	}
 	if p.Auto && p.Split {
 		errs = append(errs, errAutoSplit)

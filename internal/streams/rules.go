@@ -200,7 +200,7 @@ func (t *Tracker) delta(s *stream, p Point) Decision {
 	case p.Start == c.time && p.Time > c.time:
 		c.acceptDelta(p)
 		if t.judge != nil && s.flags&flagAlt != 0 && JudgedDelta(s.shape) {
-			t.judge.deltaElected(s, p, 0)
+			t.judge.deltaElected(s, p, across{})
 		}
 		return d
 	}

@@ -65,7 +65,7 @@ func NewTracker(p Policy) (*Tracker, error) {
 		if mj == 0 {
 			mj = DefaultMaxJudged
 		}
-		t.judge = newJudge(mj, p.MaxHeldBytes)
+		t.judge = newJudge(mj, p.MaxHeldBytes, p.MaxExportTimes)
 	}
 	return t, nil
 }
@@ -139,6 +139,11 @@ func (t *Tracker) ObserveFrom(id ID, origin uint64, shape Shape, p Point, now in
 	t.origin, t.now = origin, now
 	if p.Time == 0 {
 		return Decision{Writer: p.Start} // no time, no order: pass it untouched
+	}
+	if t.judge != nil {
+		if k := t.judge.exports.observe(t.judge.identity, shape, p); k != 0 && t.journal != nil {
+			t.journal.entries = append(t.journal.entries, journalEntry{export: k})
+		}
 	}
 	i, _, ok := t.index.find(&id, t)
 	if !ok {

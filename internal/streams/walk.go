@@ -18,8 +18,10 @@ type Visit struct {
 	// pass it to Tracker.ObserveFrom.
 	Origin uint64
 	// NewScope marks the first point of a ScopeMetrics: call
-	// Tracker.NewScope before observing it.
+	// Tracker.NewScope(Identity) before observing it.
 	NewScope bool
+	// Identity is the Hasher's Identity for the point's resource.
+	Identity uint64
 }
 
 // Walk calls fn for every data point of md that a Tracker can judge, in
@@ -33,6 +35,7 @@ func Walk(md pmetric.Metrics, h *Hasher, fn func(v *Visit)) {
 		rm := rms.At(i)
 		v.Resource = rm.Resource()
 		h.Resource(v.Resource)
+		v.Identity = h.Identity()
 		sms := rm.ScopeMetrics()
 		for j := 0; j < sms.Len(); j++ {
 			sm := sms.At(j)

@@ -186,6 +186,12 @@ type MetricsConfig struct {
 	// size) until the writer is decided and sent if it is a peer, so that
 	// a peer decided after its last point loses nothing. 0 holds none.
 	MaxHeldBytes int `mapstructure:"max_held_bytes"`
+	// MaxExportTimes bounds overlap: auto's record of the exports seen:
+	// the newest (resource, time) pairs of metric points, by which an
+	// interval a delta writer sent nothing for is known to have been
+	// empty (its export arrived without a point of the stream) rather
+	// than an export lost. Past it the oldest go, counted. 0 keeps none.
+	MaxExportTimes int `mapstructure:"max_export_times"`
 	// SplitAttribute is the point attribute that tells the writers apart
 	// with overlap: split.
 	SplitAttribute string `mapstructure:"split_attribute"`
@@ -207,6 +213,7 @@ func (c MetricsConfig) policy() streams.Policy {
 	p.Auto = c.Overlap == OverlapAuto
 	p.MaxJudged = c.MaxJudgedWriters
 	p.MaxHeldBytes = c.MaxHeldBytes
+	p.MaxExportTimes = c.MaxExportTimes
 	p.Interpolate = c.InterpolateChangeover
 	return p
 }
@@ -279,6 +286,7 @@ func createDefaultConfig() *Config {
 			Overlap:               OverlapAuto,
 			MaxJudgedWriters:      streams.DefaultMaxJudged,
 			MaxHeldBytes:          defaultMaxHeldBytes,
+			MaxExportTimes:        streams.DefaultMaxExportTimes,
 			SplitAttribute:        defaultSplitAttribute,
 			InterpolateChangeover: true,
 		},

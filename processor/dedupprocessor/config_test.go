@@ -63,6 +63,8 @@ func TestConfigValidate(t *testing.T) {
 		{"zero copies max_waiting_bytes", func(c *Config) { c.Copies.MaxWaitingBytes = 0 }, "copies: max_waiting_bytes must be at least 1, got 0"},
 		{"negative copies max_waiters_per_original", func(c *Config) { c.Copies.MaxWaitersPerOriginal = -1 }, "copies: max_waiters_per_original must be at least 1, got -1"},
 		{"negative max_held_bytes", func(c *Config) { c.Metrics.MaxHeldBytes = -1 }, "metrics: max_held_bytes must be between 0 and 1099511627776, got -1"},
+		{"zero max_export_times keeps none", func(c *Config) { c.Metrics.MaxExportTimes = 0 }, ""},
+		{"negative max_export_times", func(c *Config) { c.Metrics.MaxExportTimes = -1 }, "metrics: max_export_times must be between 0 and 67108864, got -1"},
 		{"empty split_attribute", func(c *Config) { c.Metrics.SplitAttribute = "" }, "metrics: split_attribute must not be empty"},
 		{"negative memory limit", func(c *Config) { c.MemorySoftLimitMiB = -1 }, "memory_soft_limit_mib must not be negative, got -1"},
 		{"zero checkpoint", func(c *Config) { c.CheckpointInterval = 0 }, "checkpoint_interval must be positive, got 0s"},
@@ -159,7 +161,7 @@ func TestConfigMetricsFromYAML(t *testing.T) {
 	if err := confmap.Validate(cfg); err != nil {
 		t.Fatal(err)
 	}
-	want := MetricsConfig{MaxStreams: 5000, MaxStale: 10 * time.Minute, FailoverAfter: 90 * time.Second, Overlap: OverlapSplit, MaxJudgedWriters: 10000, MaxHeldBytes: 16 << 20, SplitAttribute: "writer", InterpolateChangeover: false}
+	want := MetricsConfig{MaxStreams: 5000, MaxStale: 10 * time.Minute, FailoverAfter: 90 * time.Second, Overlap: OverlapSplit, MaxJudgedWriters: 10000, MaxHeldBytes: 16 << 20, MaxExportTimes: 1 << 15, SplitAttribute: "writer", InterpolateChangeover: false}
 	if cfg.Metrics != want {
 		t.Fatalf("metrics config %+v, want %+v", cfg.Metrics, want)
 	}
@@ -168,7 +170,7 @@ func TestConfigMetricsFromYAML(t *testing.T) {
 		t.Fatalf("policy %+v", p)
 	}
 	def := createDefaultConfig().Metrics
-	if def.MaxStreams != 100_000 || def.MaxStale != 5*time.Minute || def.FailoverAfter != 0 || def.Overlap != OverlapAuto || def.MaxJudgedWriters != 10000 || def.MaxHeldBytes != 16<<20 || def.policy().MaxHeldBytes != 16<<20 || !def.policy().Auto || def.SplitAttribute != "service.instance.id" || !def.InterpolateChangeover || !def.policy().Interpolate {
+	if def.MaxStreams != 100_000 || def.MaxStale != 5*time.Minute || def.FailoverAfter != 0 || def.Overlap != OverlapAuto || def.MaxJudgedWriters != 10000 || def.MaxHeldBytes != 16<<20 || def.policy().MaxHeldBytes != 16<<20 || def.MaxExportTimes != 1<<15 || def.policy().MaxExportTimes != 1<<15 || !def.policy().Auto || def.SplitAttribute != "service.instance.id" || !def.InterpolateChangeover || !def.policy().Interpolate {
 		t.Fatalf("defaults %+v", def)
 	}
 }

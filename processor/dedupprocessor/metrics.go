@@ -77,8 +77,8 @@ func (u *metricUnit) judge(md pmetric.Metrics, sc *metricScratch, drop bool, spl
 		if drop {
 			rm.ScopeMetrics().RemoveIf(func(sm pmetric.ScopeMetrics) bool {
 				j.sm = sm
-				u.tracker.NewScope()
 				j.hasher.Scope(sm.Scope())
+				u.tracker.NewScope(j.hasher.Identity())
 				j.origin = j.hasher.Origin()
 				sm.Metrics().RemoveIf(func(m pmetric.Metric) bool { return !j.keepMetric(m) })
 				return sm.Metrics().Len() == 0
@@ -89,8 +89,8 @@ func (u *metricUnit) judge(md pmetric.Metrics, sc *metricScratch, drop bool, spl
 		for k := 0; k < sms.Len(); k++ {
 			sm := sms.At(k)
 			j.sm = sm
-			u.tracker.NewScope()
 			j.hasher.Scope(sm.Scope())
+			u.tracker.NewScope(j.hasher.Identity())
 			j.origin = j.hasher.Origin()
 			ms := sm.Metrics()
 			for n := 0; n < ms.Len(); n++ {
@@ -114,6 +114,10 @@ func (u *metricUnit) judge(md pmetric.Metrics, sc *metricScratch, drop bool, spl
 		u.takeRestarts(rms, sc, j.now) // metrics_restart.go
 	}
 	expired := u.tracker.HeldExpired()
+	sc.forgotten = 0
+	if f := u.tracker.ExportTimesForgotten(); f != u.exportsReported {
+		sc.forgotten, u.exportsReported = int64(f-u.exportsReported), f
+	}
 	if drop && rms.Len() > 0 && sc.journal.Len() > 0 {
 		u.copies.register(sc)
 	}

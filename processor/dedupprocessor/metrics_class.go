@@ -68,18 +68,20 @@ func classifyShared(e *metricEvent, tracker *streams.Tracker, id streams.ID, d s
 // a shared start that could not be split), continued (delta chains whose
 // first point arrived before the point it follows, decided with that
 // point's writer; intervals that arrived after the point that went on
-// across them) and across_gap (delta points that went on from their chain
-// after intervals it sent nothing for).
+// across them), across_gap (delta points that went on from their chain
+// after intervals it sent nothing for) and empty_interval (those of them
+// across one interval known empty: exports.go).
 const (
 	ruleQuiet = iota
 	ruleSharedSplit
 	ruleSharedUnsplit
 	ruleContinued
 	ruleAcrossGap
+	ruleEmptyInterval
 	numRules
 )
 
-var ruleNames = [numRules]string{"quiet", "shared_start_split", "shared_start_unsplit", "continued", "across_gap"}
+var ruleNames = [numRules]string{"quiet", "shared_start_split", "shared_start_unsplit", "continued", "across_gap", "empty_interval"}
 
 // observeWriters reports the writers under judgement by class, the
 // writers refused at metrics.max_judged_writers and what became of the
@@ -129,6 +131,7 @@ func observeWriters(tb *metadata.TelemetryBuilder, auto bool, stats func() strea
 			o.Observe(int64(s.SharedUnsplit), byRule[ruleSharedUnsplit])
 			o.Observe(int64(s.Continued), byRule[ruleContinued])
 			o.Observe(int64(s.AcrossGap), byRule[ruleAcrossGap])
+			o.Observe(int64(s.EmptyIntervals), byRule[ruleEmptyInterval])
 			return nil
 		}),
 		tb.RegisterProcessorDedupWritersRefusedCallback(func(_ context.Context, o metric.Int64Observer) error {

@@ -38,6 +38,10 @@ type metricUnit struct {
 	// store is the storage from restore to close; the checkpoint loop
 	// runs in between.
 	store storage.Client
+
+	// The exports the tracker's record forgot (metrics.max_export_times)
+	// counted into telemetry so far; guarded by mu.
+	exportsReported uint64
 }
 
 // metricScratch is one request's working memory, pooled so that the steady
@@ -52,6 +56,7 @@ type metricScratch struct {
 	mflight   metricFlight // while in the next consumer (copies_metrics.go)
 	park      metricPark   // the points parked while judging
 	again     bool         // judging parked points again: counted when they arrived
+	forgotten int64        // exports the record forgot while judging it, to count
 }
 
 // releasedPoint is a held point sent with a request (a copy of it).

@@ -10,6 +10,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
 	"github.com/doubletake/doubletake/internal/admission"
@@ -128,8 +130,16 @@ func (p *metricsProcessor) copyWaits() (copyWaits, *flights, *waitOpts) {
 }
 
 func (p *metricsProcessor) judge(ctx context.Context, md pmetric.Metrics, sc *metricScratch) bool {
-	return p.st.metrics.judge(md, sc, p.drop, p.splitAttr, connOf(ctx, p.st.metrics.connSeed))
+	left := p.st.metrics.judge(md, sc, p.drop, p.splitAttr, connOf(ctx, p.st.metrics.connSeed))
+	if sc.forgotten > 0 {
+		p.st.tel.evicted.Add(ctx, sc.forgotten, exportTimesOpt)
+	}
+	return left
 }
+
+// exportTimesOpt labels the exports forgotten at metrics.max_export_times
+// (streams.Policy.MaxExportTimes) in otelcol_processor_dedup_evicted_entries.
+var exportTimesOpt = metric.WithAttributeSet(attribute.NewSet(attribute.String("signal", "metrics"), attribute.String("reason", "export_times")))
 
 // forward sends what is left of a judged request on and settles it.
 func (p *metricsProcessor) forward(ctx context.Context, md pmetric.Metrics, sc *metricScratch) error {

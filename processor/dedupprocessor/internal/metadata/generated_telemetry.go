@@ -395,7 +395,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ProcessorDedupEvictedEntries, err = builder.meter.Int64Counter(
 		"otelcol_processor_dedup_evicted_entries",
-		metric.WithDescription("Window entries removed before their window ended, because the window was full (reason=capacity) or memory ran short (reason=shrink); spans the nested detector forgot for traces.nested.max_spans (reason=nested_capacity) or traces.nested.max_bytes (reason=nested_bytes). [Alpha]"),
+		metric.WithDescription("Window entries removed before their window ended, because the window was full (reason=capacity) or memory ran short (reason=shrink); spans the nested detector forgot for traces.nested.max_spans (reason=nested_capacity) or traces.nested.max_bytes (reason=nested_bytes); exports of metric writers forgotten for metrics.max_export_times (signal=metrics, reason=export_times). [Alpha]"),
 		metric.WithUnit("{entry}"),
 	)
 	errs = errors.Join(errs, err)
@@ -479,7 +479,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ProcessorDedupWriterRules, err = builder.meter.Int64ObservableCounter(
 		"otelcol_processor_dedup_writer_rules",
-		metric.WithDescription("Decisions of metrics.overlap auto made by a rule rather than a pair's bounds, by rule (quiet peers, streams of a shared start split, points of a shared start not split, delta chains continued, delta points that went on across a gap). [Alpha]"),
+		metric.WithDescription("Decisions of metrics.overlap auto made by a rule rather than a pair's bounds, by rule (quiet peers, streams of a shared start split, points of a shared start not split, delta chains continued, delta points that went on across a gap, and those of them across one empty interval). [Alpha]"),
 		metric.WithUnit("{decision}"),
 	)
 	errs = errors.Join(errs, err)

@@ -114,7 +114,7 @@ func AssertEqualProcessorDedupEntriesLimit(t *testing.T, tt *componenttest.Telem
 func AssertEqualProcessorDedupEvictedEntries(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_dedup_evicted_entries",
-		Description: "Window entries removed before their window ended, because the window was full (reason=capacity) or memory ran short (reason=shrink); spans the nested detector forgot for traces.nested.max_spans (reason=nested_capacity) or traces.nested.max_bytes (reason=nested_bytes). [Alpha]",
+		Description: "Window entries removed before their window ended, because the window was full (reason=capacity) or memory ran short (reason=shrink); spans the nested detector forgot for traces.nested.max_spans (reason=nested_capacity) or traces.nested.max_bytes (reason=nested_bytes); exports of metric writers forgotten for metrics.max_export_times (signal=metrics, reason=export_times). [Alpha]",
 		Unit:        "{entry}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
@@ -334,7 +334,7 @@ func AssertEqualProcessorDedupUnjudgedPoints(t *testing.T, tt *componenttest.Tel
 func AssertEqualProcessorDedupWriterRules(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_dedup_writer_rules",
-		Description: "Decisions of metrics.overlap auto made by a rule rather than a pair's bounds, by rule (quiet peers, streams of a shared start split, points of a shared start not split, delta chains continued, delta points that went on across a gap). [Alpha]",
+		Description: "Decisions of metrics.overlap auto made by a rule rather than a pair's bounds, by rule (quiet peers, streams of a shared start split, points of a shared start not split, delta chains continued, delta points that went on across a gap, and those of them across one empty interval). [Alpha]",
 		Unit:        "{decision}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,

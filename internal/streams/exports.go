@@ -1,0 +1,125 @@
+package streams
+
+// Exports seen (docs/metrics.md, "Intervals without measurements"). An SDK
+// reads all of a reader's instruments at once and stamps every point of
+// that export with one time: a writer's export at time T is the points of
+// its identity (resource) whose time is exactly T, whatever their scope or
+// metric. A delta chain's point that goes on across one interval its
+// writer sent nothing for starts at such a time, the read that found no
+// measurements for it. If that export arrived with other points, the
+// interval was empty, not an export lost with its counts: nothing is
+// missing from the chain's totals, and the bounds a lost export could
+// have broken (Pair.gapped) still hold. If it did not arrive (lost, or
+// not here yet), nothing is known, and the gap is a gap.
+//
+// exportTimes remembers the newest (identity, time) pairs seen, at most
+// max: past it the oldest is forgotten (counted), so that an export is
+// remembered while a gateway takes in max exports after it. The record
+// starts with the first delta point judged (a tracker of cumulative
+// streams only keeps none).
+type exportTimes struct {
+	max       int
+	on        bool
+	ring      []uint64 // keys, oldest at next once full
+	next      int
+	set       map[uint64]struct{}
+	last      uint64 // the newest key added: one export's points share it
+	forgotten uint64
+}
+
+// exportKey mixes an identity and a time into one key (a 64-bit
+// finalizer, so that times a whole interval apart do not cluster); a
+// collision would take an export for another's: 1 in 2^64 per lookup.
+func exportKey(identity, time uint64) uint64 {
+	x := identity ^ (time * 0x9e3779b97f4a7c15)
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	x *= 0xc4ceb9fe1a85ec53
+	x ^= x >> 33
+	return x | 1
+}
+
+// add records that identity exported a point at time, and returns its key
+// when it was not recorded yet (0: it was).
+func (e *exportTimes) add(identity, time uint64) uint64 {
+	k := exportKey(identity, time)
+	if k == e.last {
+		return 0
+	}
+	e.last = k
+	if _, ok := e.set[k]; ok {
+		return 0
+	}
+	if e.set == nil {
+		n := min(e.max, 1024)
+		e.set, e.ring = make(map[uint64]struct{}, n), make([]uint64, 0, n)
+	}
+	if len(e.ring) < e.max {
+		e.ring = append(e.ring, k)
+	} else {
+		if old := e.ring[e.next]; old != 0 {
+			if _, ok := e.set[old]; ok {
+				delete(e.set, old)
+				e.forgotten++
+			}
+		}
+		e.ring[e.next] = k
+		e.next = (e.next + 1) % e.max
+	}
+	e.set[k] = struct{}{}
+	return k
+}
+
+// forget takes back an export recorded by a request the next component
+// refused (Tracker.Undo): its points were not delivered, so its export is
+// not evidence that a stream it had a point of had none. Its slot in the
+// ring stays, to be reused in turn.
+func (e *exportTimes) forget(k uint64) {
+	delete(e.set, k)
+	if e.last == k {
+		e.last = 0
+	}
+}
+
+// seen says whether identity exported a point at time, as far as the
+// record remembers.
+func (e *exportTimes) seen(identity, time uint64) bool {
+	if identity == 0 || e.set == nil {
+		return false
+	}
+	_, ok := e.set[exportKey(identity, time)]
+	return ok
+}
+
+// observe records p's export when the record is on (and turns it on at
+// the first delta point judged); it returns the export's key when it was
+// recorded now (0: it was before, or is not).
+func (e *exportTimes) observe(identity uint64, shape Shape, p Point) uint64 {
+	if identity == 0 || e.max == 0 {
+		return 0
+	}
+	if !e.on {
+		if !JudgedDelta(shape) {
+			return 0
+		}
+		e.on = true
+	}
+	return e.add(identity, p.Time)
+}
+
+// emptyGap says whether the interval a delta chain skipped was empty: the
+// chain's newest point ended at end, its timer's interval is iv (own: the
+// chain's own newest interval, not the stream's standing in for a first
+// one, first its length), and its next point starts at start, one
+// interval on, where its writer's export arrived. One interval only: of
+// several, the reads before the last are at times not known exactly. A
+// first interval stands for the writer's own only when it is at least
+// three quarters of the stream's: two of the writer's ticks cannot then
+// lie in one of the stream's intervals.
+func (e *exportTimes) emptyGap(identity, iv, first, end, start uint64) bool {
+	if iv == 0 || start <= end || (start-end+iv/2)/iv != 1 || first != 0 && first < iv-iv/4 {
+		return false
+	}
+	return e.seen(identity, start)
+}

@@ -1,0 +1,144 @@
+package streams
+
+import (
+	"testing"
+)
+
+// TestExportTimes: the record of exports seen remembers (identity, time)
+// pairs, one per export however many points it has, tells identities
+// apart, forgets the oldest past its bound (counted), and starts with the
+// first delta point (a tracker of cumulative streams keeps none).
+func TestExportTimes(t *testing.T) {
+	e := exportTimes{max: 3}
+	e.observe(7, gauge, Point{Time: secs(1)})
+	if e.seen(7, secs(1)) || e.set != nil {
+		t.Fatal("recorded before any delta point")
+	}
+	e.observe(7, deltaSum, Point{Time: secs(2)})
+	e.observe(7, gauge, Point{Time: secs(2)}) // the same export
+	e.observe(7, gauge, Point{Time: secs(3)})
+	if !e.seen(7, secs(2)) || !e.seen(7, secs(3)) || e.seen(8, secs(2)) || e.seen(7, secs(1)) || e.seen(0, secs(2)) {
+		t.Fatal("seen: wrong answer")
+	}
+	if len(e.ring) != 2 {
+		t.Fatalf("%d entries for 2 exports", len(e.ring))
+	}
+	e.observe(8, gauge, Point{Time: secs(2)})
+	e.observe(7, gauge, Point{Time: secs(4)}) // past the bound: 7@2 goes
+	if e.seen(7, secs(2)) || !e.seen(7, secs(3)) || !e.seen(8, secs(2)) || !e.seen(7, secs(4)) || e.forgotten != 1 || len(e.ring) != 3 {
+		t.Fatalf("past the bound: forgotten %d, %d entries", e.forgotten, len(e.ring))
+	}
+	e.observe(0, deltaSum, Point{Time: secs(9)}) // no identity: nothing
+	if e.forgotten != 1 {
+		t.Fatal("an unknown identity recorded")
+	}
+	if k := e.add(9, secs(5)); k == 0 || e.add(9, secs(5)) != 0 {
+		t.Fatal("add: a new export's key, then none")
+	} else if e.forget(k); e.seen(9, secs(5)) || e.forgotten != 2 {
+		t.Fatalf("forget (a refused request's export): still seen, or %d forgotten", e.forgotten)
+	}
+	off := exportTimes{}
+	off.observe(7, deltaSum, Point{Time: secs(2)})
+	if off.seen(7, secs(2)) {
+		t.Fatal("a record of no size remembered")
+	}
+}
+
+// TestExportTimesEmptyGap: one interval on the chain's timer whose export
+// was seen is empty; two intervals, an export not seen, or a first
+// interval much shorter than the stream's standing in are not.
+func TestExportTimesEmptyGap(t *testing.T) {
+	e := exportTimes{max: 16, on: true}
+	e.add(7, secs(120))
+	e.add(7, secs(140))
+	iv := secs(10)
+	for _, tc := range []struct {
+		name              string
+		first, end, start uint64
+		want              bool
+	}{
+		{"one interval, its export seen", 0, secs(110), secs(120), true},
+		{"one interval, its export not seen", 0, secs(110), secs(119.99), false},
+		{"two intervals, the last export seen", 0, secs(120), secs(140), false},
+		{"a first interval of 9 s for the stream's 10 s", secs(9), secs(110), secs(120), true},
+		{"a first interval of 7 s for the stream's 10 s", secs(7), secs(110), secs(120), false},
+	} {
+		if got := e.emptyGap(7, iv, tc.first, tc.end, tc.start); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestDeltaAutoEmptyInterval: an elected writer that counts in every other
+// interval and a second chain that counts ten times as much, which a copy
+// of it could not (the processor's golden auto_delta_empty_interval). With
+// each export of the elected writer carrying another stream's point, its
+// intervals without a point are known empty, the pair's bounds stay whole,
+// and the second chain is a peer; the same points without the other
+// stream's, or from another identity, or exports forgotten at the bound,
+// leave it undecided (every gap may be a lost export).
+func TestDeltaAutoEmptyInterval(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		exports    bool
+		identity   uint64 // the other stream's resource (the jobs' is 7)
+		maxExports int
+		undo       bool // the requests of the exports without a jobs point refused downstream
+		want       Class
+	}{
+		{name: "the elected writer's exports seen", exports: true, identity: 7, maxExports: DefaultMaxExportTimes, want: ClassPeer},
+		{name: "no other stream", want: ClassUndecided},
+		{name: "another identity's exports at those times", exports: true, identity: 8, maxExports: DefaultMaxExportTimes, want: ClassUndecided},
+		{name: "no record (max_export_times 0)", exports: true, identity: 7, want: ClassUndecided},
+		{name: "exports forgotten at the bound", exports: true, identity: 7, maxExports: 1, want: ClassUndecided},
+		{name: "the exports without a jobs point refused downstream (undone)", exports: true, identity: 7, maxExports: DefaultMaxExportTimes, undo: true, want: ClassUndecided},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := autoTracker(t, func(p *Policy) { p.MaxHeldBytes, p.MaxExportTimes = 1<<20, tc.maxExports })
+			jobs, active := ID{1}, ID{2}
+			export := func(at float64) { // the elected writer's export at t: its other stream
+				if tc.exports {
+					var j Journal
+					if tc.undo && (at == 120 || at == 140) {
+						tr.Record(&j)
+						defer func() { tr.Record(nil); tr.Undo(&j) }()
+					}
+					tr.NewScope(tc.identity)
+					tr.ObserveFrom(active, 9, gauge, Point{Time: secs(at), Value: 1}, 0)
+					if tc.maxExports == 1 {
+						tr.ObserveFrom(active, 9, gauge, Point{Time: secs(at) + 1, Value: 1}, 0) // another export, at once
+					}
+				}
+				tr.NewScope(7)
+			}
+			pt := func(start, end, v float64) {
+				tr.ObserveFrom(jobs, 9, deltaSum, Point{Start: secs(start), Time: secs(end), Value: v}, 0)
+			}
+			tr.NewScope(7)
+			pt(100, 110, 1)
+			export(110)
+			pt(113, 118, 5)
+			export(120) // no jobs point: its interval had no measurements
+			pt(118, 128, 10)
+			pt(120, 130, 1)
+			export(130)
+			pt(128, 138, 10)
+			export(140)
+			pt(138, 148, 10)
+			pt(140, 150, 1)
+			export(150)
+			pt(148, 158, 10)
+			j, ok := tr.Judgement(jobs, secs(113))
+			if !ok || j.Class != tc.want {
+				t.Fatalf("the second chain: %v (%v), want %v", j, ok, tc.want)
+			}
+			st := tr.JudgeStats()
+			if wantEmpty := tc.want == ClassPeer; (st.EmptyIntervals > 0) != wantEmpty || st.AcrossGap != 2 {
+				t.Errorf("across_gap %d, empty_interval %d", st.AcrossGap, st.EmptyIntervals)
+			}
+			if tc.maxExports == 1 && (st.ExportTimesForgotten == 0 || tr.ExportTimesForgotten() != st.ExportTimesForgotten || st.ExportTimes != 1) {
+				t.Errorf("at the bound: %d forgotten, %d kept", st.ExportTimesForgotten, st.ExportTimes)
+			}
+		})
+	}
+}
