@@ -634,15 +634,16 @@ func TestDeltaAutoSparseWriters(t *testing.T) {
 				}
 				copies := map[[2]uint64]bool{}
 				// companions: an export's point of another stream (its
-				// writer's up-down counter: Value is the writer, +1),
-				// sent with it, empty or not.
+				// reader's up-down counter, cumulative, started with the
+				// reader: Value is the reader, +1), sent with it, empty
+				// or not.
 				companions := func(w int, all []simPoint) []simPoint {
 					if !tc.exports {
 						return nil
 					}
 					out := make([]simPoint, len(all))
 					for k, x := range all {
-						out[k] = simPoint{at: x.at, p: Point{Start: secs(1), Time: x.p.Time, Value: float64(w + 1), NoValue: true}}
+						out[k] = simPoint{at: x.at, p: Point{Start: secs(1) + uint64(w)*uint64(time.Millisecond), Time: x.p.Time, Value: float64(w + 1), NoValue: true}}
 					}
 					return out
 				}
@@ -667,11 +668,13 @@ func TestDeltaAutoSparseWriters(t *testing.T) {
 					}
 				}
 				s := newDeltaSim(t)
-				s.tr.NewScope(7) // one identity
 				copyPassed := 0.0
 				for _, x := range pts {
+					if tc.exports {
+						s.tr.NewScope(7) // one identity; each point its own export's
+					}
 					if x.p.NoValue {
-						s.tr.ObserveFrom(ID{2, byte(x.p.Value)}, 9, gauge, Point{Start: x.p.Start, Time: x.p.Time, Value: 1}, 0)
+						s.tr.ObserveFrom(ID{2, byte(x.p.Value)}, 9, upDown, Point{Start: x.p.Start, Time: x.p.Time, Value: 1}, 0)
 						continue
 					}
 					d := s.feed(deltaSum, x.p)

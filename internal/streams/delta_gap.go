@@ -36,15 +36,9 @@ const (
 	QuietSparsePoints = 6
 )
 
-// onGrid says whether a point starting at start lies on the timer of a
-// chain of interval iv whose newest point ends at end: whole intervals
-// after end, within GridSlack and the drift of the intervals skipped, for
-// an interval that tolerance is a small share of.
-func onGrid(iv, end, start uint64) bool {
-	return start > end && onTimer(iv, start-end)
-}
-
-// onTimer says whether a distance g is whole intervals iv, as onGrid says.
+// onTimer says whether a distance g from a chain's newest point is whole
+// intervals iv of its timer: within GridSlack and the drift of the
+// intervals skipped, for an interval that tolerance is a small share of.
 func onTimer(iv, g uint64) bool {
 	if iv == 0 {
 		return false
@@ -61,41 +55,54 @@ func onTimer(iv, g uint64) bool {
 	return off <= tol && tol*GridShare < iv
 }
 
-// timerOf is the interval of the timer of a chain of run start run whose
-// newest interval is (from, end]: that interval, one tick of the timer to
-// the next, unless it is the chain's first (from is the run start) and
-// shorter than the stream's interval, cycle. A first interval may start
-// when its writer first measured, not at a tick (the Python SDK starts an
-// instrument's first delta there): a share of an interval short, which,
-// whole intervals on, puts the writer's next point off its timer. The
-// stream's interval stands for it then: writers sharing an identity share
-// their export interval (and a writer whose interval is shorter than the
-// others' has its first gap judged by theirs: across a whole number of
-// them it goes on, else it is a new chain, as before it sent a second
-// point).
-func timerOf(run, from, end, cycle uint64) uint64 {
+// timer is a chain's timer: iv, its newest interval, one tick to the
+// next; and alt, when that interval is the chain's first and shorter than
+// the stream's interval, that one too (0: none). A first interval may
+// start when its writer first measured, not at a tick (the Python SDK
+// starts an instrument's first delta there): a share of an interval
+// short, which, whole intervals on, puts the writer's next point off the
+// timer it makes. Writers of one identity mostly share their export
+// interval, so the stream's stands in for it; but a second reader may
+// have its own (a framework's reader beside the application's), so a
+// start on either timer is on the chain's (on either of two chains', on
+// neither's: a new chain, or a restart).
+type timer struct{ iv, alt uint64 }
+
+// timerOf is the timer of a chain of run start run whose newest interval
+// is (from, end], in a stream whose interval is cycle.
+func timerOf(run, from, end, cycle uint64) timer {
 	if end <= from || from == 0 {
-		return 0
+		return timer{}
 	}
-	if from == run && cycle > end-from {
-		return cycle
+	t := timer{iv: end - from}
+	if from == run && cycle > t.iv {
+		t.alt = cycle
 	}
-	return end - from
+	return t
 }
 
-// emptyGap says whether p, going on across one interval from the chain
-// of run start run whose newest interval is (from, end], skipped an empty
-// one: its writer's export at p's start arrived (exports.go).
+// on says whether a distance g is whole intervals of either of the
+// timer's intervals (onTimer).
+func (t timer) on(g uint64) bool { return onTimer(t.iv, g) || t.alt != 0 && onTimer(t.alt, g) }
+
+// onGrid says whether a point starting at start lies on the timer of a
+// chain whose newest point ends at end.
+func (t timer) onGrid(end, start uint64) bool { return start > end && t.on(start-end) }
+
+// emptyGap says whether p, going on across whole intervals from the chain
+// of run start run whose newest interval is (from, end], skipped only
+// empty ones: its writer's exports of them arrived (exports.go). By the
+// chain's own interval when p lies on that timer, else by the stream's
+// standing in for a first one (its length, first, then checked).
 func (j *judge) emptyGap(s *stream, run, from, end uint64, p Point) bool {
 	if j.exports.set == nil {
 		return false
 	}
-	iv := timerOf(run, from, end, j.cycle(s))
-	first := uint64(0)
-	if iv != end-from {
-		first = end - from // the stream's interval stands in for a first one
+	t := timerOf(run, from, end, j.cycle(s))
+	if onTimer(t.iv, p.Start-end) {
+		return j.exports.emptyGap(j.identity, t.iv, 0, end, p.Start)
 	}
-	return j.exports.emptyGap(j.identity, iv, first, end, p.Start)
+	return t.alt != 0 && j.exports.emptyGap(j.identity, t.alt, t.iv, end, p.Start)
 }
 
 // cycle is stream s's export interval as its chains show it: the newest
@@ -134,16 +141,16 @@ const (
 func (j *judge) timers(s *stream, p Point) (runs uint8, chains int, slot uint32) {
 	c := &s.cur
 	cy := j.cycle(s)
-	civ := timerOf(c.start, c.deltaStart(), c.time, cy)
+	ct := timerOf(c.start, c.deltaStart(), c.time, cy)
 	switch {
-	case onGrid(civ, c.time, p.Start):
+	case ct.onGrid(c.time, p.Start):
 		runs |= onCur
-	case p.Time <= c.deltaStart() && onTimer(civ, c.time-p.Start):
+	case p.Time <= c.deltaStart() && ct.on(c.time-p.Start):
 		runs |= onOld
 	}
 	if a := &s.alt; s.flags&flagAlt != 0 && a.start != c.start {
-		aiv := timerOf(a.start, a.deltaStart(), a.time, cy)
-		if onGrid(aiv, a.time, p.Start) && (runs&onCur == 0 || !onGrid(aiv, a.time, c.deltaStart())) {
+		at := timerOf(a.start, a.deltaStart(), a.time, cy)
+		if at.onGrid(a.time, p.Start) && (runs&onCur == 0 || !at.onGrid(a.time, c.deltaStart())) {
 			if _, judged := j.byKey[pairKey{s.id, a.start}]; !judged {
 				runs |= onAlt // a judged run is a second chain: below, as it goes on
 			}
@@ -152,7 +159,7 @@ func (j *judge) timers(s *stream, p Point) (runs uint8, chains int, slot uint32)
 	if head, ok := j.byStream[s.id]; ok {
 		for i := head; i != 0; i = j.pairs[i-1].next {
 			jp := &j.pairs[i-1]
-			if jp.chains != nil && onGrid(timerOf(jp.other, math.Float64bits(jp.own.sum), jp.own.time, cy), jp.own.time, p.Start) {
+			if jp.chains != nil && timerOf(jp.other, math.Float64bits(jp.own.sum), jp.own.time, cy).onGrid(jp.own.time, p.Start) {
 				chains++
 				slot = i - 1
 				if jp.late {

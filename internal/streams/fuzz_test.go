@@ -48,9 +48,6 @@ func FuzzTracker(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if data[0]&8 != 0 {
-			tr.NewScope(7) // one identity: the streams' points at one time are one export (exports.go)
-		}
 		shapes := []Shape{monoSum, upDown, deltaSum, gauge, histogram}
 		starts := []uint64{0, 100 * sec, 105 * sec, 130 * sec}
 		type out struct {
@@ -89,6 +86,9 @@ func FuzzTracker(f *testing.F) {
 			}
 			if s, _, ok := tr.index.find(&id, tr); ok {
 				shape = tr.at(s).shape // a stream keeps the shape it was made with
+			}
+			if data[0]&8 != 0 {
+				tr.NewScope(7) // one identity: its streams' points at one time are one export (exports.go)
 			}
 			d := tr.ObserveFrom(id, 9, shape, pt, int64(clock))
 			if d.Hold {

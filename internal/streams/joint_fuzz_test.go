@@ -68,6 +68,7 @@ func FuzzPairCopyNeverPeer(f *testing.F) {
 		}
 		quietCopy(t, vals, join, ops)
 		deltaCopy(t, vals, join, ops)
+		sparseCopy(t, vals, join, ops)
 		sharedCopy(t, vals, ops)
 		// Hostile points: any bits in count, sum, min and max.
 		for i := 0; i+33 <= len(data); i += 33 {
@@ -218,6 +219,97 @@ func deltaCopy(t *testing.T, vals []float64, join int, ops []byte) {
 		late[w] = late[w][:0]
 		if p.Class() == ClassPeer {
 			t.Fatalf("a delta copy (join after %d of %v) called a peer at point %d: %v", join, vals, i/2, p.Evidence())
+		}
+	}
+}
+
+// sparseCopy feeds a Tracker with Auto the delta exports of a process's
+// first reader E and a copy C joined after join measurements, each on its
+// own timer (ops[0], ops[1]: 1 to 8 s; ops[2]: C's phase), as the Python
+// and Go SDKs send them: no delta point for an interval without
+// measurements (measurement i, at i s + 250 ms, is taken only when vals[i]
+// is not 0), and every export also carrying the reader's cumulative
+// up-down counter, started when the reader began (its exports' other
+// stream: exports.go). An export may be lost, both its points, never two
+// in a row (ops[4:]), and arrives up to a quarter of the shorter interval
+// late. C's points are never labelled nor any of its chains' held points
+// released: the evidence of empty intervals never makes a copy a peer.
+func sparseCopy(t *testing.T, vals []float64, join int, ops []byte) {
+	if len(ops) < 4 {
+		return
+	}
+	n := len(vals)
+	ivE, ivC := uint64(ops[0]%8+1)*sec, uint64(ops[1]%8+1)*sec
+	end := uint64(join+1+int(ops[3])%n) * sec
+	const base = 1000 * sec
+	jitter := ops[4:]
+	type export struct {
+		at   uint64
+		p    Point
+		copy bool
+		up   bool // the up-down counter's point
+	}
+	var all []export
+	k := 0
+	emit := func(reader, first, iv uint64, from int, copy bool) {
+		lost := false
+		prev := reader
+		for tm := first; tm <= base+end; tm += iv {
+			b := byte(0)
+			if len(jitter) > 0 {
+				b = jitter[k%len(jitter)]
+			}
+			k++
+			if b&1 != 0 && !lost {
+				lost = true
+				prev = tm // the next delta starts at this read: its counts are lost with it
+				continue
+			}
+			lost = false
+			at := tm + uint64(b>>1)*min(ivE, ivC)/4/128
+			all = append(all, export{at: at, p: Point{Start: reader, Time: tm, Value: 1, Fingerprint: tm}, copy: copy, up: true})
+			p := Point{Start: prev, Time: tm, Fingerprint: tm}
+			for i := from; i < n && base+uint64(i)*sec+sec/4 <= tm; i++ {
+				if vals[i] != 0 && base+uint64(i)*sec+sec/4 > prev {
+					p.Value++
+				}
+			}
+			prev = tm
+			if p.Value > 0 {
+				all = append(all, export{at: at, p: p, copy: copy})
+			}
+		}
+	}
+	startE, startC := base-sec/2, base+uint64(join)*sec
+	emit(startE, startE+ivE, ivE, 0, false)
+	// C reads 1 ms past the 1/256ths of its interval: never at one of
+	// E's reads, a 0.5 s mark (two readers do not read at one instant;
+	// points at one time and start are one writer's repeats).
+	emit(startC, startC+uint64(ops[2])*ivC/256+sec/8+sec/1000, ivC, join, true)
+	slices.SortStableFunc(all, func(a, b export) int { return cmp.Compare(a.at, b.at) })
+	s := newDeltaSim(t)
+	runs := map[uint64]bool{} // the copy's chains' possible run starts: its points' starts
+	for _, e := range all {
+		s.tr.NewScope(7) // one identity; each point its own export's
+		if e.up {
+			id := ID{2}
+			if e.copy {
+				id = ID{3}
+			}
+			s.tr.ObserveFrom(id, 9, upDown, e.p, 0)
+			continue
+		}
+		if e.copy {
+			runs[e.p.Start] = true
+		}
+		d := s.feed(deltaSum, e.p)
+		if e.copy && d.Verdict == Label {
+			t.Fatalf("a sparse copy (E every %s, C every %s) labelled, a peer, at %s: %v", time.Duration(ivE), time.Duration(ivC), time.Duration(e.p.Time-base), d)
+		}
+		for w := range runs {
+			if j, ok := s.tr.Judgement(ID{1}, w); ok && j.Class == ClassPeer {
+				t.Fatalf("a sparse copy (E every %s, C every %s): its chain of run %s a peer at %s: %v", time.Duration(ivE), time.Duration(ivC), time.Duration(w-base), time.Duration(e.p.Time-base), j)
+			}
 		}
 	}
 }
