@@ -12,20 +12,45 @@ package streams
 // have broken (Pair.gapped) still hold. If it did not arrive (lost, or
 // not here yet), nothing is known, and the gap is a gap.
 //
+// Across several intervals the reads before the last are at times not
+// known exactly, but each export is its reader's: its cumulative points
+// carry the reader's own start (an SDK's cumulative aggregation starts
+// when its reader began keeping it, so a second reader in one process has
+// another), and a reader's exports, in order, are a chain. The record
+// links each export that has a cumulative point to its reader's previous
+// one (the start of its first cumulative point names the reader): a gap
+// of k intervals whose last export, walked back k links, one interval
+// each, comes to the export of the chain's newest point, had every
+// export in between arrive, none with a point of the stream.
+//
 // exportTimes remembers the newest (identity, time) pairs seen, at most
 // max: past it the oldest is forgotten (counted), so that an export is
 // remembered while a gateway takes in max exports after it. The record
 // starts with the first delta point judged (a tracker of cumulative
 // streams only keeps none).
 type exportTimes struct {
-	max       int
-	on        bool
-	ring      []uint64 // keys, oldest at next once full
-	next      int
-	set       map[uint64]struct{}
+	max  int
+	on   bool
+	ring []uint64 // keys, oldest at next once full
+	next int
+	set  map[uint64]exportLink
+	// newest is each reader's newest export (its time and key), by
+	// readerKey; a reader goes with its newest export.
+	newest    map[uint64]readerExport
 	last      uint64 // the newest key added: one export's points share it
+	lastRead  bool   // that export's reader is known
 	forgotten uint64
 }
+
+// exportLink is what the record keeps of one export: its reader (0: none
+// known yet) and the time of that reader's previous export (0: none).
+type exportLink struct{ reader, prev uint64 }
+
+type readerExport struct{ time, key uint64 }
+
+// readerKey names a reader: its identity and the start of the first
+// cumulative point of its exports.
+func readerKey(identity, start uint64) uint64 { return exportKey(identity^0x5bd1e995, start) }
 
 // exportKey mixes an identity and a time into one key (a 64-bit
 // finalizer, so that times a whole interval apart do not cluster); a
@@ -53,22 +78,52 @@ func (e *exportTimes) add(identity, time uint64) uint64 {
 	}
 	if e.set == nil {
 		n := min(e.max, 1024)
-		e.set, e.ring = make(map[uint64]struct{}, n), make([]uint64, 0, n)
+		e.set, e.newest, e.ring = make(map[uint64]exportLink, n), map[uint64]readerExport{}, make([]uint64, 0, n)
 	}
 	if len(e.ring) < e.max {
 		e.ring = append(e.ring, k)
 	} else {
 		if old := e.ring[e.next]; old != 0 {
-			if _, ok := e.set[old]; ok {
-				delete(e.set, old)
+			if l, ok := e.set[old]; ok {
+				e.drop(old, l)
 				e.forgotten++
 			}
 		}
 		e.ring[e.next] = k
 		e.next = (e.next + 1) % e.max
 	}
-	e.set[k] = struct{}{}
+	e.set[k] = exportLink{}
+	e.lastRead = false
 	return k
+}
+
+// drop removes export k, and its reader with it when k is the reader's
+// newest (the reader's next export starts its chain afresh).
+func (e *exportTimes) drop(k uint64, l exportLink) {
+	delete(e.set, k)
+	if l.reader != 0 && e.newest[l.reader].key == k {
+		delete(e.newest, l.reader)
+	}
+}
+
+// read names the reader of the newest export by p, its first cumulative
+// point, and links the export to that reader's previous one.
+func (e *exportTimes) read(identity uint64, p Point) {
+	if e.lastRead || e.last == 0 {
+		return
+	}
+	e.lastRead = true
+	l, ok := e.set[e.last]
+	if !ok || l.reader != 0 {
+		return
+	}
+	r := readerKey(identity, p.Start)
+	l.reader = r
+	if n, ok := e.newest[r]; ok && n.time < p.Time {
+		l.prev = n.time
+	}
+	e.set[e.last] = l
+	e.newest[r] = readerExport{time: p.Time, key: e.last}
 }
 
 // forget takes back an export recorded by a request the next component
@@ -76,7 +131,9 @@ func (e *exportTimes) add(identity, time uint64) uint64 {
 // not evidence that a stream it had a point of had none. Its slot in the
 // ring stays, to be reused in turn.
 func (e *exportTimes) forget(k uint64) {
-	delete(e.set, k)
+	if l, ok := e.set[k]; ok {
+		e.drop(k, l)
+	}
 	if e.last == k {
 		e.last = 0
 	}
@@ -105,21 +162,51 @@ func (e *exportTimes) observe(identity uint64, shape Shape, p Point) uint64 {
 		}
 		e.on = true
 	}
-	return e.add(identity, p.Time)
+	k := e.add(identity, p.Time)
+	if shape.Cumulative() && p.Start != 0 && p.Start < p.Time {
+		e.read(identity, p)
+	}
+	return k
 }
 
-// emptyGap says whether the interval a delta chain skipped was empty: the
-// chain's newest point ended at end, its timer's interval is iv (own: the
-// chain's own newest interval, not the stream's standing in for a first
-// one, first its length), and its next point starts at start, one
-// interval on, where its writer's export arrived. One interval only: of
-// several, the reads before the last are at times not known exactly. A
-// first interval stands for the writer's own only when it is at least
-// three quarters of the stream's: two of the writer's ticks cannot then
-// lie in one of the stream's intervals.
+// emptyGap says whether the intervals a delta chain skipped were empty:
+// the chain's newest point ended at end, its timer's interval is iv (own:
+// the chain's own newest interval, not the stream's standing in for a
+// first one, first its length), and its next point starts at start, whole
+// intervals on, where its writer's export arrived. One interval: that
+// export seen. Several: that export's reader's exports walked back, one
+// interval each, come to end's export. A first interval stands for the
+// writer's own only when it is at least three quarters of the stream's:
+// two of the writer's ticks cannot then lie in one of the stream's
+// intervals.
 func (e *exportTimes) emptyGap(identity, iv, first, end, start uint64) bool {
-	if iv == 0 || start <= end || (start-end+iv/2)/iv != 1 || first != 0 && first < iv-iv/4 {
+	if iv == 0 || start <= end || first != 0 && first < iv-iv/4 {
 		return false
 	}
-	return e.seen(identity, start)
+	k := (start - end + iv/2) / iv
+	if k == 0 || k > GridMaxSkip {
+		return false
+	}
+	l, ok := e.set[exportKey(identity, start)]
+	if identity == 0 || !ok {
+		return false
+	}
+	if k == 1 {
+		return true
+	}
+	t, tol := start, GridSlack+iv/GridDrift
+	for range k {
+		if l.reader == 0 || l.prev == 0 || l.prev >= t {
+			return false
+		}
+		if step := t - l.prev; step+tol < iv || step > iv+tol {
+			return false
+		}
+		r := l.reader
+		t = l.prev
+		if l, ok = e.set[exportKey(identity, t)]; !ok || l.reader != r {
+			return false
+		}
+	}
+	return t == end
 }

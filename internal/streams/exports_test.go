@@ -45,12 +45,21 @@ func TestExportTimes(t *testing.T) {
 }
 
 // TestExportTimesEmptyGap: one interval on the chain's timer whose export
-// was seen is empty; two intervals, an export not seen, or a first
-// interval much shorter than the stream's standing in are not.
+// was seen is empty; several are when the reader's exports, walked back
+// one interval each, come to the chain's newest point's export; not when
+// one of them is missing (lost), is another reader's, or lies off the
+// interval, nor when a first interval much shorter than the stream's
+// stands in.
 func TestExportTimesEmptyGap(t *testing.T) {
-	e := exportTimes{max: 16, on: true}
-	e.add(7, secs(120))
-	e.add(7, secs(140))
+	e := exportTimes{max: 64, on: true}
+	// Reader A (its up-down counter started at 1 s) exports every 10 s
+	// from 110 to 150, but its export at 170 is lost; reader B, a copy,
+	// at 165 and 175. Every export has an up-down counter's point.
+	for _, x := range []struct{ start, time float64 }{
+		{1, 110}, {1, 120}, {1, 130}, {1, 140}, {1, 150}, {1, 160}, {2, 165}, {2, 175}, {1, 180}, {1, 190.3}, {1, 200.3},
+	} {
+		e.observe(7, upDown, Point{Start: secs(x.start), Time: secs(x.time), Value: 1})
+	}
 	iv := secs(10)
 	for _, tc := range []struct {
 		name              string
@@ -59,13 +68,20 @@ func TestExportTimesEmptyGap(t *testing.T) {
 	}{
 		{"one interval, its export seen", 0, secs(110), secs(120), true},
 		{"one interval, its export not seen", 0, secs(110), secs(119.99), false},
-		{"two intervals, the last export seen", 0, secs(120), secs(140), false},
+		{"two intervals, both exports seen", 0, secs(110), secs(130), true},
+		{"four intervals, all seen", 0, secs(110), secs(150), true},
+		{"two intervals, the first lost (170)", 0, secs(160), secs(180), false},
+		{"a walk that lands off the chain's newest point", 0, secs(115), secs(135), false},
+		{"an interval of 10.3 s in the walk (off the timer)", 0, secs(180), secs(200.3), false},
 		{"a first interval of 9 s for the stream's 10 s", secs(9), secs(110), secs(120), true},
 		{"a first interval of 7 s for the stream's 10 s", secs(7), secs(110), secs(120), false},
 	} {
 		if got := e.emptyGap(7, iv, tc.first, tc.end, tc.start); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
+	}
+	if e.emptyGap(8, iv, 0, secs(110), secs(130)) {
+		t.Error("another identity's walk")
 	}
 }
 
@@ -112,6 +128,7 @@ func TestDeltaAutoEmptyInterval(t *testing.T) {
 				tr.NewScope(7)
 			}
 			pt := func(start, end, v float64) {
+				tr.NewScope(7) // each point its own export's
 				tr.ObserveFrom(jobs, 9, deltaSum, Point{Start: secs(start), Time: secs(end), Value: v}, 0)
 			}
 			tr.NewScope(7)

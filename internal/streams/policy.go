@@ -65,8 +65,8 @@ const (
 	MaxStreamsLimit = 1 << 26
 	// DefaultMaxJudged is the default MaxJudged.
 	DefaultMaxJudged = 10_000
-	// DefaultMaxExportTimes is the default MaxExportTimes: about a
-	// megabyte and a half.
+	// DefaultMaxExportTimes is the default MaxExportTimes: 2 to 3.3 MB
+	// (64 to 100 bytes an export, with its reader's link).
 	DefaultMaxExportTimes = 1 << 15
 	// MaxHeldBytesLimit is the largest MaxHeldBytes accepted (1 TiB).
 	MaxHeldBytesLimit = 1 << 40
