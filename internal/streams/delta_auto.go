@@ -85,37 +85,23 @@ func (t *Tracker) deltaAuto(s *stream, p Point, d Decision) (Decision, bool) {
 	if dd, ok := j.deltaFiller(t, s, p, d); ok {
 		return dd, true
 	}
+	// A chain's next point after intervals its writer sent nothing for
+	// (delta_gap.go): the same writer, its series and its evidence. Found
+	// by its writer's exports linked back to the chain's newest point
+	// (exports.go: exact, whatever the timers), else by its start on
+	// exactly one chain's timer.
+	if i, g, ok := j.linkedChain(s, p); ok {
+		return j.acrossGap(t, s, p, d, i, g), true
+	}
 	if i, ok := j.gapOf(s, p); ok {
-		// A chain's next point after intervals its writer sent nothing
-		// for (delta_gap.go): the same writer, its series and its
-		// evidence.
-		// One interval whose export arrived without a point of this
-		// stream was empty: the chain goes on whole, and no interval can
-		// fill it (exports.go).
-		j.stats.AcrossGap++
-		s.flags |= flagSparse
+		var g across
 		if i == noSlot {
-			g := across{end: c.time, empty: j.emptyGap(s, c.start, c.deltaStart(), c.time, p)}
-			if g.empty {
-				j.stats.EmptyIntervals++
-			} else {
-				s.setDeltaGap(g.end, p.Start)
-			}
-			c.time = p.Start // its timer went on: the skipped intervals are not its interval
-			c.acceptDelta(p)
-			j.deltaElected(s, p, g)
-			return d, true
-		}
-		jp := &j.pairs[i]
-		g := across{end: jp.own.time, empty: j.emptyGap(s, jp.other, math.Float64bits(jp.own.sum), jp.own.time, p)}
-		d.Writer = jp.other
-		d = j.deltaOther(t, s, i, p, d, g)
-		if g.empty {
-			j.stats.EmptyIntervals++
+			g = across{end: c.time, empty: j.emptyGap(s, c.start, c.deltaStart(), c.time, p)}
 		} else {
-			j.pairs[i].chains.gap = [2]uint64{g.end, p.Start} // after deltaOther, which may begin the chains again
+			jp := &j.pairs[i]
+			g = across{end: jp.own.time, empty: j.emptyGap(s, jp.other, math.Float64bits(jp.own.sum), jp.own.time, p)}
 		}
-		return d, true
+		return j.acrossGap(t, s, p, d, i, g), true
 	}
 	// A chain whose first interval arrives after its second (an export
 	// that waited, for a connection or a busy process, while the next
@@ -205,6 +191,34 @@ func (t *Tracker) deltaAuto(s *stream, p Point, d Decision) (Decision, bool) {
 	}
 	d.Writer = run
 	return j.deltaOther(t, s, i, p, d, across{}), true
+}
+
+// acrossGap judges p, the next point of the chain in pair slot i (noSlot:
+// the elected chain) after intervals its writer sent nothing for, g. When
+// they are known empty the chain goes on whole, and no interval can fill
+// them (exports.go).
+func (j *judge) acrossGap(t *Tracker, s *stream, p Point, d Decision, i uint32, g across) Decision {
+	j.stats.AcrossGap++
+	if g.empty {
+		j.stats.EmptyIntervals++
+	}
+	s.flags |= flagSparse
+	if i == noSlot {
+		c := &s.cur
+		if !g.empty {
+			s.setDeltaGap(g.end, p.Start)
+		}
+		c.time = p.Start // its timer went on: the skipped intervals are not its interval
+		c.acceptDelta(p)
+		j.deltaElected(s, p, g)
+		return d
+	}
+	d.Writer = j.pairs[i].other
+	d = j.deltaOther(t, s, i, p, d, g)
+	if !g.empty {
+		j.pairs[i].chains.gap = [2]uint64{g.end, p.Start} // after deltaOther, which may begin the chains again
+	}
+	return d
 }
 
 // sameRun is the name of a second chain whose run start is the elected

@@ -85,6 +85,11 @@ func timerOf(run, from, end, cycle uint64) timer {
 // timer's intervals (onTimer).
 func (t timer) on(g uint64) bool { return onTimer(t.iv, g) || t.alt != 0 && onTimer(t.alt, g) }
 
+// one says whether a distance g is one interval of the timer (either).
+func (t timer) one(g uint64) bool {
+	return t.iv != 0 && (g+t.iv/2)/t.iv == 1 && onTimer(t.iv, g) || t.alt != 0 && (g+t.alt/2)/t.alt == 1 && onTimer(t.alt, g)
+}
+
 // onGrid says whether a point starting at start lies on the timer of a
 // chain whose newest point ends at end.
 func (t timer) onGrid(end, start uint64) bool { return start > end && t.on(start-end) }
@@ -103,6 +108,69 @@ func (j *judge) emptyGap(s *stream, run, from, end uint64, p Point) bool {
 		return j.exports.emptyGap(j.identity, t.iv, 0, end, p.Start)
 	}
 	return t.alt != 0 && j.exports.emptyGap(j.identity, t.alt, t.iv, end, p.Start)
+}
+
+// linkedChain finds the chain p goes on from by its writer's exports
+// (exports.go): the export at p's start, an empty read, walked back
+// through its reader's previous exports to one at the newest point of the
+// elected chain or of a second chain (noSlot: the elected). The reader is
+// the chain's writer: one export, one reader, one time. No step may be
+// shorter than the chain's interval (a reader whose exports are linked
+// with another's, both naming one start, would step a share of one); the
+// intervals were empty when each step was one interval (a longer step:
+// that reader's exports in between were lost). False: no link, no such
+// chain, or a step too short: judged by the timers (gapOf).
+func (j *judge) linkedChain(s *stream, p Point) (uint32, across, bool) {
+	e := &j.exports
+	if e.set == nil || j.identity == 0 || p.Start == 0 {
+		return 0, across{}, false
+	}
+	l, ok := e.set[exportKey(j.identity, p.Start)]
+	if !ok || l.reader == 0 {
+		return 0, across{}, false
+	}
+	r, at := l.reader, p.Start
+	var steps [GridMaxSkip]uint64
+	c := &s.cur
+	head := j.byStream[s.id]
+	for n := range GridMaxSkip {
+		if l.prev == 0 || l.prev >= at {
+			return 0, across{}, false
+		}
+		steps[n] = at - l.prev
+		at = l.prev
+		if l, ok = e.set[exportKey(j.identity, at)]; !ok || l.reader != r {
+			return 0, across{}, false
+		}
+		slot, tm := uint32(0), timer{}
+		switch {
+		case at == c.time && at > c.deltaStart():
+			slot, tm = noSlot, timerOf(c.start, c.deltaStart(), c.time, j.cycle(s))
+		default:
+			for i := head; i != 0; i = j.pairs[i-1].next {
+				if jp := &j.pairs[i-1]; jp.chains != nil && jp.own.time == at && !jp.late {
+					slot, tm = i-1, timerOf(jp.other, math.Float64bits(jp.own.sum), jp.own.time, j.cycle(s))
+					break
+				}
+			}
+			if tm == (timer{}) {
+				continue
+			}
+		}
+		short := tm.iv
+		if tm.alt != 0 {
+			short = min(short, tm.alt)
+		}
+		empty := true
+		for _, st := range steps[:n+1] {
+			if st+GridSlack+short/GridDrift < short {
+				return 0, across{}, false
+			}
+			empty = empty && tm.one(st)
+		}
+		return slot, across{end: at, empty: empty}, true
+	}
+	return 0, across{}, false
 }
 
 // cycle is stream s's export interval as its chains show it: the newest

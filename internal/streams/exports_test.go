@@ -159,3 +159,95 @@ func TestDeltaAutoEmptyInterval(t *testing.T) {
 		})
 	}
 }
+
+// TestDeltaAutoLinkedExports: a point whose writer's exports link back to
+// a chain's newest point goes on from that chain, whatever the timers say:
+// after 9 empty intervals whose reads drifted 150 ms from the timer the
+// chain's newest interval makes (off it: a restart without the links), and
+// from a chain whose timer another chain shares within 1 ms (on both: a
+// new chain without the links). Without the up-down counter's points, or
+// with one of the reader's exports lost, the timers judge as before.
+func TestDeltaAutoLinkedExports(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		exports bool
+		lose    int    // the k-th read's export lost (0: none)
+		want    string // the decision for the point after the gap
+		empty   bool
+	}{
+		{name: "linked: the elected chain goes on, its 9 intervals empty", exports: true, want: "pass", empty: true},
+		{name: "no up-down counter: off the timer, a restart", want: "pass elect:restart"},
+		{name: "one of the exports lost: a step of two intervals, the chain goes on across a gap", exports: true, lose: 4, want: "pass"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := autoTracker(t, func(p *Policy) { p.MaxHeldBytes = 1 << 20 })
+			jobs, active := ID{1}, ID{2}
+			export := func(at float64, k int) { // the elected writer's k-th read's export: its up-down counter, started at 1 s
+				if tc.exports && (k == 0 || k != tc.lose) {
+					tr.NewScope(7)
+					tr.ObserveFrom(active, 9, upDown, Point{Start: secs(1), Time: secs(at), Value: 1}, 0)
+				}
+			}
+			pt := func(start, end, v float64) Decision {
+				tr.NewScope(7)
+				return tr.ObserveFrom(jobs, 9, deltaSum, Point{Start: secs(start), Time: secs(end), Value: v}, 0)
+			}
+			export(110, 0)
+			pt(100, 110, 1)
+			export(120, 0)
+			pt(110, 120, 1) // interval 10 s: the timer
+			// Reads every 10.0167 s (150 ms over 9), nothing measured.
+			at := 120.0
+			for k := range 9 {
+				at += 10.0167
+				export(at, k+1)
+			}
+			next := at + 10
+			export(next, 0)
+			d := pt(at, next, 2)
+			if got := d.String(); got != tc.want {
+				t.Fatalf("the point after the gap: %q, want %q", got, tc.want)
+			}
+			if st := tr.JudgeStats(); (st.EmptyIntervals > 0) != tc.empty {
+				t.Errorf("empty_interval %d, want it %v", st.EmptyIntervals, tc.empty)
+			}
+		})
+	}
+}
+
+// TestDeltaAutoLinkedExportsOneTimer: two processes whose reads lie 1 ms
+// apart: a gap's start is on both chains' timers, so the timers cannot
+// tell whose chain goes on (a restart of the stream, every pair's
+// evidence begun again); their exports, linked by each process's up-down
+// counter, can.
+func TestDeltaAutoLinkedExportsOneTimer(t *testing.T) {
+	for _, exports := range []bool{true, false} {
+		tr := autoTracker(t, func(p *Policy) { p.MaxHeldBytes = 1 << 20 })
+		jobs, active := ID{1}, ID{2}
+		at := func(start, at float64) { // a process's export: its up-down counter
+			if exports {
+				tr.NewScope(7)
+				tr.ObserveFrom(active, 9, upDown, Point{Start: secs(start), Time: secs(at), Value: 1}, 0)
+			}
+		}
+		pt := func(start, end, v float64) Decision {
+			tr.NewScope(7)
+			return tr.ObserveFrom(jobs, 9, deltaSum, Point{Start: secs(start), Time: secs(end), Value: v}, 0)
+		}
+		pt(100, 110, 1) // the first delta point: the record starts (exports.go)
+		at(1, 110)
+		at(2, 110.001)
+		pt(100.001, 110.001, 5) // another process: a second chain
+		at(1, 120)              // nothing measured by either
+		at(2, 120.001)
+		at(1, 130)
+		d := pt(120, 130, 1) // the first process's, across (110, 120]: on both timers
+		want := "pass"
+		if !exports {
+			want = "pass elect:restart"
+		}
+		if got := d.String(); got != want {
+			t.Errorf("exports %v: %q, want %q", exports, got, want)
+		}
+	}
+}
