@@ -196,6 +196,7 @@ func (a *Analyzer) listStreams(mr *MetricReport, diags []Diagnosis, fs metricFin
 	js := tr.JudgeStats()
 	rules.QuietPeers, rules.SharedSplit, rules.SharedUnsplit = js.Quiet, int(js.SharedSplit), js.SharedUnsplit
 	rules.DeltaCopies, rules.DeltaPeers, rules.DeltaUndecided = js.Delta[streams.ClassCopy], js.Delta[streams.ClassPeer], js.Delta[streams.ClassUndecided]
+	rules.DeltaContinued, rules.DeltaAcrossGap, rules.DeltaEmpty = js.Continued, js.AcrossGap, js.EmptyIntervals
 	if rules != (WriterRules{}) {
 		mr.WriterRules = &rules
 	}

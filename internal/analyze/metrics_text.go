@@ -130,6 +130,13 @@ func (w *WriterRules) String() string {
 	if w.QuietPeers > 0 {
 		parts = append(parts, plural(int(w.QuietPeers), "quiet peer", "quiet peers")+" (sent nothing while the elected writer went on)")
 	}
+	if w.DeltaContinued > 0 {
+		parts = append(parts, plural(int(w.DeltaContinued), "delta point", "delta points")+" continued their writer's chain (an interval overtaken, or filling a gap)")
+	}
+	if w.DeltaAcrossGap > 0 {
+		parts = append(parts, fmt.Sprintf("%s went on across intervals their writer sent nothing for, %d of them across intervals known empty",
+			plural(int(w.DeltaAcrossGap), "delta point", "delta points"), w.DeltaEmpty))
+	}
 	if len(parts) == 0 {
 		return ""
 	}

@@ -81,6 +81,15 @@ type WriterRules struct {
 	SharedWriters  int    `json:"shared_start_writers"`
 	SharedNotSplit int    `json:"shared_start_not_split"`
 	SharedUnsplit  uint64 `json:"shared_start_unsplit"`
+	// DeltaContinued counts delta points that continued their writer's
+	// chain (its next interval overtaking its previous one, or a late
+	// interval filling the gap a point went on across), DeltaAcrossGap the
+	// points that went on from their chain across intervals their writer
+	// sent nothing for, DeltaEmpty those of them across intervals known
+	// empty (their exports seen).
+	DeltaContinued uint64 `json:"delta_continued"`
+	DeltaAcrossGap uint64 `json:"delta_across_gap"`
+	DeltaEmpty     uint64 `json:"delta_empty_intervals"`
 }
 
 // MetricStream describes one stream.

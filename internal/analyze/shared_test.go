@@ -90,3 +90,21 @@ func TestMetricsSharedStartNotSplit(t *testing.T) {
 		t.Errorf("text report lacks %q:\n%s", want, b.String())
 	}
 }
+
+// TestWriterRulesLine: the report's writer-rules line names the delta
+// points that continued their chain and those that went on across
+// intervals their writer sent nothing for (known empty or not), as the
+// status page does; nothing when no rule decided anything.
+func TestWriterRulesLine(t *testing.T) {
+	var none *WriterRules
+	if got := none.String(); got != "" {
+		t.Errorf("no rules: %q", got)
+	}
+	w := &WriterRules{DeltaPeers: 2, DeltaContinued: 1, DeltaAcrossGap: 5, DeltaEmpty: 3}
+	want := "writer rules: delta chains: 0 copies dropped, 2 peers kept as their own series, 0 undecided (held); " +
+		"1 delta point continued their writer's chain (an interval overtaken, or filling a gap); " +
+		"5 delta points went on across intervals their writer sent nothing for, 3 of them across intervals known empty"
+	if got := w.String(); got != want {
+		t.Errorf("line:\n got %q\nwant %q", got, want)
+	}
+}

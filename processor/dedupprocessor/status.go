@@ -66,6 +66,7 @@ func (s *state) statusSnapshot(now time.Time) statuspage.Status {
 		out.WriterRules = &statuspage.WriterRulesStatus{
 			DeltaCopies: js.Delta[streams.ClassCopy], DeltaPeers: js.Delta[streams.ClassPeer], DeltaUndecided: js.Delta[streams.ClassUndecided],
 			QuietPeers: js.Quiet, SharedSplit: js.SharedSplit, SharedUnsplit: js.SharedUnsplit, SharedNow: js.Shared,
+			DeltaContinued: js.Continued, DeltaAcrossGap: js.AcrossGap, DeltaEmpty: js.EmptyIntervals,
 		}
 	}
 	for _, q := range out.Queues {

@@ -58,3 +58,43 @@ func TestStatusDeltaChains(t *testing.T) {
 		t.Errorf("delta chains not on the page:\n%.3000s", page)
 	}
 }
+
+// TestStatusDeltaAcrossGap: the status page's writer_rules count the delta
+// points that went on across intervals their writer sent nothing for, and
+// those across intervals known empty (the steps of the golden case
+// auto_delta_empty_interval: the elected writer's exports at 120 and 140
+// carry only its gauge), as otelcol_processor_dedup_writer_rules does.
+func TestStatusDeltaAcrossGap(t *testing.T) {
+	cfg := createDefaultConfig()
+	statusOn(cfg)
+	h := newMetricsHarness(t, cfg)
+	send := func(text string) {
+		t.Helper()
+		if err := h.p.ConsumeMetrics(context.Background(), parseMetricsText(t, "resource service.name=batch\n"+text)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	jobs := func(start, end, v float64) string {
+		return fmt.Sprintf("scope app\nmetric jobs sum delta monotonic\npoint %g %g i=%g\n", start, end, v)
+	}
+	gauge := func(end float64) string { return fmt.Sprintf("scope http\nmetric active gauge\npoint 0 %g v=1\n", end) }
+	send(jobs(100, 110, 1) + gauge(110))
+	send(jobs(113, 118, 5))
+	send(gauge(120))
+	send(jobs(118, 128, 10))
+	send(jobs(120, 130, 1) + gauge(130))
+	send(jobs(128, 138, 10))
+	send(jobs(130, 142, 1)) // its next interval, longer: no gap
+	_, _, body := getStatus(t, h.p.(*metricsProcessor).st.status.Handler(), "/status.json")
+	var s statuspage.Status
+	if err := json.Unmarshal([]byte(body), &s); err != nil {
+		t.Fatal(err)
+	}
+	if r := s.WriterRules; r == nil || r.DeltaAcrossGap != 1 || r.DeltaEmpty != 1 || r.DeltaContinued != 0 {
+		t.Errorf("writer_rules %+v, want 1 across a gap, 1 of them empty", r)
+	}
+	_, _, page := getStatus(t, h.p.(*metricsProcessor).st.status.Handler(), "/")
+	if !strings.Contains(page, "that went on across intervals their writer sent nothing for: 1, 1 of them across intervals known empty") {
+		t.Errorf("the points across a gap not on the page:\n%.3000s", page)
+	}
+}

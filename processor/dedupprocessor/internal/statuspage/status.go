@@ -52,7 +52,10 @@ type Status struct {
 // peers (undecided writers that went quiet while the elected writer went
 // on), the streams whose writers shared one start that were split into
 // their own series, the points of a shared start that could not be split,
-// and the streams split now.
+// the streams split now, and the delta points that continued their writer's
+// chain (a next interval overtaking its previous one, or a late one filling
+// a gap), that went on from their chain across intervals their writer sent
+// nothing for, and of those the ones across intervals known empty.
 type WriterRulesStatus struct {
 	DeltaCopies    int    `json:"delta_copies"`
 	DeltaPeers     int    `json:"delta_peers"`
@@ -61,6 +64,9 @@ type WriterRulesStatus struct {
 	SharedSplit    uint64 `json:"shared_start_split"`
 	SharedUnsplit  uint64 `json:"shared_start_unsplit"`
 	SharedNow      int    `json:"shared_start_streams"`
+	DeltaContinued uint64 `json:"delta_continued"`
+	DeltaAcrossGap uint64 `json:"delta_across_gap"`
+	DeltaEmpty     uint64 `json:"delta_empty_intervals"`
 }
 
 // DataDirStatus is one storage extension's data dir.
