@@ -266,10 +266,10 @@ func BenchmarkSharedStart(b *testing.B) {
 // second in their own phases: dense (a point every interval) and sparse
 // (no point for an interval without measurements: every other interval
 // skipped, each chain going on across the gap). /exports: the points'
-// resource is known (Tracker.NewScope), so each point's export is
-// recorded, one export a point (the most the record costs: exports.go),
-// and each gap is one interval whose export the other stream's point,
-// fed before it, shows empty.
+// resource is known (Tracker.NewScope) and every export also carries its
+// reader's up-down counter (recorded and linked, not judged), one export a
+// point (the most the record costs: exports.go): each sparse point is
+// found on its chain by the links, across one empty interval.
 func BenchmarkDeltaAuto(b *testing.B) {
 	for _, tc := range []struct {
 		name    string
@@ -300,8 +300,17 @@ func BenchmarkDeltaAuto(b *testing.B) {
 					start += gap // an interval without measurements before this one
 				}
 				pt := Point{Start: start, Time: start + sec, Value: float64(1 + j%3)}
-				if tc.exports && tc.skip && j > 0 {
-					tr.judge.exports.add(7, start) // the empty interval's export, seen
+				if tc.exports {
+					// Each export's up-down counter (its reader's start),
+					// the empty interval's export's too: recorded, linked.
+					up := Point{Start: (w + 1) * sec, Value: 1}
+					if tc.skip && j > 0 {
+						up.Time = start
+						tr.judge.exports.observe(7, upDown, up)
+					}
+					up.Time = pt.Time
+					tr.judge.exports.observe(7, upDown, up)
+					tr.NewScope(7)
 				}
 				tr.ObserveFrom(ID{1}, 9, deltaSum, pt, 0)
 			}

@@ -1,6 +1,7 @@
 package streams
 
-// Exports seen (docs/metrics.md, "Intervals without measurements"). An SDK
+// Exports seen (docs/metrics.md, "Empty intervals, known from the
+// export"). An SDK
 // reads all of a reader's instruments at once and stamps every point of
 // that export with one time: a writer's export at time T is the points of
 // its identity (resource) whose time is exactly T, whatever their scope or
@@ -72,9 +73,9 @@ func (e *exportTimes) add(identity, time uint64) uint64 {
 	if k == e.last {
 		return 0
 	}
-	e.last = k
+	e.last, e.lastRead = k, false
 	if _, ok := e.set[k]; ok {
-		return 0
+		return 0 // an export met again (its points in two requests): read names its reader if none did
 	}
 	if e.set == nil {
 		n := min(e.max, 1024)
@@ -93,7 +94,6 @@ func (e *exportTimes) add(identity, time uint64) uint64 {
 		e.next = (e.next + 1) % e.max
 	}
 	e.set[k] = exportLink{}
-	e.lastRead = false
 	return k
 }
 
