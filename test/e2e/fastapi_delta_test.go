@@ -164,20 +164,13 @@ func TestFastAPISeedDelta(t *testing.T) {
 // every 100 ms, about 19 s) and the pre-start value it records at import.
 // Every worker's deltas are its own: without dedup the sums are the truth
 // (no copies), and with dedup they must still be (the workers are peers:
-// kept, each as its own series). Not the truth in every run, so run on
-// request (DOUBLETAKE_E2E_PY_DELTA=1; DOUBLETAKE_E2E_DELTA_KEEP=DIR keeps
-// what the gateway received): the Python SDK exports no delta point for
-// an interval without measurements; a chain goes on across such intervals,
-// whole across one whose export arrived with other points (the HTTP
-// instrumentation's up-down counter), with half its evidence across
-// several (a lost export leaves the same gap), and workers that count
-// alike and skip several intervals at once can stay undecided when every
-// worker stops (docs/metrics.md, "Delta writers": the truth in 12 of 20
-// kept runs replayed, 4,262 of 4,400 counts).
+// kept, each as its own series). The Python SDK exports no delta point
+// for an interval without measurements: each worker's chain goes on across
+// such intervals, found and known empty by the worker's exports (the HTTP
+// instrumentation's up-down counter is in every one: docs/metrics.md,
+// "Empty intervals, known from the export"). DOUBLETAKE_E2E_DELTA_KEEP=DIR
+// keeps what the gateway received.
 func TestFastAPIWorkersDelta(t *testing.T) {
-	if os.Getenv("DOUBLETAKE_E2E_PY_DELTA") != "1" {
-		t.Skip("the Python SDK's delta workers are not the truth in every run: DOUBLETAKE_E2E_PY_DELTA=1 runs them (docs/metrics.md, \"Delta writers\")")
-	}
 	venv := pyVenv(t, "fastapi-0.143")
 	plain, dedup := newSink(t), newSink(t)
 	httpAddr, health := freePort(t), freePort(t)
