@@ -43,9 +43,13 @@ type deltaChains struct {
 	// since is the time of the judged chain's first point that counted
 	// measurements and started after the elected chain's newest point,
 	// 0 when the elected chain went on since (the quiet rule, deltaOther);
-	// counted, its points that counted measurements since.
-	since   uint64
-	counted uint32
+	// counted, the fewest of the elected chain's intervals since its
+	// newest point that its exports must all have been lost for to miss
+	// the measurements this chain counted since (the points' intervals
+	// hit by the fewest of the elected chain's, greedily: lastHit is the
+	// last one taken).
+	since, lastHit uint64
+	counted        uint32
 }
 
 // chain is one writer's chain: its run start, its newest point's time and
@@ -138,9 +142,9 @@ func (d *DeltaPair) AddAfterGap(shape Shape, pt Point, end uint64) (moves int, o
 }
 
 // AddAfterEmpty feeds a point that goes on from the chain whose newest
-// point ended at end across one interval known to have been empty (its
-// writer's export of that interval arrived without a point of this
-// stream: exports.go): the chain goes on, its bounds whole.
+// point ended at end across intervals known to have been empty (its
+// writer's exports of them arrived without a point of this stream:
+// exports.go): the chain goes on, its bounds whole.
 func (d *DeltaPair) AddAfterEmpty(shape Shape, pt Point, end uint64) (moves int, ok bool) {
 	return d.add(&d.Pair, shape, pt, across{end: end, empty: true})
 }

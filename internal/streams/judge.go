@@ -60,7 +60,7 @@ type JudgeStats struct {
 	Continued uint64
 	// AcrossGap counts delta points that went on from their chain after
 	// intervals it sent nothing for (delta_gap.go); EmptyIntervals, those
-	// of them whose one interval is known to have been empty, its export
+	// of them across intervals known to have been empty, their exports
 	// seen (exports.go).
 	AcrossGap, EmptyIntervals uint64
 	// ExportTimes is how many exports are remembered now (at most

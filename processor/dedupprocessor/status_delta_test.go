@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
 	"github.com/doubletake/doubletake/processor/dedupprocessor/internal/statuspage"
 )
 
@@ -96,5 +98,39 @@ func TestStatusDeltaAcrossGap(t *testing.T) {
 	_, _, page := getStatus(t, h.p.(*metricsProcessor).st.status.Handler(), "/")
 	if !strings.Contains(page, "that went on across intervals their writer sent nothing for: 1, 1 of them across intervals known empty") {
 		t.Errorf("the points across a gap not on the page:\n%.3000s", page)
+	}
+}
+
+// TestExportTimesForgottenCounted: past metrics.max_export_times the
+// oldest exports are forgotten, each counted in
+// otelcol_processor_dedup_evicted_entries{signal=metrics,
+// reason=export_times}; with room, none is.
+func TestExportTimesForgottenCounted(t *testing.T) {
+	for _, tc := range []struct {
+		max, want int64
+	}{{max: 2, want: 3}, {max: 1000, want: 0}} {
+		cfg := createDefaultConfig()
+		cfg.Metrics.MaxExportTimes = int(tc.max)
+		h := newMetricsHarness(t, cfg)
+		for k := range 5 { // five exports, each a delta point and a gauge at one time
+			text := fmt.Sprintf("resource service.name=batch\nscope app\nmetric jobs sum delta monotonic\npoint %d %d i=1\nscope http\nmetric active gauge\npoint 0 %d v=1\n", 100+10*k, 110+10*k, 110+10*k)
+			if err := h.p.ConsumeMetrics(context.Background(), parseMetricsText(t, text)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m, err := h.tel.GetMetric("otelcol_processor_dedup_evicted_entries")
+		var got int64
+		if err == nil {
+			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+				if r, _ := dp.Attributes.Value("reason"); r.AsString() == "export_times" {
+					if s, _ := dp.Attributes.Value("signal"); s.AsString() == "metrics" {
+						got += dp.Value
+					}
+				}
+			}
+		}
+		if got != tc.want {
+			t.Errorf("max_export_times %d: %d exports forgotten, want %d", tc.max, got, tc.want)
+		}
 	}
 }

@@ -479,7 +479,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ProcessorDedupWriterRules, err = builder.meter.Int64ObservableCounter(
 		"otelcol_processor_dedup_writer_rules",
-		metric.WithDescription("Decisions of metrics.overlap auto made by a rule rather than a pair's bounds, by rule (quiet peers, streams of a shared start split, points of a shared start not split, delta chains continued, delta points that went on across a gap, and those of them across one empty interval). [Alpha]"),
+		metric.WithDescription("Decisions of metrics.overlap auto made by a rule rather than a pair's bounds, by rule (quiet peers, streams of a shared start split, points of a shared start not split, delta chains continued, delta points that went on across a gap, and those of them across empty intervals). [Alpha]"),
 		metric.WithUnit("{decision}"),
 	)
 	errs = errors.Join(errs, err)

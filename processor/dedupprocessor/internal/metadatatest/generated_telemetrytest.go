@@ -334,7 +334,7 @@ func AssertEqualProcessorDedupUnjudgedPoints(t *testing.T, tt *componenttest.Tel
 func AssertEqualProcessorDedupWriterRules(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_dedup_writer_rules",
-		Description: "Decisions of metrics.overlap auto made by a rule rather than a pair's bounds, by rule (quiet peers, streams of a shared start split, points of a shared start not split, delta chains continued, delta points that went on across a gap, and those of them across one empty interval). [Alpha]",
+		Description: "Decisions of metrics.overlap auto made by a rule rather than a pair's bounds, by rule (quiet peers, streams of a shared start split, points of a shared start not split, delta chains continued, delta points that went on across a gap, and those of them across empty intervals). [Alpha]",
 		Unit:        "{decision}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
