@@ -221,6 +221,21 @@ func (j *judge) acrossGap(t *Tracker, s *stream, p Point, d Decision, i uint32, 
 	return d
 }
 
+// electedInterval is which of the elected chain's intervals since its
+// newest point, at end, every iv, holds time x: 1 for (end, end+iv] (and
+// before it); x itself when the interval is not known (every point its
+// own). A point's measurements lie after its start: the interval of its
+// start plus one nanosecond, to that of its time.
+func electedInterval(end, iv, x uint64) uint64 {
+	if iv == 0 {
+		return x
+	}
+	if x <= end {
+		return 1
+	}
+	return (x - end + iv - 1) / iv
+}
+
 // sameRun is the name of a second chain whose run start is the elected
 // chain's: one nanosecond later (a chain that truly starts one nanosecond
 // after the elected one would share the name, and be taken for it).
@@ -406,17 +421,25 @@ func (j *judge) deltaOther(t *Tracker, s *stream, i uint32, p Point, d Decision,
 	if jp.class != ClassPeer {
 		dc := jp.chains
 		dc.add(&jp.Pair, s.shape, p, g)
-		if p.Start >= s.cur.time && p.Value > 0 {
-			if dc.since == 0 {
-				dc.since = p.Time
-			}
-			dc.counted++
-		}
 		iv := s.cur.interval
 		if iv == 0 {
 			iv = s.cur.time - s.cur.deltaStart() // one point sent: its own interval
 		}
-		if jp.class == ClassUndecided && dc.since != 0 && (s.flags&flagSparse == 0 || dc.counted >= QuietSparsePoints) &&
+		if p.Start >= s.cur.time && p.Value > 0 {
+			if dc.since == 0 {
+				dc.since, dc.counted, dc.lastHit = p.Time, 0, 0
+			}
+			// The elected chain's intervals since its newest point that
+			// p's measurements may lie in: a copy's first reader lost
+			// one of them at least. Counted when none already counted
+			// is among them.
+			from, to := electedInterval(s.cur.time, iv, p.Start+1), electedInterval(s.cur.time, iv, p.Time)
+			if dc.counted == 0 || from > dc.lastHit {
+				dc.counted++
+				dc.lastHit = to
+			}
+		}
+		if jp.class == ClassUndecided && dc.since != 0 && dc.counted >= QuietSparsePoints &&
 			t.quiet(&writer{time: dc.since + iv, interval: iv}, p.Time) &&
 			s.cur.time > 0 && !j.chainSince(s.id, s.cur.time, jp) {
 			// The elected chain stopped, this one goes on, and no chain
@@ -430,12 +453,13 @@ func (j *judge) deltaOther(t *Tracker, s *stream, i uint32, p Point, d Decision,
 			// interval): a copy's process's first reader would have. A
 			// writer that sends no point for an interval without
 			// measurements (the Python and Go SDKs) is quiet whenever it
-			// has nothing to count, not stopped: once a chain of the
-			// stream went on across such intervals (flagSparse), one lost
-			// export would make it look stopped, so this chain must have
-			// counted measurements in QuietSparsePoints points since,
-			// each of which the first reader of a copy's process would
-			// have sent: as many of its exports lost.
+			// has nothing to count, not stopped, and one lost export
+			// would make it look stopped (before any chain is seen to go
+			// on across such intervals too: a dense start proves
+			// nothing), so this chain must have counted measurements
+			// that QuietSparsePoints of the elected chain's intervals
+			// since would have held, no two in one: as many of its
+			// exports lost.
 			jp.class, jp.part, jp.decided = ClassPeer, partQuiet, p.Time
 			jp.crossLo = float64(p.Time-s.cur.time) / 1e9
 			fo, _ := t.failoverAfter(iv)

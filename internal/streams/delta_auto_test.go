@@ -187,18 +187,30 @@ func TestDeltaAuto(t *testing.T) {
 			// Starts less than its own interval after the only point: a
 			// second writer, undecided.
 			{start: 130, time: 153.25, value: 48, want: "drop overlap", writer: 130},
+			{start: 153.25, time: 185, value: 48, want: "drop overlap", writer: 130},
+			{start: 185, time: 216.75, value: 48, want: "drop overlap", writer: 130},
+			{start: 216.75, time: 248.5, value: 48, want: "drop overlap", writer: 130},
+			{start: 248.5, time: 280.25, value: 48, want: "drop overlap", writer: 130},
+			{start: 280.25, time: 312, value: 48, want: "drop overlap", writer: 130},
+			{start: 312, time: 343.75, value: 48, want: "drop overlap", writer: 130},
+			{start: 343.75, time: 375.5, value: 48, want: "drop overlap", writer: 130},
+			{start: 375.5, time: 407.25, value: 48, want: "drop overlap", writer: 130},
+			{start: 407.25, time: 439, value: 48, want: "drop overlap", writer: 130},
 			// The elected chain sent nothing for the failover time after
 			// it was due to send this chain's first counted measurements
-			// (one of its intervals after that point): a peer (the quiet
-			// rule).
-			{start: 153.25, time: 185, value: 48, want: "label overlap", writer: 130},
+			// (one of its intervals after that point), and this chain
+			// counted measurements no fewer than QuietSparsePoints of its
+			// intervals would have held (every other point of this chain,
+			// which straddles them; of 31.75 s, as the point above, the
+			// stream's interval): a peer (the quiet rule).
+			{start: 439, time: 470.75, value: 48, want: "label overlap", writer: 130},
 			// Starts after the elected chain's only point, sooner than its
 			// own interval: not elected as a restart named 130, the
 			// labelled writer's name, but an old point of chain 130's
 			// first interval (which has sent more than one point: with
 			// one, it would be a second chain of run start 130, below).
 			{start: 130, time: 130.25, value: 48, want: "drop out_of_order", writer: 130},
-			{start: 185, time: 190, value: 48, want: "label overlap", writer: 130},
+			{start: 470.75, time: 475.75, value: 48, want: "label overlap", writer: 130},
 		}},
 		{name: "a point with the run start of a chain that has sent one point is another chain of that run start", policy: func(p *Policy) { p.FailoverAfter = 20 * time.Second }, steps: []pt{
 			{start: 111.5, time: 120, value: 48, want: "pass"},
@@ -208,7 +220,16 @@ func TestDeltaAuto(t *testing.T) {
 		{name: "with no room for another chain, a point with a labelled chain's run start is dropped as that chain's, not elected under its name", policy: func(p *Policy) { p.FailoverAfter, p.MaxJudged = 20*time.Second, 1 }, steps: []pt{
 			{start: 111.5, time: 120, value: 48, want: "pass"},
 			{start: 130, time: 153.25, value: 48, want: "drop overlap", writer: 130},
-			{start: 153.25, time: 185, value: 48, want: "label overlap", writer: 130},
+			{start: 153.25, time: 185, value: 48, want: "drop overlap", writer: 130},
+			{start: 185, time: 216.75, value: 48, want: "drop overlap", writer: 130},
+			{start: 216.75, time: 248.5, value: 48, want: "drop overlap", writer: 130},
+			{start: 248.5, time: 280.25, value: 48, want: "drop overlap", writer: 130},
+			{start: 280.25, time: 312, value: 48, want: "drop overlap", writer: 130},
+			{start: 312, time: 343.75, value: 48, want: "drop overlap", writer: 130},
+			{start: 343.75, time: 375.5, value: 48, want: "drop overlap", writer: 130},
+			{start: 375.5, time: 407.25, value: 48, want: "drop overlap", writer: 130},
+			{start: 407.25, time: 439, value: 48, want: "drop overlap", writer: 130},
+			{start: 439, time: 470.75, value: 48, want: "label overlap", writer: 130},
 			{start: 130, time: 130.25, value: 48, want: "drop out_of_order", writer: 130},
 		}},
 		{name: "a gap off the chain's timer is a restart, as without auto", steps: []pt{
@@ -462,7 +483,10 @@ func TestDeltaAutoQuietAfterBreak(t *testing.T) {
 		}
 	}
 	// 105 to 106 is lost; the reader's next interval starts at 105.95.
-	for i := range 8 {
+	// Its chain straddles the elected chain's intervals: two of its points
+	// to each interval of the elected chain's a copy's first reader would
+	// have lost, so twice QuietSparsePoints of them to be a peer.
+	for i := range 2*QuietSparsePoints + 2 {
 		k := float64(i)
 		a(105.95+k, 106.95+k)
 		if d := b(105.5+k, 106.5+k); d.Class == ClassPeer {
