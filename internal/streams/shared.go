@@ -163,11 +163,17 @@ func (t *Tracker) shared(s *stream, sh *sharedStart, p Point, d Decision) Decisi
 		sh.seen = t.now
 	}
 	k, dup, ok := sh.assign(p)
+	// Chain 0 passes as the elected writer's series: a point that would
+	// break that writer's order (below its newest value, or not after it)
+	// is not passed under it, whatever its phase (chain 0 may hold an
+	// older point than the elected writer's, elected since by a
+	// failover).
+	breaks := func(k int) bool { return k == 0 && s.cur.order(p, s.shape.Monotonic()) != ReasonNone }
 	switch {
 	case dup:
 		d.Sharer = uint8(k)
 		return dropped(d, ReasonDuplicate)
-	case !ok && sh.orphan.time != 0 && orphanGoesOn(&sh.orphan, p, sh.iv) && sh.overdue(&sh.orphan) >= 0:
+	case !ok && sh.orphan.time != 0 && orphanGoesOn(&sh.orphan, p, sh.iv) && sh.overdue(&sh.orphan) >= 0 && !breaks(sh.overdue(&sh.orphan)):
 		// Off every chain's phase twice, one interval apart, and going on
 		// from a chain that missed its exports since: that writer, its
 		// phase moved (a busy scheduler delayed its timer).
@@ -195,6 +201,11 @@ func (t *Tracker) shared(s *stream, sh *sharedStart, p Point, d Decision) Decisi
 			return dropped(d, ReasonDuplicate)
 		}
 		sh.orphan = sharerOf(p)
+		sh.unsplit++
+		t.judge.stats.SharedUnsplit++
+		return dropped(d, ReasonOverlap)
+	case ok && breaks(k):
+		// Given to no chain, counted, as off every phase.
 		sh.unsplit++
 		t.judge.stats.SharedUnsplit++
 		return dropped(d, ReasonOverlap)
