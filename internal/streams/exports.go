@@ -170,17 +170,16 @@ func (e *exportTimes) observe(identity uint64, shape Shape, p Point) uint64 {
 }
 
 // emptyGap says whether the intervals a delta chain skipped were empty:
-// the chain's newest point ended at end, its timer's interval is iv (own:
-// the chain's own newest interval, not the stream's standing in for a
-// first one, first its length), and its next point starts at start, whole
-// intervals on, where its writer's export arrived. One interval: that
-// export seen. Several: that export's reader's exports walked back, one
-// interval each, come to end's export. A first interval stands for the
-// writer's own only when it is at least three quarters of the stream's:
-// two of the writer's ticks cannot then lie in one of the stream's
-// intervals.
+// the chain's newest point ended at end, its timer's interval is iv, and
+// its next point starts at start, whole intervals on, where its writer's
+// export arrived. One interval: that export seen. Several: that export's
+// reader's exports walked back, one interval each, come to end's export.
+// Only with the chain's own interval (first 0): while the chain has sent
+// only its first interval (first, its length, with the stream's interval
+// standing in) the writer's interval is not known, and two of its reads
+// may lie in what looks like one interval.
 func (e *exportTimes) emptyGap(identity, iv, first, end, start uint64) bool {
-	if iv == 0 || start <= end || first != 0 && first < iv-iv/4 {
+	if iv == 0 || start <= end || first != 0 {
 		return false
 	}
 	k := (start - end + iv/2) / iv
