@@ -441,7 +441,7 @@ func (j *judge) deltaOther(t *Tracker, s *stream, i uint32, p Point, d Decision,
 		}
 		if jp.class == ClassUndecided && dc.since != 0 && dc.counted >= QuietSparsePoints &&
 			t.quiet(&writer{time: dc.since + iv, interval: iv}, p.Time) &&
-			s.cur.time > 0 && !j.chainSince(s.id, s.cur.time, jp) {
+			s.cur.time > 0 && !j.chainSince(s.id, s.cur.time, jp) && !j.exports.alive(j.identity, s.cur.time) {
 			// The elected chain stopped, this one goes on, and no chain
 			// began since (the elected writer going on under another run
 			// start, its chain broken by a lost or late export): not a
@@ -459,7 +459,10 @@ func (j *judge) deltaOther(t *Tracker, s *stream, i uint32, p Point, d Decision,
 			// nothing), so this chain must have counted measurements
 			// that QuietSparsePoints of the elected chain's intervals
 			// since would have held, no two in one: as many of its
-			// exports lost.
+			// exports lost. Never while the elected chain's writer is
+			// known to export still (exports.go: its reader has exported
+			// since its newest point): it has not stopped, and the values
+			// judge (its empty intervals known, their bounds kept).
 			jp.class, jp.part, jp.decided = ClassPeer, partQuiet, p.Time
 			jp.crossLo = float64(p.Time-s.cur.time) / 1e9
 			fo, _ := t.failoverAfter(iv)

@@ -484,7 +484,11 @@ func (d *deltaChains) filled(p *Pair, shape Shape, pt Point) bool {
 			}
 		}
 	}
-	if pt.HasMinMax && pt.Value > 0 {
+	if pt.HasMinMax && pt.Value > 0 && d.extremesFrom(w, pt) {
+		// Only what the chain's extremes hold since the earlier writer's
+		// newest gap, as add keeps them: a later writer's filler from
+		// before it would set its max beside an earlier writer's that
+		// misses that interval's measurements.
 		c.mn, c.mx, c.mm = min(c.mn, pt.Min), max(c.mx, pt.Max), true
 	}
 	if p.class == ClassPeer {

@@ -149,6 +149,21 @@ func (e *exportTimes) seen(identity, time uint64) bool {
 	return ok
 }
 
+// alive says whether the reader of identity's export at time has exported
+// since: a writer whose reads found nothing to count, or whose exports
+// holding counts were lost, but not a stopped one.
+func (e *exportTimes) alive(identity, time uint64) bool {
+	if identity == 0 || e.set == nil {
+		return false
+	}
+	l, ok := e.set[exportKey(identity, time)]
+	if !ok || l.reader == 0 {
+		return false
+	}
+	n, ok := e.newest[l.reader]
+	return ok && n.time > time
+}
+
 // observe records p's export when the record is on (and turns it on at
 // the first delta point judged); it returns the export's key when it was
 // recorded now (0: it was before, or is not).
