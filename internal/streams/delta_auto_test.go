@@ -85,6 +85,23 @@ func (s *deltaSim) stillHeld() (n float64) {
 
 // TestDeltaAuto: golden cases of delta chains under Auto.
 func TestDeltaAuto(t *testing.T) {
+	// labelled130: an elected chain's only point (111.5, 120], then a
+	// second chain of run start 130, a second writer (it starts less than
+	// its own interval after that point), undecided until the quiet rule
+	// labels it: the elected chain sent nothing for the failover time after
+	// it was due to send this chain's first counted measurements, and this
+	// chain counted measurements no fewer than QuietSparsePoints of the
+	// elected chain's intervals would have held (every other point of this
+	// chain, whose 31.75 s intervals, the stream's, straddle them); then
+	// extra.
+	labelled130 := func(extra ...pt) []pt {
+		steps := []pt{{start: 111.5, time: 120, value: 48, want: "pass"}, {start: 130, time: 153.25, value: 48, want: "drop overlap", writer: 130}}
+		for start := 153.25; start < 439; start += 31.75 {
+			steps = append(steps, pt{start: start, time: start + 31.75, value: 48, want: "drop overlap", writer: 130})
+		}
+		steps = append(steps, pt{start: 439, time: 470.75, value: 48, want: "label overlap", writer: 130})
+		return append(steps, extra...)
+	}
 	for _, tc := range []struct {
 		name   string
 		policy func(*Policy)
@@ -182,56 +199,23 @@ func TestDeltaAuto(t *testing.T) {
 			{start: 110, time: 120, value: 10, want: "pass"},
 			{start: 112, time: 122, value: 9, want: "drop overlap", writer: 100.000000001},
 		}},
-		{name: "a point with a labelled chain's run start is that chain's or another of that run start, never a restart under its name", policy: func(p *Policy) { p.FailoverAfter = 20 * time.Second }, steps: []pt{
-			{start: 111.5, time: 120, value: 48, want: "pass"},
-			// Starts less than its own interval after the only point: a
-			// second writer, undecided.
-			{start: 130, time: 153.25, value: 48, want: "drop overlap", writer: 130},
-			{start: 153.25, time: 185, value: 48, want: "drop overlap", writer: 130},
-			{start: 185, time: 216.75, value: 48, want: "drop overlap", writer: 130},
-			{start: 216.75, time: 248.5, value: 48, want: "drop overlap", writer: 130},
-			{start: 248.5, time: 280.25, value: 48, want: "drop overlap", writer: 130},
-			{start: 280.25, time: 312, value: 48, want: "drop overlap", writer: 130},
-			{start: 312, time: 343.75, value: 48, want: "drop overlap", writer: 130},
-			{start: 343.75, time: 375.5, value: 48, want: "drop overlap", writer: 130},
-			{start: 375.5, time: 407.25, value: 48, want: "drop overlap", writer: 130},
-			{start: 407.25, time: 439, value: 48, want: "drop overlap", writer: 130},
-			// The elected chain sent nothing for the failover time after
-			// it was due to send this chain's first counted measurements
-			// (one of its intervals after that point), and this chain
-			// counted measurements no fewer than QuietSparsePoints of its
-			// intervals would have held (every other point of this chain,
-			// which straddles them; of 31.75 s, as the point above, the
-			// stream's interval): a peer (the quiet rule).
-			{start: 439, time: 470.75, value: 48, want: "label overlap", writer: 130},
+		{name: "a point with a labelled chain's run start is that chain's or another of that run start, never a restart under its name", policy: func(p *Policy) { p.FailoverAfter = 20 * time.Second }, steps: labelled130(
 			// Starts after the elected chain's only point, sooner than its
 			// own interval: not elected as a restart named 130, the
 			// labelled writer's name, but an old point of chain 130's
 			// first interval (which has sent more than one point: with
 			// one, it would be a second chain of run start 130, below).
-			{start: 130, time: 130.25, value: 48, want: "drop out_of_order", writer: 130},
-			{start: 470.75, time: 475.75, value: 48, want: "label overlap", writer: 130},
-		}},
+			pt{start: 130, time: 130.25, value: 48, want: "drop out_of_order", writer: 130},
+			pt{start: 470.75, time: 475.75, value: 48, want: "label overlap", writer: 130},
+		)},
 		{name: "a point with the run start of a chain that has sent one point is another chain of that run start", policy: func(p *Policy) { p.FailoverAfter = 20 * time.Second }, steps: []pt{
 			{start: 111.5, time: 120, value: 48, want: "pass"},
 			{start: 130, time: 153.25, value: 48, want: "drop overlap", writer: 130},
 			{start: 130, time: 130.25, value: 48, want: "drop overlap", writer: 130.000000001},
 		}},
-		{name: "with no room for another chain, a point with a labelled chain's run start is dropped as that chain's, not elected under its name", policy: func(p *Policy) { p.FailoverAfter, p.MaxJudged = 20*time.Second, 1 }, steps: []pt{
-			{start: 111.5, time: 120, value: 48, want: "pass"},
-			{start: 130, time: 153.25, value: 48, want: "drop overlap", writer: 130},
-			{start: 153.25, time: 185, value: 48, want: "drop overlap", writer: 130},
-			{start: 185, time: 216.75, value: 48, want: "drop overlap", writer: 130},
-			{start: 216.75, time: 248.5, value: 48, want: "drop overlap", writer: 130},
-			{start: 248.5, time: 280.25, value: 48, want: "drop overlap", writer: 130},
-			{start: 280.25, time: 312, value: 48, want: "drop overlap", writer: 130},
-			{start: 312, time: 343.75, value: 48, want: "drop overlap", writer: 130},
-			{start: 343.75, time: 375.5, value: 48, want: "drop overlap", writer: 130},
-			{start: 375.5, time: 407.25, value: 48, want: "drop overlap", writer: 130},
-			{start: 407.25, time: 439, value: 48, want: "drop overlap", writer: 130},
-			{start: 439, time: 470.75, value: 48, want: "label overlap", writer: 130},
-			{start: 130, time: 130.25, value: 48, want: "drop out_of_order", writer: 130},
-		}},
+		{name: "with no room for another chain, a point with a labelled chain's run start is dropped as that chain's, not elected under its name", policy: func(p *Policy) { p.FailoverAfter, p.MaxJudged = 20*time.Second, 1 }, steps: labelled130(
+			pt{start: 130, time: 130.25, value: 48, want: "drop out_of_order", writer: 130},
+		)},
 		{name: "a gap off the chain's timer is a restart, as without auto", steps: []pt{
 			{start: 100, time: 110, value: 10, want: "pass"},
 			{start: 153, time: 163, value: 10, want: "pass elect:restart"},
