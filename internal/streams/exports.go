@@ -139,16 +139,6 @@ func (e *exportTimes) forget(k uint64) {
 	}
 }
 
-// seen says whether identity exported a point at time, as far as the
-// record remembers.
-func (e *exportTimes) seen(identity, time uint64) bool {
-	if identity == 0 || e.set == nil {
-		return false
-	}
-	_, ok := e.set[exportKey(identity, time)]
-	return ok
-}
-
 // alive says whether the reader of identity's export at time has exported
 // since: a writer whose reads found nothing to count, or whose exports
 // holding counts were lost, but not a stopped one.

@@ -251,3 +251,13 @@ func TestDeltaAutoLinkedExportsOneTimer(t *testing.T) {
 		}
 	}
 }
+
+// seen says whether identity exported a point at time, as far as the
+// record remembers.
+func (e *exportTimes) seen(identity, time uint64) bool {
+	if identity == 0 || e.set == nil {
+		return false
+	}
+	_, ok := e.set[exportKey(identity, time)]
+	return ok
+}
