@@ -119,7 +119,28 @@ type sample struct {
 	mm     bool // mn and mx hold a histogram's min and max
 	v      [MaxParts]float64
 	mn, mx float64
+	iv     interval // a delta chain's point: its own interval
 }
+
+// interval is a delta chain's point's own interval, beside the running
+// totals a sample holds: the measurements it counted lie within its own
+// min and max, and after the chain's point that ended at link (joint.go).
+type interval struct {
+	link   uint64 // the chain's previous point's time: nothing measured between it and this point's start
+	mn, mx float64
+	kind   uint8 // ivNone, ivFirst, ivLinked
+	mm     bool  // mn and mx hold the interval's min and max
+	empty  bool  // it counted nothing
+}
+
+// An interval's kinds: not known (a cumulative point, a delta point that
+// went on across a gap), its chain's first point (nothing measured before
+// it is the chain's), or linked to the chain's previous point.
+const (
+	ivNone uint8 = iota
+	ivFirst
+	ivLinked
+)
 
 // The parts that a Pair's peer decision can name beyond the values of
 // partsOf: a histogram's max and min.
@@ -276,6 +297,11 @@ func (p *Pair) Reset() { *p = Pair{} }
 // (false). It returns the number of tests in which both writers had moved
 // that the point added (0 or 1).
 func (p *Pair) Add(shape Shape, pt Point) (moves int, ok bool) {
+	return p.addInterval(shape, pt, interval{})
+}
+
+// addInterval is Add with a delta chain's point's own interval (DeltaPair).
+func (p *Pair) addInterval(shape Shape, pt Point, iv interval) (moves int, ok bool) {
 	if !Judged(shape) || pt.Start == 0 || pt.Time == 0 || pt.NoValue {
 		return 0, false
 	}
@@ -301,7 +327,7 @@ func (p *Pair) Add(shape Shape, pt Point) (moves int, ok bool) {
 		return 0, false
 	}
 	p.points++
-	cur := sample{time: pt.Time, mm: pt.HasMinMax, mn: pt.Min, mx: pt.Max}
+	cur := sample{time: pt.Time, mm: pt.HasMinMax, mn: pt.Min, mx: pt.Max, iv: iv}
 	cur.n = partsOf(shape, &pt, &cur.v)
 	if cur.mm && !p.noMM {
 		// A cumulative min never rises and a max never falls within one

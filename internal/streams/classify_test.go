@@ -381,10 +381,11 @@ func TestEvidenceString(t *testing.T) {
 	_ = time.Second
 }
 
-// metronome makes one event every every seconds from from to to, each
-// value 20 ms and a jitter of 0.5 ms on average: the end-to-end clients'
-// 20 ms sleeps, all in one bucket.
-func metronome(r *rand.Rand, every, from, to float64) *source {
+// metronome makes one event every 100 ms from from to to, each value 20
+// ms and a jitter of 0.5 ms on average: the end-to-end clients' 20 ms
+// sleeps, all in one bucket.
+func metronome(r *rand.Rand, from, to float64) *source {
+	const every = 0.1
 	s := &source{}
 	for t := from + every; t < to; t += every {
 		s.times = append(s.times, t)
@@ -429,13 +430,13 @@ func TestPairLockstepPeers(t *testing.T) {
 				if tc.phase > 0 {
 					startL = 0.001 + tc.phase*r.Float64()
 				}
-				src := metronome(r, 0.1, 0, tc.life)
+				src := metronome(r, 0, tc.life)
 				if tc.dominated {
 					src.times = append([]float64{0.01, 0.02}, src.times...)
 					src.vals = append([]float64{0.0199, 0.026}, src.vals...) // past every one of L's but 1 in 160000
 				}
 				e := reader{src: src, join: 0, first: 0.5, iv: 0.5, noMinMax: tc.noMinMax}
-				l := reader{src: metronome(r, 0.1, startL, tc.life+startL), join: startL, first: startL + 0.5, iv: 0.5, noMinMax: tc.noMinMax}
+				l := reader{src: metronome(r, startL, tc.life+startL), join: startL, first: startL + 0.5, iv: 0.5, noMinMax: tc.noMinMax}
 				o := judgePair(histogram, merge(e.points(tc.life, true), l.points(tc.life+startL, true)))
 				if o.class == ClassCopy {
 					calledCopy++ // 30 tests passed, none tight enough to fail

@@ -182,6 +182,16 @@ func (d *deltaChains) add(p *Pair, shape Shape, pt Point, g across) (moves int, 
 			}
 		}
 	}
+	// The point's own interval, for the joint test (joint.go): linked to
+	// the chain's newest point when it goes on from it, or across
+	// intervals known to be empty; not after a gap.
+	iv := interval{mn: pt.Min, mx: pt.Max, mm: pt.HasMinMax, empty: pt.Value == 0}
+	switch {
+	case w == int(d.n):
+		iv.kind = ivFirst
+	case pt.Start == c.end || (g.empty && c.end == gapEnd):
+		iv.kind, iv.link = ivLinked, c.end
+	}
 	if w == int(d.n) {
 		d.n++
 		*c = chain{run: pt.Start, mn: math.Inf(1), mx: math.Inf(-1), hasSum: pt.HasSum}
@@ -203,7 +213,7 @@ func (d *deltaChains) add(p *Pair, shape Shape, pt Point, g across) (moves int, 
 	if c.mm {
 		cp.Min, cp.Max, cp.HasMinMax = c.mn, c.mx, true
 	}
-	return p.Add(cumulativeOf(shape), cp)
+	return p.addInterval(cumulativeOf(shape), cp, iv)
 }
 
 // Reset forgets the evidence and both chains.

@@ -207,3 +207,75 @@ func TestDeltaPairSimulations(t *testing.T) {
 		})
 	}
 }
+
+// TestDeltaPairLockstepPeers: the delta form of TestPairLockstepPeers (the
+// end-to-end TestDefaultDeltaWriters' processes sharing one identity):
+// processes started 1 to 35 ms apart that record one event every 100 ms,
+// about 20 ms each, and export every 500 ms in their own phase. Every
+// interval of each counts the same events, so the bracketing bounds never
+// cross, and the extremes only when the earlier writer's miss the later's;
+// the joint test bounds the measurements between two reads by the
+// extremes of the intervals that hold them (Pair.within), which a peer's
+// sums leave within a few intervals; also when the earlier writer's first
+// two measurements are just below and well above all the later's
+// (dominated: the extremes decide nothing, as when the end-to-end JS
+// processes' first, slow iterations fell to the earliest). A peer is
+// never called a copy first (its counts would be dropped until the peer
+// decision; by the running extremes alone, before Pair.within, 2 and 1 of
+// 200 dominated peers were), every one is decided within 15 s and 98 in
+// 100 within 6 s; a copy in the same phases (a second reader in one of
+// those processes, the same events) is never called a peer.
+func TestDeltaPairLockstepPeers(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		copy      bool
+		dominated bool
+		phase     float64 // the later writer starts up to this much later
+		life      float64
+	}{
+		{"peer/6s", false, false, 0.035, 6}, {"peer/15s", false, false, 0.035, 15}, {"peer/any_phase/15s", false, false, 0.5, 15},
+		{"peer/dominated/6s", false, true, 0.035, 6}, {"peer/dominated/15s", false, true, 0.035, 15},
+		{"peer/dominated/any_phase/15s", false, true, 0.5, 15},
+		{"copy/15s", true, false, 0.035, 15}, {"copy/any_phase/15s", true, false, 0.5, 15},
+		{"copy/dominated/15s", true, true, 0.035, 15},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			decided, calledCopy, peers := 0, 0, 0
+			var secsToPeer []float64
+			for run := range simRuns {
+				r := rand.New(rand.NewPCG(uint64(run), 17))
+				startL := 0.001 + tc.phase*r.Float64()
+				src := metronome(r, 0, tc.life)
+				srcL := metronome(r, startL, tc.life+startL)
+				if tc.dominated {
+					src.times = append([]float64{0.01, 0.02}, src.times...)
+					src.vals = append([]float64{0.0199, 0.026}, src.vals...)
+				}
+				if tc.copy {
+					srcL = src
+				}
+				e := reader{src: src, join: 0, first: 0.5, iv: 0.5, intervalMinMax: true}
+				l := reader{src: srcL, join: startL, first: startL + 0.5, iv: 0.5, intervalMinMax: true}
+				o := judgeDelta(deltaHistogram, merge(e.deltas(tc.life, true), l.deltas(tc.life+startL, true)))
+				if o.class == ClassCopy {
+					calledCopy++
+				}
+				if o.everPeer {
+					peers++
+					if o.class == ClassPeer {
+						decided++
+						secsToPeer = append(secsToPeer, o.seconds)
+					}
+				}
+			}
+			m, w := stats(secsToPeer)
+			t.Logf("peers %d/%d (decided first %d: median %.1f s, worst %.1f s); called a copy first: %d", peers, simRuns, decided, m, w, calledCopy)
+			switch {
+			case tc.copy && peers > 0:
+				t.Errorf("%d of %d copies called peers", peers, simRuns)
+			case !tc.copy && (calledCopy > 0 || decided < simRuns*98/100 || tc.life > 6 && decided < simRuns):
+				t.Errorf("%d of %d peers decided first (worst %.1f s), %d called copies first; want none called a copy, every one decided in 15 s", decided, simRuns, w, calledCopy)
+			}
+		})
+	}
+}

@@ -60,6 +60,17 @@ func (p *Pair) jointTest(x, y *sample) {
 		jt.alive = uint16(1)<<uint(last-first+1) - 1
 	}
 	jt.tests++
+	// Where the measurements between the two reads lie: within the
+	// writer's extremes since its start, or, for delta chains, within
+	// those of the intervals that hold them (within).
+	xmn, xmx := x.mn, x.mx
+	if mn, mx, ok := p.within(0, x, y.time); ok {
+		xmn, xmx = mn, mx
+	}
+	ymn, ymx := y.mn, y.mx
+	if mn, mx, ok := p.within(1, y, x.time); ok {
+		ymn, ymx = mn, mx
+	}
 	s := x.v[1] - y.v[1]
 	jt.scale = max(jt.scale, math.Abs(x.v[1]), math.Abs(y.v[1]))
 	for i := range JointCandidates {
@@ -78,11 +89,11 @@ func (p *Pair) jointTest(x, y *sample) {
 		j := x.v[0] - y.v[0] - v
 		var l, h float64
 		if j >= 0 {
-			l, h = s-j*x.mx, s-j*x.mn
-			jt.scale = max(jt.scale, j*math.Abs(x.mx), j*math.Abs(x.mn))
+			l, h = s-j*xmx, s-j*xmn
+			jt.scale = max(jt.scale, j*math.Abs(xmx), j*math.Abs(xmn))
 		} else {
-			l, h = s-j*y.mn, s-j*y.mx
-			jt.scale = max(jt.scale, -j*math.Abs(y.mx), -j*math.Abs(y.mn))
+			l, h = s-j*ymn, s-j*ymx
+			jt.scale = max(jt.scale, -j*math.Abs(ymx), -j*math.Abs(ymn))
 		}
 		jt.lo[i], jt.hi[i] = max(jt.lo[i], l), min(jt.hi[i], h)
 		if jt.lo[i]-jt.hi[i] > RelEpsilon*jt.scale {
@@ -93,4 +104,44 @@ func (p *Pair) jointTest(x, y *sample) {
 		p.class, p.part, p.pooled = ClassPeer, partJoint, false
 		p.crossLo, p.crossHi = first, last
 	}
+}
+
+// within returns the extremes of what writer w's delta chain measured
+// after the other writer's read at time other, up to s's read: the union
+// of the extremes of s's interval and of the chain's intervals before it
+// that may end after that read (later than other − TimeSlack: an SDK
+// stamps a read a little before it makes it). Only when the retained
+// points hold every such interval, each linked to the one before (a gap
+// breaks the link) or the chain's first: otherwise, or when none of them
+// counted anything, ok is false and the running extremes bound them.
+func (p *Pair) within(w int, s *sample, other uint64) (mn, mx float64, ok bool) {
+	after := other - min(other, TimeSlack)
+	mn, mx = math.Inf(1), math.Inf(-1)
+	cur := s
+	for range History {
+		iv := &cur.iv
+		if iv.kind == ivNone {
+			return 0, 0, false
+		}
+		if !iv.empty {
+			if !iv.mm {
+				return 0, 0, false
+			}
+			mn, mx = min(mn, iv.mn), max(mx, iv.mx)
+		}
+		if iv.kind == ivFirst || iv.link <= after {
+			return mn, mx, mn <= mx
+		}
+		var prev *sample
+		for k := range History {
+			if q := &p.pts[w][k]; q.time == iv.link {
+				prev = q
+			}
+		}
+		if prev == nil {
+			return 0, 0, false
+		}
+		cur = prev
+	}
+	return 0, 0, false
 }

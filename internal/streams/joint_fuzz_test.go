@@ -68,6 +68,7 @@ func FuzzPairCopyNeverPeer(f *testing.F) {
 		}
 		quietCopy(t, vals, join, ops)
 		deltaCopy(t, vals, join, ops)
+		slackCopy(t, vals, join, ops)
 		sparseCopy(t, vals, join, ops)
 		sharedCopy(t, vals, ops)
 		// Hostile points: any bits in count, sum, min and max.
@@ -219,6 +220,56 @@ func deltaCopy(t *testing.T, vals []float64, join int, ops []byte) {
 		late[w] = late[w][:0]
 		if p.Class() == ClassPeer {
 			t.Fatalf("a delta copy (join after %d of %v) called a peer at point %d: %v", join, vals, i/2, p.Evidence())
+		}
+	}
+}
+
+// slackCopy: the reads of deltaCopy as delta chains, each stamped up to
+// 49 ms before the read it names (ops bits 5 to 7), as an SDK stamps a
+// collection and then reads its aggregations; a writer's first read is
+// stamped when it is made (its start is its reader's). The points arrive
+// in the order of their reads, none lost. A DeltaPair never calls the
+// later chain a peer: the measurements between two reads are bounded by
+// the intervals that may hold them (Pair.within), not by the intervals
+// the stamps alone say.
+func slackCopy(t *testing.T, vals []float64, join int, ops []byte) {
+	n := len(vals)
+	const ms = uint64(time.Millisecond)
+	base := uint64(time.Second)
+	at := func(upto int) uint64 { return base + uint64(upto)*10*ms + 5*ms }
+	prev := [2]int{0, join}
+	start := [2]uint64{base, base + uint64(join)*10*ms + ms}
+	type read struct {
+		at uint64
+		pt Point
+	}
+	var reads []read
+	for i := 0; i+1 < len(ops); i += 2 {
+		w, upto := int(ops[i]&1), int(ops[i+1])%(n+1)
+		if upto <= prev[w] {
+			continue
+		}
+		stamp := at(upto)
+		if prev[w] != 0 && (w == 0 || prev[w] != join) {
+			stamp = max(stamp-uint64(ops[i]>>5)*7*ms, start[w]+1)
+		}
+		pt := Point{Start: start[w], Time: stamp, HasSum: true, Min: math.Inf(1), Max: math.Inf(-1)}
+		for _, v := range vals[prev[w]:upto] {
+			v = math.Abs(v)
+			pt.Value++
+			pt.Sum += v
+			pt.Min, pt.Max = min(pt.Min, v), max(pt.Max, v)
+		}
+		pt.HasMinMax = pt.Value > 0
+		prev[w], start[w] = upto, pt.Time
+		reads = append(reads, read{at(upto), pt})
+	}
+	slices.SortStableFunc(reads, func(a, b read) int { return cmp.Compare(a.at, b.at) })
+	var p DeltaPair
+	for i, r := range reads {
+		p.Add(deltaHistogram, r.pt)
+		if p.Class() == ClassPeer {
+			t.Fatalf("a delta copy (join after %d of %v), stamps before reads, called a peer at point %d: %v", join, vals, i, p.Evidence())
 		}
 	}
 }
