@@ -258,8 +258,11 @@ func (t *Tracker) deltaCollide(s *stream, p Point, d Decision) (Decision, bool) 
 	return j.deltaOther(t, s, i, p, d, across{}), true
 }
 
-// chainOf finds the pair of stream id whose chain p continues, or whose
-// newest point p repeats (dup).
+// chainOf finds the pair of stream id whose chain p continues, or else
+// whose newest point p repeats (dup): two second chains that ended in the
+// same millisecond and count alike send the same point, the second of
+// which continues the other chain (deltaCollide's case between two
+// second chains); only a point that continues none is a repeat.
 func (j *judge) chainOf(id ID, p Point) (slot uint32, dup, ok bool) {
 	head, found := j.byStream[id]
 	if !found {
@@ -273,11 +276,11 @@ func (j *judge) chainOf(id ID, p Point) (slot uint32, dup, ok bool) {
 		switch {
 		case p.Start == jp.own.time && p.Time > jp.own.time:
 			return i - 1, false, true
-		case p.Time == jp.own.time && p.Start == math.Float64bits(jp.own.sum) && p.Fingerprint == jp.own.fp:
-			return i - 1, true, true
+		case !ok && p.Time == jp.own.time && p.Start == math.Float64bits(jp.own.sum) && p.Fingerprint == jp.own.fp:
+			slot, dup, ok = i-1, true, true
 		}
 	}
-	return 0, false, false
+	return slot, dup, ok
 }
 
 // covered says whether p lies within a known chain of stream id: from its

@@ -155,6 +155,17 @@ func TestDeltaAuto(t *testing.T) {
 			{start: 120, time: 130, value: 10, want: "pass"},
 			{start: 120, time: 131, value: 9, want: "drop overlap", writer: 103},
 		}},
+		{name: "two second chains ending together and counting alike send the same point: the second is the other chain's, not a repeat", steps: []pt{
+			{start: 100, time: 112, value: 10, want: "pass"},
+			{start: 103, time: 110, value: 5, want: "drop overlap", writer: 103},
+			{start: 104, time: 110, value: 6, want: "drop overlap", writer: 104},
+			{start: 112, time: 124, value: 10, want: "pass"},
+			{start: 110, time: 120, value: 10, want: "drop overlap", writer: 104},
+			{start: 110, time: 120, value: 10, want: "drop overlap", writer: 103},   // before, a repeat of 104's: 103 broken, its counts lost
+			{start: 110, time: 120, value: 10, want: "drop duplicate", writer: 104}, // a repeat of both
+			{start: 120, time: 130, value: 9, want: "drop overlap", writer: 104},
+			{start: 120, time: 131, value: 9, want: "drop overlap", writer: 103},
+		}},
 		{name: "an interval starting before the stream's first run, late, is a second writer's", steps: []pt{
 			{start: 100, time: 110, value: 10, want: "pass"},
 			{start: 110, time: 120, value: 10, want: "pass"},
