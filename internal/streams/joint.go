@@ -63,13 +63,16 @@ func (p *Pair) jointTest(x, y *sample) {
 	// Where the measurements between the two reads lie: within the
 	// writer's extremes since its start, or, for delta chains, within
 	// those of the intervals that hold them (within).
-	xmn, xmx := x.mn, x.mx
-	if mn, mx, ok := p.within(0, x, y.time); ok {
-		xmn, xmx = mn, mx
+	xmn, xmx, ymn, ymx := x.mn, x.mx, y.mn, y.mx
+	if x.iv.kind != ivNone {
+		if mn, mx, ok := p.within(0, x, y.time); ok {
+			xmn, xmx = mn, mx
+		}
 	}
-	ymn, ymx := y.mn, y.mx
-	if mn, mx, ok := p.within(1, y, x.time); ok {
-		ymn, ymx = mn, mx
+	if y.iv.kind != ivNone {
+		if mn, mx, ok := p.within(1, y, x.time); ok {
+			ymn, ymx = mn, mx
+		}
 	}
 	s := x.v[1] - y.v[1]
 	jt.scale = max(jt.scale, math.Abs(x.v[1]), math.Abs(y.v[1]))
