@@ -97,27 +97,22 @@ func deltaCounted(t *testing.T, path, service string) int64 {
 }
 
 // TestDefaultDeltaWriters: the issue's cases with delta temporality
-// (OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE=delta), the Go SDK
-// (and the JS SDK on request), through the default dedup config into a
-// file: the counts forwarded,
+// (OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE=delta), the JS and Go
+// SDKs, through the default dedup config into a file: the counts
+// forwarded,
 // every series added up, equal the events recorded: one reader; a second
 // reader joined (a copy: dropped); 2 and 4 processes sharing one identity,
 // each counting its own (peers: kept). And audit, reading what the
 // gateway received, names each case as the gateway judges it (auditDelta).
 func TestDefaultDeltaWriters(t *testing.T) {
-	// The Go SDK by default; the JS SDK's rows (its client honours the
-	// variable too) with DOUBLETAKE_E2E_JS_DELTA=1, as 4 JS processes are
-	// not the truth in every run yet (docs/metrics.md, "Delta writers":
-	// processes that count alike on one beat, in close phases, can be
-	// taken for copies before anything tells them apart).
-	// DOUBLETAKE_E2E_DELTA_KEEP=DIR keeps what the gateway received and
-	// forwarded in each case.
+	// The JS client honours the temporality variable too. 4 JS processes
+	// on one beat, counting alike, are told apart by their histograms'
+	// sums within the intervals' extremes (docs/metrics.md, "Delta
+	// writers"). DOUBLETAKE_E2E_DELTA_KEEP=DIR keeps what the gateway
+	// received and forwarded in each case.
+	jsClient(t)
 	goClient(t)
-	sdks := []peersSDK{{"go", runGoWorker}}
-	if os.Getenv("DOUBLETAKE_E2E_JS_DELTA") == "1" {
-		jsClient(t)
-		sdks = append([]peersSDK{{"js", runJSWorker}}, sdks...)
-	}
+	sdks := []peersSDK{{"js", runJSWorker}, {"go", runGoWorker}}
 	t.Setenv("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "delta") // the clients inherit it
 	for _, sdk := range sdks {
 		for _, tc := range []struct {
