@@ -262,25 +262,42 @@ func (t *Tracker) deltaCollide(s *stream, p Point, d Decision) (Decision, bool) 
 // whose newest point p repeats (dup): two second chains that ended in the
 // same millisecond and count alike send the same point, the second of
 // which continues the other chain (deltaCollide's case between two
-// second chains); only a point that continues none is a repeat.
+// second chains); only a point that continues none is a repeat. Unless
+// the connections say otherwise: a point that came on the connection of
+// the chain it repeats, and not on that of the chain it would continue,
+// is its sender's retry (two processes do not share a connection).
 func (j *judge) chainOf(id ID, p Point) (slot uint32, dup, ok bool) {
 	head, found := j.byStream[id]
 	if !found {
 		return 0, false, false
 	}
+	var cont, rep uint32
 	for i := head; i != 0; i = j.pairs[i-1].next {
 		jp := &j.pairs[i-1]
 		if jp.chains == nil {
 			continue
 		}
 		switch {
-		case p.Start == jp.own.time && p.Time > jp.own.time:
-			return i - 1, false, true
-		case !ok && p.Time == jp.own.time && p.Start == math.Float64bits(jp.own.sum) && p.Fingerprint == jp.own.fp:
-			slot, dup, ok = i-1, true, true
+		case cont == 0 && p.Start == jp.own.time && p.Time > jp.own.time:
+			cont = i
+		case rep == 0 && p.Time == jp.own.time && p.Start == math.Float64bits(jp.own.sum) && p.Fingerprint == jp.own.fp:
+			rep = i
 		}
 	}
-	return slot, dup, ok
+	switch {
+	case cont != 0 && (rep == 0 || !retried(p, &j.pairs[rep-1], &j.pairs[cont-1])):
+		return cont - 1, false, true
+	case rep != 0:
+		return rep - 1, true, true
+	}
+	return 0, false, false
+}
+
+// retried says whether p, the same point as chain r's newest and going on
+// from chain c's, is r's point resent: it came on r's newest point's
+// connection, and c's newest came on another.
+func retried(p Point, r, c *judged) bool {
+	return p.Conn != 0 && r.own.conn == p.Conn && c.own.conn != 0 && c.own.conn != p.Conn
 }
 
 // covered says whether p lies within a known chain of stream id: from its
@@ -336,7 +353,7 @@ func (j *judge) newChain(s *stream, run uint64, last Point, now int64, origin ui
 	jp := &j.pairs[i]
 	*jp = judged{id: s.id, ref: s.cur.start, other: run, origin: origin, live: true, seen: now, chains: &deltaChains{}, own: ownPoint{sum: math.Float64frombits(run)}}
 	if last.Time != 0 {
-		jp.own.time, jp.own.fp, jp.own.sum = last.Time, last.Fingerprint, math.Float64frombits(last.Start)
+		jp.own.time, jp.own.fp, jp.own.sum, jp.own.conn = last.Time, last.Fingerprint, math.Float64frombits(last.Start), last.Conn
 	}
 	if head, ok := j.byStream[s.id]; ok {
 		jp.next = head
@@ -416,7 +433,7 @@ func (j *judge) deltaOther(t *Tracker, s *stream, i uint32, p Point, d Decision,
 		j.anchor, j.anchored = jp.wk, true
 	}
 	old := jp.own
-	jp.own.time, jp.own.fp, jp.own.sum = p.Time, p.Fingerprint, math.Float64frombits(p.Start)
+	jp.own.time, jp.own.fp, jp.own.sum, jp.own.conn = p.Time, p.Fingerprint, math.Float64frombits(p.Start), p.Conn
 	if t.journal != nil {
 		t.journal.entries = append(t.journal.entries, journalEntry{pair: true, key: pairKey{s.id, jp.other}, pairBefore: old, pairAfter: jp.own})
 	}

@@ -166,6 +166,18 @@ func TestDeltaAuto(t *testing.T) {
 			{start: 120, time: 130, value: 9, want: "drop overlap", writer: 104},
 			{start: 120, time: 131, value: 9, want: "drop overlap", writer: 103},
 		}},
+		{name: "the same point on the connection of the chain it repeats, not of the one it would continue, is a retry", steps: []pt{
+			{start: 100, time: 112, value: 10, want: "pass", conn: 1},
+			{start: 103, time: 110, value: 5, want: "drop overlap", writer: 103, conn: 3},
+			{start: 104, time: 110, value: 6, want: "drop overlap", writer: 104, conn: 4},
+			{start: 112, time: 124, value: 10, want: "pass", conn: 1},
+			{start: 110, time: 120, value: 10, want: "drop overlap", writer: 104, conn: 4},
+			{start: 110, time: 120, value: 10, want: "drop duplicate", writer: 104, conn: 4}, // 104's retry: 103's point would be counted beside it
+			{start: 110, time: 120, value: 7, want: "drop overlap", writer: 103, conn: 3},
+			{start: 110, time: 120, value: 7, want: "drop duplicate", writer: 103, conn: 5}, // unknown to either: a repeat of both
+			{start: 120, time: 130, value: 9, want: "drop overlap", writer: 104, conn: 4},
+			{start: 120, time: 130, value: 9, want: "drop overlap", writer: 103, conn: 6}, // 104's point on a connection neither chain's: 103's
+		}},
 		{name: "an interval starting before the stream's first run, late, is a second writer's", steps: []pt{
 			{start: 100, time: 110, value: 10, want: "pass"},
 			{start: 110, time: 120, value: 10, want: "pass"},

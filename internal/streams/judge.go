@@ -136,6 +136,7 @@ type ownPoint struct {
 	value, sum float64
 	fp         uint64
 	ref, iv    uint64
+	conn       uint64 // the connection a delta chain's newest point came on (Point.Conn; 0: not known)
 }
 
 // undoOwn takes back a second writer's newest point set by a request that

@@ -17,6 +17,7 @@ type pt struct {
 	noValue     bool
 	want        string // Decision.String()
 	writer      float64
+	conn        uint64 // Point.Conn
 }
 
 func secs(f float64) uint64 { return uint64(math.Round(f * float64(sec))) }
@@ -27,7 +28,7 @@ func (p pt) point() Point {
 	if p.hasSum {
 		fp.float(p.sum)
 	}
-	return Point{Start: secs(p.start), Time: secs(p.time), Value: p.value, Sum: p.sum, HasSum: p.hasSum, NoValue: p.noValue, Fingerprint: uint64(fp)}
+	return Point{Start: secs(p.start), Time: secs(p.time), Value: p.value, Sum: p.sum, HasSum: p.hasSum, NoValue: p.noValue, Fingerprint: uint64(fp), Conn: p.conn}
 }
 
 var (
