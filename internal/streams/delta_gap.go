@@ -497,6 +497,12 @@ func (d *deltaChains) filled(p *Pair, shape Shape, pt Point) bool {
 	sign := 1.0 // the earlier writer's lack lowered c
 	if wi == 1 {
 		sign = -1
+		// Its retained points (since its gap) hold the filler's counts
+		// from here on, not its extremes: not compared (the joint test
+		// would bound the filler's measurements by extremes without them).
+		for i := range History {
+			p.pts[1][i].mm = false
+		}
 	} else {
 		// The extremes are the chains' whole again: the retained points'
 		// (since the gap) are less, not compared.
