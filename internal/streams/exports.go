@@ -41,6 +41,10 @@ type exportTimes struct {
 	last      uint64 // the newest key added: one export's points share it
 	lastRead  bool   // that export's reader is known
 	forgotten uint64
+	// before is the newest export's first cumulative point while the
+	// record is off: the export of the first delta point judged names
+	// its reader by it when that point came first (its up-down counter).
+	before struct{ identity, time, start uint64 }
 }
 
 // exportLink is what the record keeps of one export: its reader (0: none
@@ -161,14 +165,23 @@ func (e *exportTimes) observe(identity uint64, shape Shape, p Point) uint64 {
 	if identity == 0 || e.max == 0 {
 		return 0
 	}
+	read := shape.Cumulative() && p.Start != 0 && p.Start < p.Time
 	if !e.on {
 		if !JudgedDelta(shape) {
+			if b := &e.before; read && (b.time != p.Time || b.identity != identity) {
+				b.identity, b.time, b.start = identity, p.Time, p.Start
+			}
 			return 0
 		}
 		e.on = true
+		k := e.add(identity, p.Time)
+		if b := e.before; b.identity == identity && b.time == p.Time {
+			e.read(identity, Point{Start: b.start, Time: b.time})
+		}
+		return k
 	}
 	k := e.add(identity, p.Time)
-	if shape.Cumulative() && p.Start != 0 && p.Start < p.Time {
+	if read {
 		e.read(identity, p)
 	}
 	return k

@@ -44,6 +44,33 @@ func TestExportTimes(t *testing.T) {
 	}
 }
 
+// TestExportTimesFirstExportRead: the export of the first delta point,
+// which turns the record on, is its reader's when that export's first
+// cumulative point came before it (an up-down counter ahead of the delta
+// counter), so that the reader is known to export still after it (alive:
+// the delta quiet rule waits); not by a cumulative point of another
+// export, or of another identity.
+func TestExportTimesFirstExportRead(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		identity  uint64
+		time      float64
+		wantAlive bool
+	}{
+		{"the same export", 7, 4.5, true},
+		{"another export's", 7, 3.5, false},
+		{"another identity's", 8, 4.5, false},
+	} {
+		e := exportTimes{max: 64}
+		e.observe(tc.identity, upDown, Point{Start: secs(-0.5 + 10), Time: secs(tc.time + 10), Value: 1})
+		e.observe(7, deltaSum, Point{Start: secs(3.5 + 10), Time: secs(4.5 + 10), Value: 1})
+		e.observe(7, upDown, Point{Start: secs(-0.5 + 10), Time: secs(6.5 + 10), Value: 1}) // its next export, without a delta point
+		if got := e.alive(7, secs(4.5+10)); got != tc.wantAlive {
+			t.Errorf("%s: alive %v, want %v", tc.name, got, tc.wantAlive)
+		}
+	}
+}
+
 // TestExportTimesEmptyGap: one interval on the chain's timer whose export
 // was seen is empty; several are when the reader's exports, walked back
 // one interval each, come to the chain's newest point's export; not when
