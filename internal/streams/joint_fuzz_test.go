@@ -185,14 +185,7 @@ func deltaCopy(t *testing.T, vals []float64, join int, ops []byte) {
 			}
 			continue
 		}
-		pt := Point{Start: start[w], Time: at(upto), HasSum: true, Min: math.Inf(1), Max: math.Inf(-1)}
-		for _, v := range vals[prev[w]:upto] {
-			v = math.Abs(v)
-			pt.Value++
-			pt.Sum += v
-			pt.Min, pt.Max = min(pt.Min, v), max(pt.Max, v)
-		}
-		pt.HasMinMax = pt.Value > 0
+		pt := deltaRead(start[w], at(upto), vals[prev[w]:upto])
 		prev[w], start[w] = upto, pt.Time
 		if ops[i]&2 != 0 && end[w] != 0 {
 			if ops[i]&4 != 0 {
@@ -244,23 +237,18 @@ func slackCopy(t *testing.T, vals []float64, join int, ops []byte) {
 		pt Point
 	}
 	var reads []read
+	var fed [2]bool // the writer has read: its reads are stamped early
 	for i := 0; i+1 < len(ops); i += 2 {
 		w, upto := int(ops[i]&1), int(ops[i+1])%(n+1)
 		if upto <= prev[w] {
 			continue
 		}
 		stamp := at(upto)
-		if prev[w] != 0 && (w == 0 || prev[w] != join) {
+		if fed[w] {
 			stamp = max(stamp-uint64(ops[i]>>5)*7*ms, start[w]+1)
 		}
-		pt := Point{Start: start[w], Time: stamp, HasSum: true, Min: math.Inf(1), Max: math.Inf(-1)}
-		for _, v := range vals[prev[w]:upto] {
-			v = math.Abs(v)
-			pt.Value++
-			pt.Sum += v
-			pt.Min, pt.Max = min(pt.Min, v), max(pt.Max, v)
-		}
-		pt.HasMinMax = pt.Value > 0
+		fed[w] = true
+		pt := deltaRead(start[w], stamp, vals[prev[w]:upto])
 		prev[w], start[w] = upto, pt.Time
 		reads = append(reads, read{at(upto), pt})
 	}
@@ -272,6 +260,20 @@ func slackCopy(t *testing.T, vals []float64, join int, ops []byte) {
 			t.Fatalf("a delta copy (join after %d of %v), stamps before reads, called a peer at point %d: %v", join, vals, i, p.Evidence())
 		}
 	}
+}
+
+// deltaRead is a histogram's delta point over (start, time] that counts
+// the measurements vals (their absolute values: a histogram's).
+func deltaRead(start, time uint64, vals []float64) Point {
+	pt := Point{Start: start, Time: time, HasSum: true, Min: math.Inf(1), Max: math.Inf(-1)}
+	for _, v := range vals {
+		v = math.Abs(v)
+		pt.Value++
+		pt.Sum += v
+		pt.Min, pt.Max = min(pt.Min, v), max(pt.Max, v)
+	}
+	pt.HasMinMax = pt.Value > 0
+	return pt
 }
 
 // sparseCopy feeds a Tracker with Auto the delta exports of a process's
